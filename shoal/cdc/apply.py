@@ -1,0 +1,369 @@
+"""One CDC batch: new change files -> validated, deduplicated events -> one MERGE commit."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any, Literal
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from shoal.cdc import ledger
+from shoal.cdc.batch import ACTION_COL, APPLIED_ACTIONS, classify, latest_events
+from shoal.cdc.partitioning import partition_sql
+from shoal.cdc.schema import cast_checked, infer_types, quote
+from shoal.cdc.source import (
+    ERROR_COL,
+    FILE_COL,
+    LINE_COL,
+    OP_COL,
+    ORDER_COL,
+    RAW_COL,
+    ChangeFile,
+    CsvLayout,
+    data_columns,
+    discover,
+    parse_files,
+    read_header,
+)
+from shoal.config import Settings
+from shoal.exceptions import BadChangeRowError, ShoalError, SourceError
+from shoal.lake import commit_with_properties, current_snapshot, empty_commit, set_properties, table_exists
+from shoal.lake.locks import table_lock
+from shoal.lake.tables import TableName
+from shoal.spark import get_spark
+
+REJECTS_SUFFIX = "__rejects"
+WriteMode = Literal["merge-on-read", "copy-on-write"]
+
+
+@dataclass
+class ApplyOptions:
+    table: str
+    keys: list[str]
+    sequence: str
+    partition_by: str | None = None
+    op_column: str = "op"
+    header: bool = True
+    columns: list[str] | None = None
+    on_error: Literal["fail", "quarantine"] = "fail"
+    write_mode: WriteMode | None = None
+    delimiter: str = ","
+
+
+@dataclass
+class ApplyResult:
+    table: str
+    files_applied: list[str] = field(default_factory=list)
+    rows_read: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    ignored_stale: int = 0
+    deletes_of_missing_keys: int = 0
+    duplicates_collapsed: int = 0
+    rejected: int = 0
+    columns_added: list[str] = field(default_factory=list)
+    table_created: bool = False
+    snapshot_id: int | None = None
+    committed: bool = False
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Progress = Callable[[str], None]
+
+
+def apply_changes(
+    settings: Settings, source: str, options: ApplyOptions, progress: Progress | None = None
+) -> ApplyResult:
+    """Apply the change files under `source` not yet applied to `options.table`."""
+    say = progress or (lambda _msg: None)
+    table = TableName.parse(options.table)
+    _validate_options(options)
+    spark = get_spark(settings)
+    with table_lock(settings.workspace_dir, str(table)):
+        return _Batch(spark, settings, source, table, options, say).run()
+
+
+def _validate_options(options: ApplyOptions) -> None:
+    if not options.keys or any(not k.strip() for k in options.keys):
+        raise ShoalError("--key needs at least one column name")
+    if not options.header and not options.columns:
+        raise ShoalError("--no-header needs --columns a,b,c naming the data columns in file order")
+    if options.on_error not in ("fail", "quarantine"):
+        raise ShoalError(f"--on-error must be fail or quarantine, not {options.on_error!r}")
+
+
+class _Batch:
+    def __init__(self, spark: SparkSession, settings: Settings, source: str, table: TableName,
+                 options: ApplyOptions, say: Progress) -> None:
+        self.spark, self.settings, self.source, self.table, self.opt, self.say = (
+            spark, settings, source, table, options, say)
+        self.t0 = time.monotonic()
+        self.batch_id = uuid.uuid4().hex
+        self.result = ApplyResult(table=str(table))
+        self.layout = CsvLayout(
+            op_column=options.op_column,
+            header=options.header,
+            columns=tuple(c.strip() for c in options.columns) if options.columns else None,
+            delimiter=options.delimiter,
+        )
+        self._cached: list[DataFrame] = []
+
+    # ---- the batch, step by step ---------------------------------------------------
+    def run(self) -> ApplyResult:
+        try:
+            return self._run()
+        finally:
+            for df in self._cached:
+                df.unpersist()
+
+    def _run(self) -> ApplyResult:
+        exists = table_exists(self.spark, self.table)
+        applied = ledger.load(self.spark, self.table) if exists else {}
+        files = [f for f in discover(self.source) if f.name not in applied]
+        if not files:
+            self.say("no new change files")
+            self.result.snapshot_id = current_snapshot(self.spark, self.table)[0] if exists else None
+            return self._finish()
+        self.say(f"{len(files)} new change file(s)")
+        self.result.files_applied = [f.name for f in files]
+
+        table_cols = self._table_columns() if exists else {}
+        headers, columns = self._columns(files, table_cols)
+        parsed = self._cache(self._parse(files, headers, columns))
+        self.say("validating rows")
+        types = self._types(parsed, columns, table_cols)
+        typed = self._cache(self._check(cast_checked(parsed, types, ERROR_COL)))
+        self.result.rows_read = typed.count()
+        parsed.unpersist()
+        bad = typed.where(F.col(ERROR_COL).isNotNull())
+        n_bad = bad.count()
+        if n_bad and self.opt.on_error == "fail":
+            first = bad.orderBy(ORDER_COL, LINE_COL).select(FILE_COL, LINE_COL, ERROR_COL).first()
+            more = f" ({n_bad} bad rows in this batch; nothing was applied)" if n_bad > 1 else " (nothing was applied)"
+            raise BadChangeRowError(first[FILE_COL], int(first[LINE_COL]), first[ERROR_COL] + more)
+
+        good = typed.where(F.col(ERROR_COL).isNull()).drop(RAW_COL, ERROR_COL)
+        keys = [self._name(k, columns) for k in self.opt.keys]
+        seq = self._name(self.opt.sequence, columns)
+        latest = latest_events(good, keys, seq)
+        target = self.spark.table(self.table.sql) if exists else None
+        classified = self._cache(classify(latest, target, keys, seq))
+        self.say("deduplicating and comparing with the table")
+        counts = {r[ACTION_COL]: int(r["count"]) for r in classified.groupBy(ACTION_COL).count().collect()}
+        self._count(counts, n_good=self.result.rows_read - n_bad, n_bad=n_bad)
+
+        if not exists:
+            self._create_table(columns, types, keys, seq)
+        else:
+            self._evolve(columns, types, table_cols)
+        if n_bad:
+            self._quarantine(typed.where(F.col(ERROR_COL).isNotNull()), files)
+
+        applied = dict(applied)
+        now = datetime.now(UTC).isoformat()
+        for f in files:
+            applied[f.name] = {"size": f.size, "batch_id": self.batch_id, "applied_at": now}
+        props = {
+            ledger.SUMMARY_KEY: ledger.write(self.settings, self.table, applied, self.batch_id),
+            "shoal.cdc.batch-id": self.batch_id,
+            "shoal.cdc.files": json.dumps(self.result.files_applied),
+            "shoal.cdc.stats": json.dumps(
+                {k: getattr(self.result, k) for k in ("rows_read", "inserted", "updated", "deleted",
+                                                      "ignored_stale", "rejected")}
+            ),
+        }
+        self.say("merging into the table")
+        self._merge(classified, columns, keys, props)
+        return self._finish()
+
+    # ---- steps ---------------------------------------------------------------------
+    def _table_columns(self) -> dict[str, str]:
+        """name -> Spark SQL type of the existing table."""
+        schema = self.spark.table(self.table.sql).schema
+        return {f.name: f.dataType.simpleString() for f in schema.fields}
+
+    def _columns(self, files: list[ChangeFile], table_cols: dict[str, str]) -> tuple[dict[str, list[str]], list[str]]:
+        """Header per file, and the batch's data columns (table spelling where known)."""
+        canonical = {c.lower(): c for c in table_cols}
+        headers: dict[str, list[str]] = {}
+        columns: list[str] = []
+        for f in files:
+            header = read_header(f, self.layout)
+            headers[f.name] = header
+            for c in data_columns(header, self.layout):
+                name = canonical.setdefault(c.lower(), c)
+                if name not in columns:
+                    columns.append(name)
+        lower = {c.lower() for c in columns} | set(canonical)
+        for needed, flag in [(k, "--key") for k in self.opt.keys] + [(self.opt.sequence, "--sequence")]:
+            if needed.lower() not in lower:
+                raise SourceError(
+                    f"{flag} column {needed!r} is not in the change files (columns: {', '.join(columns)})"
+                )
+        # Columns the table has but these files lack stay as they are (never dropped).
+        return headers, columns
+
+    def _name(self, wanted: str, columns: list[str]) -> str:
+        return next(c for c in columns if c.lower() == wanted.lower())
+
+    def _parse(self, files: list[ChangeFile], headers: dict[str, list[str]], columns: list[str]) -> DataFrame:
+        self.say("reading change files")
+        rows = [(f.uri, f.name, i, json.dumps(headers[f.name])) for i, f in enumerate(files) if headers[f.name]]
+        in_schema = "uri string, name string, file_order int, header string"
+        spark_schema = T.StructType(
+            [
+                T.StructField(FILE_COL, T.StringType()),
+                T.StructField(ORDER_COL, T.IntegerType()),
+                T.StructField(LINE_COL, T.LongType()),
+                T.StructField(RAW_COL, T.StringType()),
+                T.StructField(ERROR_COL, T.StringType()),
+                T.StructField(OP_COL, T.StringType()),
+            ]
+            + [T.StructField(c, T.StringType()) for c in columns]
+        )
+        files_df = self.spark.createDataFrame(rows, in_schema)
+        if rows:
+            files_df = files_df.repartition(max(1, len(rows)))
+        layout_json = json.dumps(asdict(self.layout))
+        return files_df.mapInArrow(partial(parse_files, layout_json=layout_json, columns=columns), spark_schema)
+
+    def _types(self, parsed: DataFrame, columns: list[str], table_cols: dict[str, str]) -> dict[str, str]:
+        new = [c for c in columns if c not in table_cols]
+        types = {c: table_cols[c] for c in columns if c in table_cols}
+        if new:
+            clean = parsed.where(F.col(ERROR_COL).isNull())
+            seq = self.opt.sequence.lower()
+            keys = {k.lower() for k in self.opt.keys}
+            inferred = infer_types(
+                clean, new,
+                sequence=next((c for c in new if c.lower() == seq), ""),
+                keys=[c for c in new if c.lower() in keys],
+            )
+            types.update(inferred)
+        return types
+
+    def _check(self, typed: DataFrame) -> DataFrame:
+        """Keys and the sequence must be present in every row."""
+        checks = [
+            F.when(F.col(quote(self._name(k, typed.columns))).isNull(), F.lit(f"key column {k!r} is empty"))
+            for k in self.opt.keys
+        ]
+        seq = self._name(self.opt.sequence, typed.columns)
+        checks.append(F.when(F.col(quote(seq)).isNull(), F.lit(f"sequence column {self.opt.sequence!r} is empty")))
+        return typed.withColumn(ERROR_COL, F.coalesce(F.col(ERROR_COL), *checks))
+
+    def _cache(self, df: DataFrame) -> DataFrame:
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._cached.append(df)
+        return df
+
+    def _count(self, counts: dict[str, int], n_good: int, n_bad: int) -> None:
+        r = self.result
+        r.inserted, r.updated, r.deleted = counts.get("insert", 0), counts.get("update", 0), counts.get("delete", 0)
+        r.ignored_stale = counts.get("stale", 0)
+        r.deletes_of_missing_keys = counts.get("missing_delete", 0)
+        r.duplicates_collapsed = n_good - sum(counts.values())
+        r.rejected = n_bad
+
+    def _write_mode(self) -> WriteMode:
+        return self.opt.write_mode or self.settings.cdc.write_mode
+
+    def _create_table(self, columns: list[str], types: dict[str, str], keys: list[str], seq: str) -> None:
+        self.say(f"creating table {self.table}")
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{self.table.namespace}`")
+        cols = ", ".join(f"{quote(c)} {types[c]}{' NOT NULL' if c in keys else ''}" for c in columns)
+        part = f"PARTITIONED BY ({partition_sql(self.opt.partition_by, columns)})" if self.opt.partition_by else ""
+        mode = self._write_mode()
+        props = {
+            "format-version": "2",
+            "write.delete.mode": mode,
+            "write.update.mode": mode,
+            "write.merge.mode": mode,
+            "shoal.cdc.keys": ",".join(keys),
+            "shoal.cdc.sequence": seq,
+        }
+        prop_sql = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
+        self.spark.sql(f"CREATE TABLE {self.table.sql} ({cols}) USING iceberg {part} TBLPROPERTIES ({prop_sql})")
+        self.spark.sql(f"ALTER TABLE {self.table.sql} SET IDENTIFIER FIELDS {', '.join(quote(k) for k in keys)}")
+        self.result.table_created = True
+
+    def _evolve(self, columns: list[str], types: dict[str, str], table_cols: dict[str, str]) -> None:
+        new = [c for c in columns if c not in table_cols]
+        if new:
+            self.say(f"adding column(s) {', '.join(new)}")
+            added = ", ".join(f"{quote(c)} {types[c]}" for c in new)
+            self.spark.sql(f"ALTER TABLE {self.table.sql} ADD COLUMNS ({added})")
+            self.result.columns_added = new
+        if self.opt.write_mode:
+            m = self.opt.write_mode
+            set_properties(self.spark, self.table,
+                           {"write.delete.mode": m, "write.update.mode": m, "write.merge.mode": m})
+
+    def _quarantine(self, bad: DataFrame, files: list[ChangeFile]) -> None:
+        """Append bad rows to NS.TABLE__rejects, once per file even across crashes."""
+        rejects = self.table.sibling(REJECTS_SUFFIX)
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{rejects.namespace}`")
+        self.spark.sql(
+            f"""CREATE TABLE IF NOT EXISTS {rejects.sql} (file string, line bigint, raw_row string,
+                reason string, batch_id string, rejected_at timestamp) USING iceberg
+                TBLPROPERTIES ('format-version' = '2')"""
+        )
+        names = [f.name for f in files]
+        # A crash between this append and the MERGE re-reads the same files: skip files
+        # whose rejects are already recorded.
+        done = {r.file for r in self.spark.table(rejects.sql).where(F.col("file").isin(names))
+                .select("file").distinct().collect()}
+        rows = bad.where(~F.col(FILE_COL).isin(list(done))) if done else bad
+        rows.select(
+            F.col(FILE_COL).alias("file"),
+            F.col(LINE_COL).alias("line"),
+            F.col(RAW_COL).alias("raw_row"),
+            F.col(ERROR_COL).alias("reason"),
+            F.lit(self.batch_id).alias("batch_id"),
+            F.current_timestamp().alias("rejected_at"),
+        ).orderBy("file", "line").writeTo(rejects.sql).append()
+
+    def _merge(self, classified: DataFrame, columns: list[str], keys: list[str], props: dict[str, str]) -> None:
+        actionable = self.result.inserted + self.result.updated + self.result.deleted
+        if actionable:
+            view = f"shoal_cdc_{self.batch_id}"
+            classified.where(F.col(ACTION_COL).isin(*APPLIED_ACTIONS)).select(
+                *[quote(c) for c in columns], ACTION_COL
+            ).createOrReplaceTempView(view)
+            on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+            sets = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
+            names = ", ".join(quote(c) for c in columns)
+            values = ", ".join(f"s.{quote(c)}" for c in columns)
+            sql = f"""MERGE INTO {self.table.sql} t USING {view} s ON {on}
+                WHEN MATCHED AND s.{ACTION_COL} = 'delete' THEN DELETE
+                WHEN MATCHED AND s.{ACTION_COL} = 'update' THEN UPDATE SET {sets}
+                WHEN NOT MATCHED AND s.{ACTION_COL} = 'insert' THEN INSERT ({names}) VALUES ({values})"""
+            try:
+                commit_with_properties(self.spark, props, lambda: self.spark.sql(sql).collect())
+            finally:
+                self.spark.catalog.dropTempView(view)
+        snapshot_id, summary = current_snapshot(self.spark, self.table)
+        if summary.get("shoal.cdc.batch-id") != self.batch_id:
+            # Nothing to change (all stale, rejected or no-op deletes): still record the
+            # files as applied, in a snapshot of their own.
+            snapshot_id = empty_commit(self.spark, self.table.qualified(self.settings.catalog.name), props)
+        self.result.snapshot_id = snapshot_id
+        self.result.committed = True
+
+    def _finish(self) -> ApplyResult:
+        self.result.seconds = round(time.monotonic() - self.t0, 3)
+        return self.result
+

@@ -1,0 +1,63 @@
+"""`--partition-by` specs, parsed with sqlglot and re-rendered with quoted identifiers."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from shoal.cdc.schema import quote
+from shoal.exceptions import ShoalError
+
+_TIME_TRANSFORMS = {"years", "months", "days", "hours", "year", "month", "day", "hour"}
+_WIDTH_TRANSFORMS = {"bucket", "truncate"}
+
+
+def _bad(spec: str, why: str) -> ShoalError:
+    return ShoalError(
+        f"invalid --partition-by {spec!r}: {why}",
+        hint="use columns and Iceberg transforms, e.g. \"category, bucket(16, product_id), days(updated_at)\"",
+    )
+
+
+def partition_sql(spec: str, columns: list[str]) -> str:
+    """Validate `spec` against the table's columns and return it as Spark SQL."""
+    try:
+        parsed = sqlglot.parse_one(f"SELECT {spec}", read="spark")
+    except ParseError as exc:
+        raise _bad(spec, "not a list of columns and transforms") from exc
+    lookup = {c.lower(): c for c in columns}
+    rendered = []
+    for item in parsed.expressions:
+        if isinstance(item, exp.Column) and not item.table:
+            rendered.append(quote(_column(spec, item.name, lookup)))
+            continue
+        if isinstance(item, exp.Trunc):
+            name, args = "truncate", [item.this, item.args.get("decimals")]
+        elif isinstance(item, exp.Anonymous):
+            name, args = item.name.lower(), list(item.expressions)
+        else:
+            raise _bad(spec, f"unsupported expression {item.sql()!r}")
+        cols = [a for a in args if isinstance(a, exp.Column)]
+        ints = [a for a in args if isinstance(a, exp.Literal) and a.is_int]
+        if len(cols) != 1 or len(cols) + len(ints) != len(args):
+            raise _bad(spec, f"{item.sql()!r} must name exactly one column")
+        col = quote(_column(spec, cols[0].name, lookup))
+        if name in _WIDTH_TRANSFORMS and len(ints) == 1 and int(ints[0].this) > 0:
+            rendered.append(f"{name}({int(ints[0].this)}, {col})")
+        elif name in _TIME_TRANSFORMS and not ints:
+            rendered.append(f"{name if name.endswith('s') else name + 's'}({col})")
+        elif name == "identity" and not ints:
+            rendered.append(col)
+        else:
+            raise _bad(spec, f"unknown transform {item.sql()!r}")
+    if not rendered:
+        raise _bad(spec, "empty")
+    return ", ".join(rendered)
+
+
+def _column(spec: str, name: str, lookup: dict[str, str]) -> str:
+    try:
+        return lookup[name.lower()]
+    except KeyError:
+        raise _bad(spec, f"column {name!r} is not in the data (columns: {', '.join(lookup.values())})") from None

@@ -1,0 +1,251 @@
+"""Change files as database-migration replication writes them, and their parsing.
+
+A source folder holds full-load files (`LOAD00000001.csv`, ...) and change files named by
+time (`20220302-1134010000.csv`). Parsing runs on Spark executors (one task per file, via
+`mapInArrow`) so it scales out and keeps exact physical line numbers for error messages.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import posixpath
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from shoal import storage
+from shoal.exceptions import SourceError
+
+CHANGE_FILE_SUFFIXES = (".csv",)
+_LOAD_FILE = re.compile(r"^LOAD\d+\.csv$", re.IGNORECASE)
+
+# Columns the parser adds next to the data columns (all data columns are strings here;
+# typing happens in Spark so every bad value can be reported with its file and line).
+FILE_COL, ORDER_COL, LINE_COL, RAW_COL, ERROR_COL, OP_COL = (
+    "_file",
+    "_file_order",
+    "_line",
+    "_raw",
+    "_error",
+    "_op",
+)
+META_FIELDS = [
+    pa.field(FILE_COL, pa.string()),
+    pa.field(ORDER_COL, pa.int32()),
+    pa.field(LINE_COL, pa.int64()),
+    pa.field(RAW_COL, pa.string()),
+    pa.field(ERROR_COL, pa.string()),
+    pa.field(OP_COL, pa.string()),
+]
+VALID_OPS = ("I", "U", "D")
+_BATCH_ROWS = 50_000
+
+
+@dataclass(frozen=True)
+class ChangeFile:
+    uri: str
+    name: str  # path relative to the source folder: the identity recorded in the ledger
+    size: int
+
+    @property
+    def is_full_load(self) -> bool:
+        return bool(_LOAD_FILE.match(posixpath.basename(self.name)))
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        # Full-load files come before change files whatever their names sort as
+        # ("LOAD..." > "2022..." as text), then by name, which is by time.
+        return (0 if self.is_full_load else 1, self.name)
+
+
+@dataclass(frozen=True)
+class CsvLayout:
+    """How to read the rows of one batch's files."""
+
+    op_column: str = "op"
+    header: bool = True
+    columns: tuple[str, ...] | None = None  # required when header is False
+    delimiter: str = ","
+
+
+def discover(source: str) -> list[ChangeFile]:
+    """All change files under `source`, in application order."""
+    files = [ChangeFile(e.uri, e.relative, e.size) for e in storage.list_files(source, CHANGE_FILE_SUFFIXES)]
+    return sorted(files, key=lambda f: f.sort_key)
+
+
+def read_header(file: ChangeFile, layout: CsvLayout) -> list[str]:
+    """The column names of one file (its header row, or the layout's --columns)."""
+    if not layout.header:
+        assert layout.columns is not None
+        return list(layout.columns)
+    try:
+        fs, path = storage.filesystem(file.uri)
+        with fs.open_input_stream(path) as raw:
+            text = io.TextIOWrapper(io.BufferedReader(_RawAdapter(raw)), encoding="utf-8-sig", newline="")
+            first = next(csv.reader(text, delimiter=layout.delimiter), None)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SourceError(f"{file.name}:1: cannot read header: {exc}") from exc
+    if not first or not any(c.strip() for c in first):
+        return []
+    names = [c.strip() for c in first]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes or any(not n for n in names):
+        raise SourceError(
+            f"{file.name}:1: header has empty or repeated column names {sorted(dupes) or ''}",
+            hint="if the files have no header row, pass --no-header --columns a,b,c",
+        )
+    return names
+
+
+def data_columns(header: list[str], layout: CsvLayout) -> list[str]:
+    return [c for c in header if c.lower() != layout.op_column.lower()]
+
+
+def output_schema(columns: list[str]) -> pa.Schema:
+    return pa.schema(META_FIELDS + [pa.field(c, pa.string()) for c in columns])
+
+
+class _RawAdapter(io.RawIOBase):
+    """Lets io.BufferedReader wrap a pyarrow input stream."""
+
+    def __init__(self, stream) -> None:
+        self._s = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[override]
+        data = self._s.read(len(b))
+        n = len(data)
+        b[:n] = data
+        return n
+
+
+class _LineCounter:
+    """Iterates lines for csv.reader while keeping the raw text and line numbers."""
+
+    def __init__(self, text: Iterator[str]) -> None:
+        self._it = iter(text)
+        self.lines_read = 0
+        self.consumed: list[str] = []
+
+    def __iter__(self) -> _LineCounter:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._it)
+        self.lines_read += 1
+        self.consumed.append(line)
+        return line
+
+
+def parse_files(
+    batches: Iterator[pa.RecordBatch], layout_json: str, columns: list[str]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: rows of (uri, name, file_order, header_json) in, parsed rows out."""
+    layout = CsvLayout(**json.loads(layout_json))
+    schema = output_schema(columns)
+    for batch in batches:
+        for uri, name, order, header_json in zip(*(batch.column(i).to_pylist() for i in range(4)), strict=True):
+            header = json.loads(header_json)
+            yield from _parse_one(uri, name, order, header, layout, columns, schema)
+
+
+def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa.RecordBatch]:
+    is_load = bool(_LOAD_FILE.match(posixpath.basename(name)))
+    index = {c: i for i, c in enumerate(columns)}
+    op_lower = layout.op_column.lower()
+    names = header
+    op_pos = next((i for i, c in enumerate(names) if c.lower() == op_lower), None)
+    col_pos = [(index[c], i) for i, c in enumerate(names) if c.lower() != op_lower]
+    width = len(names)
+    cols: list[list] = [[] for _ in schema]
+    n_meta = len(META_FIELDS)
+
+    def emit(line: int, raw: str, error: str | None, op: str | None, values: list[str | None]) -> None:
+        cols[0].append(name)
+        cols[1].append(order)
+        cols[2].append(line)
+        cols[3].append(raw)
+        cols[4].append(error)
+        cols[5].append(op)
+        for j, v in enumerate(values):
+            cols[n_meta + j].append(v)
+
+    def flush() -> pa.RecordBatch:
+        out = pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+        for c in cols:
+            c.clear()
+        return out
+
+    empty = [None] * len(columns)
+    try:
+        fs, path = storage.filesystem(uri)
+        stream = fs.open_input_stream(path)
+    except Exception as exc:  # noqa: BLE001 - any I/O failure is reported as a bad file
+        emit(0, "", f"cannot open file: {exc}", None, empty)
+        yield flush()
+        return
+    with stream:
+        text = io.TextIOWrapper(io.BufferedReader(_RawAdapter(stream)), encoding="utf-8-sig", newline="")
+        counter = _LineCounter(text)
+        reader = csv.reader(counter, delimiter=layout.delimiter, strict=True)
+        first_data_line = 2 if layout.header else 1
+        try:
+            if layout.header:
+                next(reader, None)
+            while True:
+                start = counter.lines_read + 1
+                counter.consumed.clear()
+                try:
+                    fields = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as exc:
+                    emit(start, "".join(counter.consumed).rstrip("\r\n"), f"malformed CSV: {exc}", None, empty)
+                    continue
+                raw = "".join(counter.consumed).rstrip("\r\n")
+                if not fields or (len(fields) == 1 and not fields[0].strip()):
+                    continue  # blank line
+                if start < first_data_line:
+                    continue
+                error, op, values = _row(fields, width, op_pos, col_pos, is_load, len(columns))
+                emit(start, raw, error, op, values)
+                if len(cols[0]) >= _BATCH_ROWS:
+                    yield flush()
+        except UnicodeDecodeError as exc:
+            emit(counter.lines_read + 1, "", f"file is not valid UTF-8: {exc.reason}", None, empty)
+        except OSError as exc:
+            emit(counter.lines_read + 1, "", f"read failed: {exc}", None, empty)
+    if cols[0]:
+        yield flush()
+
+
+def _row(fields, width, op_pos, col_pos, is_load, n_columns):
+    """Validate one CSV record: returns (error, op, values aligned to the batch columns)."""
+    values: list[str | None] = [None] * n_columns
+    n = len(fields)
+    shift = 0
+    if op_pos is None and n == width + 1:
+        # Headerless DMS change rows carry the operation as an extra first field.
+        op_pos, shift = 0, 1
+    elif n != width:
+        expect = str(width) if op_pos is not None else f"{width} (or {width + 1} with the operation first)"
+        return f"wrong column count: expected {expect} fields, got {n}", None, values
+    for target, src in col_pos:
+        v = fields[src + shift]
+        values[target] = v if v != "" else None
+    op_text = fields[op_pos].strip() if op_pos is not None else ""
+    op = op_text.upper()
+    if op == "":
+        if is_load:
+            return None, "I", values
+        return "missing operation (expected I, U or D)", None, values
+    if op not in VALID_OPS:
+        return f"unknown operation {op_text!r} (expected I, U or D)", None, values
+    return None, op, values

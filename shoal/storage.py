@@ -1,0 +1,71 @@
+"""File access for local paths and object-store URIs through one interface (pyarrow.fs).
+
+Both the driver (listing, ledgers) and Spark executors (reading change files) use this, so
+a path that works in one works in the other.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from pyarrow import fs as pafs
+
+from shoal.exceptions import SourceError
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    uri: str  # absolute path or URI, readable with open_input()
+    relative: str  # path below the listed root, '/'-separated
+    size: int
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    try:
+        return pafs.FileSystem.from_uri(uri if "://" in uri else posixpath.abspath(uri))
+    except Exception as exc:  # pyarrow raises several types for bad URIs
+        raise SourceError(f"cannot open {uri}: {exc}") from exc
+
+
+def list_files(root: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
+    """All files below `root` whose name ends with one of `suffixes` (case-insensitive)."""
+    fs, base = filesystem(root)
+    info = fs.get_file_info(base)
+    if info.type == pafs.FileType.NotFound:
+        raise SourceError(f"source {root} does not exist")
+    if info.type != pafs.FileType.Directory:
+        raise SourceError(f"source {root} is not a folder", hint="pass the folder holding the change files")
+    prefix = "" if "://" not in root else root.split("://", 1)[0] + "://"
+    out = []
+    for entry in fs.get_file_info(pafs.FileSelector(base, recursive=True)):
+        if entry.type != pafs.FileType.File:
+            continue
+        rel = posixpath.relpath(entry.path, base)
+        if any(part.startswith(".") for part in rel.split("/")):
+            continue  # hidden files and in-progress uploads
+        if entry.base_name.lower().endswith(suffixes):
+            out.append(FileEntry(prefix + entry.path, rel, entry.size or 0))
+    return out
+
+
+def read_bytes(uri: str) -> bytes:
+    fs, path = filesystem(uri)
+    with fs.open_input_stream(path) as f:
+        return f.read()
+
+
+def write_bytes(uri: str, data: bytes) -> None:
+    fs, path = filesystem(uri)
+    fs.create_dir(posixpath.dirname(path), recursive=True)
+    with fs.open_output_stream(path) as f:
+        f.write(data)
+
+
+def exists(uri: str) -> bool:
+    fs, path = filesystem(uri)
+    return fs.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def join(base: str, *parts: str) -> str:
+    return posixpath.join(base, *parts)
