@@ -1,0 +1,122 @@
+"""Spark SQL on the lake catalog, accepting the time-travel spellings users bring along.
+
+`translate` rewrites Athena/Trino/BigQuery-style `FOR TIMESTAMP AS OF`, `FOR SYSTEM_TIME AS
+OF` and `FOR VERSION AS OF` into Spark's `TIMESTAMP AS OF` / `VERSION AS OF`. It works on
+sqlglot's tokens (string literals and comments are never touched) and edits only those
+keywords, so the rest of the statement reaches Spark exactly as written.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+from dataclasses import dataclass
+from typing import Any
+
+import sqlglot
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
+from shoal.exceptions import SqlError
+
+_TIME_KINDS = {"TIMESTAMP": "TIMESTAMP", "SYSTEM_TIME": "TIMESTAMP", "VERSION": "VERSION", "SYSTEM_VERSION": "VERSION"}
+
+
+def _tokens(sql: str) -> list[Token]:
+    try:
+        return sqlglot.tokenize(sql, read="spark")
+    except TokenError as exc:
+        raise SqlError(f"cannot read SQL: {exc}") from exc
+
+
+def translate(sql: str) -> str:
+    """Rewrite foreign time-travel clauses into Spark SQL."""
+    tokens = _tokens(sql)
+    edits: list[tuple[int, int, str]] = []
+    for i, tok in enumerate(tokens[:-3]):
+        if tok.token_type != TokenType.FOR:
+            continue
+        kind, as_, of = tokens[i + 1], tokens[i + 2], tokens[i + 3]
+        if kind.text.upper() in _TIME_KINDS and as_.text.upper() == "AS" and of.text.upper() == "OF":
+            edits.append((tok.start, kind.end + 1, _TIME_KINDS[kind.text.upper()]))
+    for start, end, text in reversed(edits):
+        sql = sql[:start] + text + sql[end:]
+    return sql
+
+
+def split_statements(sql: str) -> list[str]:
+    """Split on top-level semicolons (not those inside strings or comments)."""
+    parts, start = [], 0
+    for tok in _tokens(sql):
+        if tok.token_type == TokenType.SEMICOLON:
+            parts.append(sql[start : tok.start])
+            start = tok.end + 1
+    parts.append(sql[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+@dataclass
+class QueryResult:
+    columns: list[str]
+    types: list[str]
+    rows: list[tuple[Any, ...]]
+
+    def records(self) -> list[dict[str, Any]]:
+        """Rows as JSON-ready objects (timestamps as ISO-8601 strings)."""
+        return [{c: to_json_value(v) for c, v in zip(self.columns, row, strict=True)} for row in self.rows]
+
+
+def to_json_value(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.UTC)  # the session time zone is UTC
+        return value.isoformat()
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dict):
+        return {str(k): to_json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_json_value(v) for v in value]
+    if hasattr(value, "asDict"):
+        return {k: to_json_value(v) for k, v in value.asDict().items()}
+    return value
+
+
+def run(spark, sql: str, *, limit: int | None = None) -> QueryResult:
+    """Run one or more statements; returns the last statement's result."""
+    from pyspark.errors import PySparkException
+    from pyspark.sql.utils import AnalysisException, ParseException
+
+    statements = split_statements(sql)
+    if not statements:
+        raise SqlError("no SQL statement given")
+    df = None
+    for i, stmt in enumerate(statements, 1):
+        try:
+            df = spark.sql(translate(stmt))
+        except (ParseException, AnalysisException, PySparkException) as exc:
+            where = f"statement {i}: " if len(statements) > 1 else ""
+            raise SqlError(f"{where}{_first_line(exc)}") from exc
+        except Exception as exc:  # Py4J errors from the JVM carry the reason in their text
+            raise SqlError(_first_line(exc)) from exc
+    assert df is not None
+    try:
+        rows = (df.limit(limit) if limit else df).collect()
+    except Exception as exc:
+        raise SqlError(_first_line(exc)) from exc
+    return QueryResult(
+        columns=list(df.columns),
+        types=[f.dataType.simpleString() for f in df.schema.fields],
+        rows=[tuple(r) for r in rows],
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)  # Py4JJavaError: the JVM's message says why
+    text = (str(java.getMessage()) if java is not None else str(exc)).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
