@@ -125,8 +125,7 @@ class Settings(BaseSettings):
             return f"jdbc:sqlite:{self.workspace_dir / 'catalog.db'}"
         raise ConfigError(
             "catalog.uri is required when catalog.type = 'postgresql'",
-            hint="set [catalog] uri = 'jdbc:postgresql://HOST:5432/DB' in shoal.toml "
-            "or SHOAL_CATALOG__URI",
+            hint="set [catalog] uri = 'jdbc:postgresql://HOST:5432/DB' in shoal.toml or SHOAL_CATALOG__URI",
         )
 
     @property

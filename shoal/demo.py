@@ -26,12 +26,10 @@ FULL_LOAD = HEADER + "".join(
     ]
 )
 CHANGES_1 = HEADER + (
-    "U,102,electronics,Wireless mouse,75,2022-03-02 11:34:01\n"
-    "I,106,garden,Pruning shears,40,2022-03-02 11:35:12\n"
+    "U,102,electronics,Wireless mouse,75,2022-03-02 11:34:01\nI,106,garden,Pruning shears,40,2022-03-02 11:35:12\n"
 )
 CHANGES_2 = HEADER + (
-    "U,102,electronics,Wireless mouse,61,2022-03-02 14:02:45\n"
-    "D,103,home,Desk lamp,35,2022-03-02 14:05:10\n"
+    "U,102,electronics,Wireless mouse,61,2022-03-02 14:02:45\nD,103,home,Desk lamp,35,2022-03-02 14:05:10\n"
 )
 
 
@@ -63,8 +61,10 @@ def run_demo(workspace: Path) -> None:
 
     say(f"[bold]1. Full load[/] written to {source}")
     write_sample(source)
-    say(f"$ shoal cdc apply {source} --table {table} --key product_id --sequence last_update_time "
-        '--partition-by "category, bucket(16, product_id)"')
+    say(
+        f"$ shoal cdc apply {source} --table {table} --key product_id --sequence last_update_time "
+        '--partition-by "category, bucket(16, product_id)"'
+    )
     first = apply_changes(settings, str(source), opts)
     output.print_kv("batch 1", first.to_dict())
 
@@ -77,12 +77,14 @@ def run_demo(workspace: Path) -> None:
     third = apply_changes(settings, str(source), opts)
     say(f"files applied: {len(third.files_applied)}, snapshot unchanged: {third.snapshot_id == second.snapshot_id}")
 
-    say(f"\n[bold]4. Current table[/]\n$ shoal sql \"SELECT * FROM {table} ORDER BY product_id\"")
+    say(f'\n[bold]4. Current table[/]\n$ shoal sql "SELECT * FROM {table} ORDER BY product_id"')
     output.print_query(run_sql(spark, f"SELECT * FROM {table} ORDER BY product_id"), "table")
 
     snap = first.snapshot_id
-    say(f"\n[bold]5. Time travel to the first snapshot[/]\n$ shoal sql \"SELECT * FROM {table} "
-        f"FOR VERSION AS OF {snap} ORDER BY product_id\"")
+    say(
+        f'\n[bold]5. Time travel to the first snapshot[/]\n$ shoal sql "SELECT * FROM {table} '
+        f'FOR VERSION AS OF {snap} ORDER BY product_id"'
+    )
     output.print_query(run_sql(spark, f"SELECT * FROM {table} FOR VERSION AS OF {snap} ORDER BY product_id"), "table")
 
     say(f"\n[bold]6. History[/]\n$ shoal table history {table}")
@@ -92,5 +94,7 @@ def run_demo(workspace: Path) -> None:
         ["snapshot_id", "committed_at", "operation", "files"],
         [[r["snapshot_id"], r["committed_at"], r["operation"], ", ".join(r["files"])] for r in rows],
     )
-    say(f"\nDemo lake: {settings.workspace_dir} (catalog.db + warehouse/). Explore it with:\n"
-        f"  SHOAL_WORKSPACE={settings.workspace_dir} shoal sql \"SELECT * FROM {table}\"")
+    say(
+        f"\nDemo lake: {settings.workspace_dir} (catalog.db + warehouse/). Explore it with:\n"
+        f'  SHOAL_WORKSPACE={settings.workspace_dir} shoal sql "SELECT * FROM {table}"'
+    )

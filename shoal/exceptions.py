@@ -43,8 +43,7 @@ class BadChangeRowError(ShoalError):
     def __init__(self, file: str, line: int, reason: str) -> None:
         super().__init__(
             f"{file}:{line}: {reason}",
-            hint="fix the row, or re-run with --on-error quarantine to divert bad rows "
-            "to the __rejects table",
+            hint="fix the row, or re-run with --on-error quarantine to divert bad rows to the __rejects table",
         )
         self.file = file
         self.line = line

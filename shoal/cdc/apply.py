@@ -106,10 +106,23 @@ def _validate_options(options: ApplyOptions) -> None:
 
 
 class _Batch:
-    def __init__(self, spark: SparkSession, settings: Settings, source: str, table: TableName,
-                 options: ApplyOptions, say: Progress) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: Settings,
+        source: str,
+        table: TableName,
+        options: ApplyOptions,
+        say: Progress,
+    ) -> None:
         self.spark, self.settings, self.source, self.table, self.opt, self.say = (
-            spark, settings, source, table, options, say)
+            spark,
+            settings,
+            source,
+            table,
+            options,
+            say,
+        )
         self.t0 = time.monotonic()
         self.batch_id = uuid.uuid4().hex
         self.result = ApplyResult(table=str(table))
@@ -181,8 +194,10 @@ class _Batch:
             "shoal.cdc.batch-id": self.batch_id,
             "shoal.cdc.files": json.dumps(self.result.files_applied),
             "shoal.cdc.stats": json.dumps(
-                {k: getattr(self.result, k) for k in ("rows_read", "inserted", "updated", "deleted",
-                                                      "ignored_stale", "rejected")}
+                {
+                    k: getattr(self.result, k)
+                    for k in ("rows_read", "inserted", "updated", "deleted", "ignored_stale", "rejected")
+                }
             ),
         }
         self.say("merging into the table")
@@ -248,7 +263,8 @@ class _Batch:
             seq = self.opt.sequence.lower()
             keys = {k.lower() for k in self.opt.keys}
             inferred = infer_types(
-                clean, new,
+                clean,
+                new,
                 sequence=next((c for c in new if c.lower() == seq), ""),
                 keys=[c for c in new if c.lower() in keys],
             )
@@ -309,8 +325,9 @@ class _Batch:
             self.result.columns_added = new
         if self.opt.write_mode:
             m = self.opt.write_mode
-            set_properties(self.spark, self.table,
-                           {"write.delete.mode": m, "write.update.mode": m, "write.merge.mode": m})
+            set_properties(
+                self.spark, self.table, {"write.delete.mode": m, "write.update.mode": m, "write.merge.mode": m}
+            )
 
     def _quarantine(self, bad: DataFrame, files: list[ChangeFile]) -> None:
         """Append bad rows to NS.TABLE__rejects, once per file even across crashes."""
@@ -324,8 +341,10 @@ class _Batch:
         names = [f.name for f in files]
         # A crash between this append and the MERGE re-reads the same files: skip files
         # whose rejects are already recorded.
-        done = {r.file for r in self.spark.table(rejects.sql).where(F.col("file").isin(names))
-                .select("file").distinct().collect()}
+        done = {
+            r.file
+            for r in self.spark.table(rejects.sql).where(F.col("file").isin(names)).select("file").distinct().collect()
+        }
         rows = bad.where(~F.col(FILE_COL).isin(list(done))) if done else bad
         rows.select(
             F.col(FILE_COL).alias("file"),
@@ -366,4 +385,3 @@ class _Batch:
     def _finish(self) -> ApplyResult:
         self.result.seconds = round(time.monotonic() - self.t0, 3)
         return self.result
-

@@ -31,9 +31,7 @@ def load(spark: SparkSession, table: TableName) -> dict[str, dict[str, Any]]:
     return json.loads(storage.read_bytes(uri))["files"]
 
 
-def write(
-    settings: Settings, table: TableName, applied: dict[str, dict[str, Any]], batch_id: str
-) -> str:
+def write(settings: Settings, table: TableName, applied: dict[str, dict[str, Any]], batch_id: str) -> str:
     """Write the ledger holding `applied`; returns its URI for the snapshot summary."""
     uri = storage.join(
         settings.warehouse_uri, "_shoal", "cdc-ledgers", table.namespace, table.name, f"ledger-{batch_id}.json"

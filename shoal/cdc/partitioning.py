@@ -16,7 +16,7 @@ _WIDTH_TRANSFORMS = {"bucket", "truncate"}
 def _bad(spec: str, why: str) -> ShoalError:
     return ShoalError(
         f"invalid --partition-by {spec!r}: {why}",
-        hint="use columns and Iceberg transforms, e.g. \"category, bucket(16, product_id), days(updated_at)\"",
+        hint='use columns and Iceberg transforms, e.g. "category, bucket(16, product_id), days(updated_at)"',
     )
 
 

@@ -144,9 +144,7 @@ class _LineCounter:
         return line
 
 
-def parse_files(
-    batches: Iterator[pa.RecordBatch], layout_json: str, columns: list[str]
-) -> Iterator[pa.RecordBatch]:
+def parse_files(batches: Iterator[pa.RecordBatch], layout_json: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: rows of (uri, name, file_order, header_json) in, parsed rows out."""
     layout = CsvLayout(**json.loads(layout_json))
     schema = output_schema(columns)
@@ -178,7 +176,9 @@ def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa
             cols[n_meta + j].append(v)
 
     def flush() -> pa.RecordBatch:
-        out = pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+        out = pa.RecordBatch.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
+        )
         for c in cols:
             c.clear()
         return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -54,12 +54,12 @@ def _split(values: list[str]) -> list[str]:
     return [p.strip() for v in values for p in v.split(",") if p.strip()]
 
 
-class OnError(str, Enum):
+class OnError(StrEnum):
     fail = "fail"
     quarantine = "quarantine"
 
 
-class WriteMode(str, Enum):
+class WriteMode(StrEnum):
     merge_on_read = "merge-on-read"
     copy_on_write = "copy-on-write"
 
@@ -71,16 +71,21 @@ def cdc_apply(
     key: Annotated[list[str], typer.Option("--key", help="Key column(s): COL[,COL...].")],
     sequence: Annotated[str, typer.Option("--sequence", help="Column ordering events (newest wins).")],
     partition_by: Annotated[
-        str | None, typer.Option("--partition-by", help='Partition spec for a new table, e.g. "category, bucket(16, id)".')
+        str | None,
+        typer.Option("--partition-by", help='Partition spec for a new table, e.g. "category, bucket(16, id)".'),
     ] = None,
     op_column: Annotated[str, typer.Option("--op-column", help="Name of the operation column (I/U/D).")] = "op",
     no_header: Annotated[bool, typer.Option("--no-header", help="Files have no header row (use --columns).")] = False,
     columns: Annotated[
         str | None, typer.Option("--columns", help="Data column names in file order, for --no-header.")
     ] = None,
-    on_error: Annotated[OnError, typer.Option("--on-error", help="fail: apply nothing; quarantine: divert bad rows to NS.TABLE__rejects.")] = OnError.fail,
+    on_error: Annotated[
+        OnError,
+        typer.Option("--on-error", help="fail: apply nothing; quarantine: divert bad rows to NS.TABLE__rejects."),
+    ] = OnError.fail,
     write_mode: Annotated[
-        WriteMode | None, typer.Option("--write-mode", help="Row-level write mode for this table (default from config).")
+        WriteMode | None,
+        typer.Option("--write-mode", help="Row-level write mode for this table (default from config)."),
     ] = None,
     delimiter: Annotated[str, typer.Option("--delimiter", help="Field delimiter.")] = ",",
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -111,7 +116,7 @@ def cdc_apply(
     output.print_kv(f"Applied {len(result.files_applied)} file(s) to {table}", data)
 
 
-class SqlFormat(str, Enum):
+class SqlFormat(StrEnum):
     table = "table"
     json = "json"
     csv = "csv"
@@ -150,8 +155,15 @@ def table_history(
         f"History of {table}",
         ["snapshot_id", "committed_at", "operation", "current", "+records", "-records", "files"],
         [
-            [r["snapshot_id"], r["committed_at"], r["operation"], "yes" if r["is_current_ancestor"] else "no",
-             r["added_records"], r["deleted_records"], ", ".join(r["files"])]
+            [
+                r["snapshot_id"],
+                r["committed_at"],
+                r["operation"],
+                "yes" if r["is_current_ancestor"] else "no",
+                r["added_records"],
+                r["deleted_records"],
+                ", ".join(r["files"]),
+            ]
             for r in rows
         ],
     )

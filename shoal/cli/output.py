@@ -31,9 +31,11 @@ def print_error(message: str) -> None:
 def progress(enabled: bool, title: str) -> Iterator[Any]:
     """A spinner on stderr with the current step; yields a `say(msg)` callback."""
     if not enabled or not err.is_terminal:
+
         def say(msg: str) -> None:
             if enabled:
                 err.print(f"[dim]{title}:[/] {msg}", markup=True)
+
         yield say
         return
     with err.status(title) as status:

@@ -61,7 +61,7 @@ def table_exists(spark: SparkSession, table: TableName) -> bool:
 def require_table(spark: SparkSession, table: TableName) -> None:
     if not table_exists(spark, table):
         raise TableNotFoundError(
-            f"table {table} does not exist", hint="list tables with: shoal sql \"SHOW TABLES IN <namespace>\""
+            f"table {table} does not exist", hint='list tables with: shoal sql "SHOW TABLES IN <namespace>"'
         )
 
 
@@ -84,7 +84,7 @@ def _ancestry(spark: SparkSession, table: TableName) -> list[Any]:
     """Snapshots on the current branch, newest first."""
     return spark.sql(
         f"""SELECT s.snapshot_id, s.parent_id, s.operation, s.summary, s.committed_at, h.is_current_ancestor
-            FROM {table.metadata('history')} h JOIN {table.metadata('snapshots')} s
+            FROM {table.metadata("history")} h JOIN {table.metadata("snapshots")} s
               ON h.snapshot_id = s.snapshot_id
             ORDER BY h.made_current_at DESC, s.committed_at DESC"""
     ).collect()
@@ -186,9 +186,11 @@ def maintain(
             older_than => TIMESTAMP '{cutoff:%Y-%m-%d %H:%M:%S}', retain_last => {int(retain_last)})"""
     ).collect()[0]
     result["snapshots_expired"] = int(row["deleted_manifest_lists_count"])
-    result["expired_files_deleted"] = int(row["deleted_data_files_count"]) + int(
-        row["deleted_position_delete_files_count"]
-    ) + int(row["deleted_equality_delete_files_count"])
+    result["expired_files_deleted"] = (
+        int(row["deleted_data_files_count"])
+        + int(row["deleted_position_delete_files_count"])
+        + int(row["deleted_equality_delete_files_count"])
+    )
 
     say("removing orphan files")
     orphan_cutoff = datetime.now(UTC) - timedelta(hours=orphan_min_age_hours)
