@@ -23,9 +23,12 @@ def _bad(spec: str, why: str) -> ShoalError:
 def partition_sql(spec: str, columns: list[str]) -> str:
     """Validate `spec` against the table's columns and return it as Spark SQL."""
     try:
-        parsed = sqlglot.parse_one(f"SELECT {spec}", read="spark")
+        statements = sqlglot.parse(f"SELECT {spec}", read="spark")
     except ParseError as exc:
         raise _bad(spec, "not a list of columns and transforms") from exc
+    parsed = statements[0] if len(statements) == 1 else None
+    if not isinstance(parsed, exp.Select) or {k for k, v in parsed.args.items() if v} != {"expressions"}:
+        raise _bad(spec, "not a list of columns and transforms")
     lookup = {c.lower(): c for c in columns}
     rendered = []
     for item in parsed.expressions:
@@ -36,6 +39,8 @@ def partition_sql(spec: str, columns: list[str]) -> str:
             name, args = "truncate", [item.this, item.args.get("decimals")]
         elif isinstance(item, exp.Anonymous):
             name, args = item.name.lower(), list(item.expressions)
+        elif isinstance(item, exp.Func):
+            raise _bad(spec, f"unknown transform {item.sql()!r}")
         else:
             raise _bad(spec, f"unsupported expression {item.sql()!r}")
         cols = [a for a in args if isinstance(a, exp.Column)]

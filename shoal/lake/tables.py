@@ -155,6 +155,10 @@ def maintain(
 ) -> dict[str, Any]:
     """Compact data and delete files, expire old snapshots, remove orphan files."""
     require_table(spark, table)
+    if orphan_min_age_hours < 24:
+        # Iceberg refuses shorter intervals: a file younger than that may belong to a
+        # commit still in flight.
+        raise ShoalError("orphan-file minimum age must be at least 24 hours", hint="use --orphan-min-age-hours 24")
     say = progress or (lambda _msg: None)
     ident = f"{table.namespace}.{table.name}"
     result: dict[str, Any] = {"table": str(table)}

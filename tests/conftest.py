@@ -1,0 +1,38 @@
+"""One SparkSession per test session, on a throwaway workspace (SQLite catalog + warehouse)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from shoal.config import Settings, load_settings
+
+
+@pytest.fixture(scope="session")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    workspace = tmp_path_factory.mktemp("shoal-workspace")
+    return load_settings(workspace=workspace, spark={"shuffle_partitions": 2, "master": "local[2]"})
+
+
+@pytest.fixture(scope="session")
+def spark(settings: Settings):
+    from shoal.spark import get_spark, stop_spark
+
+    session = get_spark(settings)
+    yield session
+    stop_spark()
+
+
+@pytest.fixture
+def table_name() -> str:
+    """A fresh table name per test so tests never see each other's data."""
+    return f"t{uuid.uuid4().hex[:8]}.products"
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    d = tmp_path / "changes"
+    d.mkdir()
+    return d
