@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what Shoal needs on a Debian/Ubuntu machine: Java 17, the JDBC drivers for the
+# catalog database, and a virtual environment (.venv) with Shoal and its pinned jars.
+# Usage: scripts/setup.sh [EXTRAS]   e.g. scripts/setup.sh test,bench
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
+      PY="$cand"; break
+    fi
+  done
+fi
+[ -n "$PY" ] || { echo "setup: Python 3.11 is required (set PYTHON=/path/to/python3.11)" >&2; exit 1; }
+
+need=()
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/sqlite-jdbc.jar ] || need+=(libxerial-sqlite-jdbc-java)
+[ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
+"$PY" -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+if [ "${#need[@]}" -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "setup: installing Debian packages: ${need[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+spec="."; [ -n "$extras" ] && spec=".[$extras]"
+echo "setup: installing Shoal into .venv ($spec)"
+.venv/bin/python -m pip install -q -e "$spec"
+echo "setup: done. Activate with: . .venv/bin/activate"
