@@ -6,8 +6,8 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-
 from helpers import apply, rows, write_csv
+
 from shoal.cdc import apply as apply_module
 from shoal.exceptions import BadChangeRowError, ShoalError, SourceError
 from shoal.lake import TableName, current_snapshot, history, maintain

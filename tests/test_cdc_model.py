@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
-
 import cdc_model as model
+import pytest
 from helpers import apply, rows, write_csv
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
 from shoal.cdc.batch import ACTION_COL, classify, latest_events
 
 ops = st.sampled_from(["I", "U", "D"])

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from helpers import write_csv
+
 from shoal.cli import console
 
 T1, T2 = "2022-03-01 10:00:00", "2022-03-02 11:34:01"

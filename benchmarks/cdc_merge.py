@@ -1,0 +1,230 @@
+"""CDC merge benchmark: `shoal cdc apply` vs PyIceberg `Table.upsert` vs a plain Iceberg append.
+
+All three run in this one process on the same generated batch, each against its own copy
+of the same base table, so the printed ratios are comparable (absolute times drift 2-3x
+between runs on shared machines; ratios within a run do not).
+
+    python benchmarks/cdc_merge.py                       # 5M-row table, 1M changes
+    python benchmarks/cdc_merge.py --rows 500000 --changes 100000 --json
+
+Targets (issue #2): apply within 2x of the plain append; at least 3x faster than PyIceberg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from shoal.cdc import ApplyOptions, apply_changes
+from shoal.config import load_settings
+from shoal.spark import get_spark
+
+CATEGORIES = np.array([f"cat{i:02d}" for i in range(10)])
+BASE_TS = np.datetime64("2022-03-01T00:00:00", "us")
+PARTITION = "category, bucket(16, product_id)"
+
+
+def base_rows(n: int) -> pa.Table:
+    ids = np.arange(n, dtype=np.int64)
+    return pa.table(
+        {
+            "product_id": ids,
+            "category": CATEGORIES[ids % 10],
+            "name": pa.array([f"product {i}" for i in range(n)]),
+            "quantity": (ids * 7 % 1000).astype(np.int64),
+            "price": (ids % 10_000).astype(np.float64) / 100.0,
+            "updated_at": pa.array(np.full(n, BASE_TS), pa.timestamp("us", tz="UTC")),
+        }
+    )
+
+
+def change_rows(n_rows: int, n_changes: int, seed: int = 42) -> pa.Table:
+    """70% updates, 15% inserts, 10% deletes, 5% repeated events for keys already changed."""
+    rng = np.random.default_rng(seed)
+    n_upd, n_ins, n_del = int(n_changes * 0.70), int(n_changes * 0.15), int(n_changes * 0.10)
+    n_dup = n_changes - n_upd - n_ins - n_del
+    existing = rng.choice(n_rows, size=n_upd + n_del, replace=False)
+    upd, dele = existing[:n_upd], existing[n_upd:]
+    ins = np.arange(n_rows, n_rows + n_ins)
+    dup = rng.choice(upd, size=n_dup)
+    ids = np.concatenate([upd, ins, dele, dup]).astype(np.int64)
+    ops = np.array(["U"] * n_upd + ["I"] * n_ins + ["D"] * n_del + ["U"] * n_dup)
+    secs = np.concatenate([rng.integers(3600, 86400, n_upd + n_ins + n_del), np.full(n_dup, 90000)])
+    ts = BASE_TS + secs.astype("timedelta64[s]")
+    return pa.table(
+        {
+            "op": ops,
+            "product_id": ids,
+            "category": CATEGORIES[(ids + 1) % 10],  # every update also moves partition
+            "name": pa.array([f"product {i} v2" for i in ids]),
+            "quantity": rng.integers(0, 1000, len(ids)).astype(np.int64),
+            "price": rng.integers(0, 10_000, len(ids)).astype(np.float64) / 100.0,
+            "updated_at": pa.array(ts, pa.timestamp("us")),
+        }
+    )
+
+
+def write_change_files(changes: pa.Table, folder: Path, files: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    per = -(-changes.num_rows // files)
+    for i in range(files):
+        part = changes.slice(i * per, per)
+        opts = pacsv.WriteOptions(include_header=True, quoting_style="needed")
+        part = part.set_column(6, "updated_at", pc.strftime(part["updated_at"], "%Y-%m-%d %H:%M:%S"))
+        pacsv.write_csv(part, folder / f"20220302-{1134010000 + i}.csv", opts)
+
+
+def create_base(spark, table: str, base: pa.Table, mode: str) -> None:
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    df = spark.createDataFrame(base.to_pandas())
+    (
+        df.writeTo(table)
+        .using("iceberg")
+        .partitionedBy(df.category, __import__("pyspark.sql.functions", fromlist=["bucket"]).bucket(16, "product_id"))
+        .tableProperty("format-version", "2")
+        .tableProperty("write.delete.mode", mode)
+        .tableProperty("write.update.mode", mode)
+        .tableProperty("write.merge.mode", mode)
+        .create()
+    )
+
+
+def timed(fn) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("--changes", type=int, default=1_000_000)
+    ap.add_argument("--files", type=int, default=8, help="change files the batch is split into")
+    ap.add_argument("--workspace", type=Path, default=None, help="kept if given; a temp folder otherwise")
+    ap.add_argument("--skip-pyiceberg", action="store_true")
+    ap.add_argument(
+        "--pyiceberg-max-changes",
+        type=int,
+        default=50_000,
+        help="PyIceberg upsert runs on at most this many changes of the batch (it takes hours on 1M); "
+        "its rows/s is compared with Shoal's",
+    )
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+
+    workspace = args.workspace or Path(tempfile.mkdtemp(prefix="shoal-bench-"))
+    settings = load_settings(workspace=workspace / "lake", spark={"driver_memory": "4g"})
+    spark = get_spark(settings)
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS bench")
+    log = (lambda *_: None) if args.json else print
+
+    log(f"generating {args.rows:,} base rows and {args.changes:,} changes ...")
+    base = base_rows(args.rows)
+    changes = change_rows(args.rows, args.changes)
+    src = workspace / "changes"
+    write_change_files(changes, src, args.files)
+    results: dict[str, dict] = {}
+
+    # 1. The floor: read the same change files with Spark and append them.
+    create_base(spark, "bench.append_floor", base, "merge-on-read")
+    schema = "op string, product_id bigint, category string, name string, quantity bigint, price double, updated_at timestamp"
+
+    def append() -> None:
+        df = spark.read.csv(str(src), header=True, schema=schema).drop("op")
+        df.writeTo("bench.append_floor").append()
+
+    secs, _ = timed(append)
+    results["iceberg_append"] = {"seconds": secs}
+    log(f"plain Iceberg append:       {secs:8.2f} s")
+
+    # 2. Shoal, in both row-level write modes.
+    for mode in ("merge-on-read", "copy-on-write"):
+        table = f"bench.shoal_{mode.replace('-', '_')}"
+        create_base(spark, table, base, mode)
+        opts = ApplyOptions(table=table, keys=["product_id"], sequence="updated_at")
+        secs, res = timed(lambda opts=opts: apply_changes(settings, str(src), opts))
+        results[f"shoal_{mode}"] = {"seconds": secs, "result": res.to_dict()}
+        log(
+            f"shoal cdc apply ({mode}): {secs:8.2f} s  ({res.inserted:,} ins, {res.updated:,} upd, {res.deleted:,} del)"
+        )
+
+    # 3. PyIceberg upsert on the same batch (deduplicated: upsert needs unique keys; deletes
+    #    are a separate delete call because upsert has no delete operation).
+    if not args.skip_pyiceberg:
+        from pyiceberg.catalog.sql import SqlCatalog
+        from pyiceberg.expressions import In
+        from pyiceberg.partitioning import PartitionField, PartitionSpec
+        from pyiceberg.transforms import BucketTransform, IdentityTransform
+
+        cat = SqlCatalog(settings.catalog.name, uri=settings.catalog_sqlalchemy_uri, warehouse=settings.warehouse_uri)
+        ident = "bench.pyiceberg_upsert"
+        if cat.table_exists(ident):
+            cat.drop_table(ident)
+        base_arrow = base.cast(base.schema.set(0, pa.field("product_id", pa.int64(), nullable=False)))
+        tbl = cat.create_table(ident, schema=base_arrow.schema)
+        with tbl.update_spec() as spec:
+            spec.add_field("category", IdentityTransform(), "category")
+            spec.add_field("product_id", BucketTransform(16), "product_id_bucket")
+        tbl.append(base_arrow)
+        del PartitionField, PartitionSpec
+
+        sample = changes.slice(0, min(args.pyiceberg_max_changes, changes.num_rows))
+
+        def upsert() -> None:
+            df = sample.to_pandas()
+            df = df.sort_values(["product_id", "updated_at"], kind="stable").drop_duplicates("product_id", keep="last")
+            deletes = df[df.op == "D"].product_id.tolist()
+            upserts = pa.Table.from_pandas(df[df.op != "D"].drop(columns=["op"]), preserve_index=False)
+            upserts = upserts.set_column(5, "updated_at", pc.assume_timezone(upserts["updated_at"], "UTC"))
+            upserts = upserts.cast(base_arrow.schema)
+            tbl.upsert(upserts, join_cols=["product_id"])
+            if deletes:
+                tbl.delete(In("product_id", deletes))
+
+        secs, _ = timed(upsert)
+        results["pyiceberg_upsert"] = {"seconds": secs, "changes": sample.num_rows}
+        log(f"PyIceberg upsert + delete:  {secs:8.2f} s  (on {sample.num_rows:,} of the changes)")
+
+    floor = results["iceberg_append"]["seconds"]
+    best_mode = min(("merge-on-read", "copy-on-write"), key=lambda m: results[f"shoal_{m}"]["seconds"])
+    summary = {
+        "rows": args.rows,
+        "changes": args.changes,
+        "rows_per_second": {k: round(v.get("changes", args.changes) / v["seconds"]) for k, v in results.items()},
+        "apply_vs_append": {
+            m: round(results[f"shoal_{m}"]["seconds"] / floor, 2) for m in ("merge-on-read", "copy-on-write")
+        },
+        "faster_mode": best_mode,
+    }
+    if "pyiceberg_upsert" in results:
+        rps = summary["rows_per_second"]
+        summary["pyiceberg_vs_apply"] = {
+            m: round(rps[f"shoal_{m}"] / rps["pyiceberg_upsert"], 2) for m in ("merge-on-read", "copy-on-write")
+        }
+    summary["seconds"] = {k: round(v["seconds"], 2) for k, v in results.items()}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print("\nrows/s:", json.dumps(summary["rows_per_second"]))
+        print("shoal apply / plain append (target <= 2):", json.dumps(summary["apply_vs_append"]))
+        if "pyiceberg_vs_apply" in summary:
+            print(
+                "shoal apply speed-up over PyIceberg upsert, rows/s (target >= 3):",
+                json.dumps(summary["pyiceberg_vs_apply"]),
+            )
+        print("faster row-level mode:", best_mode)
+    if args.workspace is None:
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
