@@ -30,20 +30,30 @@ from shoal.spark import get_spark
 
 CATEGORIES = np.array([f"cat{i:02d}" for i in range(10)])
 BASE_TS = np.datetime64("2022-03-01T00:00:00", "us")
-PARTITION = "category, bucket(16, product_id)"
 
 
-def base_rows(n: int) -> pa.Table:
-    ids = np.arange(n, dtype=np.int64)
-    return pa.table(
-        {
-            "product_id": ids,
-            "category": CATEGORIES[ids % 10],
-            "name": pa.array([f"product {i}" for i in range(n)]),
-            "quantity": (ids * 7 % 1000).astype(np.int64),
-            "price": (ids % 10_000).astype(np.float64) / 100.0,
-            "updated_at": pa.array(np.full(n, BASE_TS), pa.timestamp("us", tz="UTC")),
-        }
+def create_base(spark, n: int) -> None:
+    """The base table, generated inside the JVM (fast), copied per contender below."""
+    spark.sql("DROP TABLE IF EXISTS bench.base")
+    spark.sql(
+        f"""CREATE TABLE bench.base USING iceberg AS
+            SELECT id AS product_id,
+                   concat('cat', lpad(CAST(id % 10 AS string), 2, '0')) AS category,
+                   concat('product ', id) AS name,
+                   (id * 7) % 1000 AS quantity,
+                   CAST(id % 10000 AS double) / 100.0 AS price,
+                   TIMESTAMP '2022-03-01 00:00:00' AS updated_at
+            FROM range({n})"""
+    )
+
+
+def copy_base(spark, table: str, mode: str) -> None:
+    spark.sql(f"DROP TABLE IF EXISTS {table}")
+    spark.sql(
+        f"""CREATE TABLE {table} USING iceberg PARTITIONED BY (category, bucket(16, product_id))
+            TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = '{mode}',
+                           'write.update.mode' = '{mode}', 'write.merge.mode' = '{mode}')
+            AS SELECT * FROM bench.base"""
     )
 
 
@@ -83,21 +93,6 @@ def write_change_files(changes: pa.Table, folder: Path, files: int) -> None:
         pacsv.write_csv(part, folder / f"20220302-{1134010000 + i}.csv", opts)
 
 
-def create_base(spark, table: str, base: pa.Table, mode: str) -> None:
-    spark.sql(f"DROP TABLE IF EXISTS {table}")
-    df = spark.createDataFrame(base.to_pandas())
-    (
-        df.writeTo(table)
-        .using("iceberg")
-        .partitionedBy(df.category, __import__("pyspark.sql.functions", fromlist=["bucket"]).bucket(16, "product_id"))
-        .tableProperty("format-version", "2")
-        .tableProperty("write.delete.mode", mode)
-        .tableProperty("write.update.mode", mode)
-        .tableProperty("write.merge.mode", mode)
-        .create()
-    )
-
-
 def timed(fn) -> tuple[float, object]:
     t0 = time.perf_counter()
     out = fn()
@@ -128,14 +123,14 @@ def main() -> None:
     log = (lambda *_: None) if args.json else print
 
     log(f"generating {args.rows:,} base rows and {args.changes:,} changes ...")
-    base = base_rows(args.rows)
+    create_base(spark, args.rows)
     changes = change_rows(args.rows, args.changes)
     src = workspace / "changes"
     write_change_files(changes, src, args.files)
     results: dict[str, dict] = {}
 
     # 1. The floor: read the same change files with Spark and append them.
-    create_base(spark, "bench.append_floor", base, "merge-on-read")
+    copy_base(spark, "bench.append_floor", "merge-on-read")
     schema = "op string, product_id bigint, category string, name string, quantity bigint, price double, updated_at timestamp"
 
     def append() -> None:
@@ -149,9 +144,14 @@ def main() -> None:
     # 2. Shoal, in both row-level write modes.
     for mode in ("merge-on-read", "copy-on-write"):
         table = f"bench.shoal_{mode.replace('-', '_')}"
-        create_base(spark, table, base, mode)
+        copy_base(spark, table, mode)
         opts = ApplyOptions(table=table, keys=["product_id"], sequence="updated_at")
-        secs, res = timed(lambda opts=opts: apply_changes(settings, str(src), opts))
+        t0 = time.perf_counter()
+
+        def step(msg: str, t0: float = t0) -> None:
+            log(f"    {time.perf_counter() - t0:7.2f} s  {msg}")
+
+        secs, res = timed(lambda opts=opts: apply_changes(settings, str(src), opts, progress=step))
         results[f"shoal_{mode}"] = {"seconds": secs, "result": res.to_dict()}
         log(
             f"shoal cdc apply ({mode}): {secs:8.2f} s  ({res.inserted:,} ins, {res.updated:,} upd, {res.deleted:,} del)"
@@ -162,20 +162,20 @@ def main() -> None:
     if not args.skip_pyiceberg:
         from pyiceberg.catalog.sql import SqlCatalog
         from pyiceberg.expressions import In
-        from pyiceberg.partitioning import PartitionField, PartitionSpec
         from pyiceberg.transforms import BucketTransform, IdentityTransform
 
         cat = SqlCatalog(settings.catalog.name, uri=settings.catalog_sqlalchemy_uri, warehouse=settings.warehouse_uri)
         ident = "bench.pyiceberg_upsert"
         if cat.table_exists(ident):
             cat.drop_table(ident)
+        base = cat.load_table("bench.base").scan().to_arrow()
         base_arrow = base.cast(base.schema.set(0, pa.field("product_id", pa.int64(), nullable=False)))
         tbl = cat.create_table(ident, schema=base_arrow.schema)
         with tbl.update_spec() as spec:
             spec.add_field("category", IdentityTransform(), "category")
             spec.add_field("product_id", BucketTransform(16), "product_id_bucket")
         tbl.append(base_arrow)
-        del PartitionField, PartitionSpec
+        del base, base_arrow
 
         sample = changes.slice(0, min(args.pyiceberg_max_changes, changes.num_rows))
 
@@ -185,7 +185,7 @@ def main() -> None:
             deletes = df[df.op == "D"].product_id.tolist()
             upserts = pa.Table.from_pandas(df[df.op != "D"].drop(columns=["op"]), preserve_index=False)
             upserts = upserts.set_column(5, "updated_at", pc.assume_timezone(upserts["updated_at"], "UTC"))
-            upserts = upserts.cast(base_arrow.schema)
+            upserts = upserts.cast(tbl.schema().as_arrow())
             tbl.upsert(upserts, join_cols=["product_id"])
             if deletes:
                 tbl.delete(In("product_id", deletes))

@@ -44,6 +44,9 @@ def catalog_conf(settings: Settings) -> dict[str, str]:
         f"{prefix}.warehouse": settings.warehouse_uri,
         # V1 schema enables Iceberg views in the JDBC catalog.
         f"{prefix}.jdbc.schema-version": "V1",
+        # Other processes (CLI calls, PyIceberg) commit to the same tables: always read
+        # the current metadata instead of a cached copy.
+        f"{prefix}.cache-enabled": "false",
     }
     if settings.catalog.type == "sqlite":
         # Without WAL, concurrent readers make commits fail with SQLITE_BUSY.
@@ -73,6 +76,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(settings.spark.shuffle_partitions),
         "spark.sql.warehouse.dir": str(ws / "spark-warehouse"),
         "spark.ui.enabled": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={ws} -Dlog4j2.level=error",
     }

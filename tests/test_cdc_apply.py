@@ -24,7 +24,11 @@ def full_load(source: Path) -> None:
     write_csv(
         source,
         "LOAD00000001.csv",
-        [[None, 101, "tools", "hammer", 10, T1], [None, 102, "tools", "saw", 5, T1], [None, 103, "garden", "rake", 7, T1]],
+        [
+            [None, 101, "tools", "hammer", 10, T1],
+            [None, 102, "tools", "saw", 5, T1],
+            [None, 103, "garden", "rake", 7, T1],
+        ],
     )
 
 
@@ -33,7 +37,9 @@ def test_full_load_then_changes_and_time_travel(spark, settings, source, table_n
     first = apply(settings, source, table_name, partition_by="category, bucket(16, product_id)")
     assert first.table_created and first.inserted == 3 and first.files_applied == ["LOAD00000001.csv"]
     write_csv(source, "20220302-1134010000.csv", [["U", 102, "tools", "saw", 4, T2]])
-    write_csv(source, "20220302-1135000000.csv", [["U", 102, "tools", "saw", 3, T3], ["D", 103, "garden", "rake", 7, T3]])
+    write_csv(
+        source, "20220302-1135000000.csv", [["U", 102, "tools", "saw", 3, T3], ["D", 103, "garden", "rake", 7, T3]]
+    )
     second = apply(settings, source, table_name)
     assert (second.inserted, second.updated, second.deleted, second.duplicates_collapsed) == (0, 1, 1, 1)
     assert second.files_applied == ["20220302-1134010000.csv", "20220302-1135000000.csv"]
@@ -60,11 +66,17 @@ def test_full_load_then_changes_and_time_travel(spark, settings, source, table_n
 
 
 def test_last_event_per_key_wins_by_sequence_then_file_then_line(spark, settings, source, table_name) -> None:
-    write_csv(source, "20220301-0000000000.csv", [["I", 1, "a", "from-first-file", 1, T2], ["U", 2, "a", "newest", 1, T3]])
+    write_csv(
+        source, "20220301-0000000000.csv", [["I", 1, "a", "from-first-file", 1, T2], ["U", 2, "a", "newest", 1, T3]]
+    )
     write_csv(
         source,
         "20220301-0000000001.csv",
-        [["U", 1, "a", "later-file-same-seq", 1, T2], ["U", 1, "a", "later-line-same-seq", 2, T2], ["U", 2, "a", "older", 9, T2]],
+        [
+            ["U", 1, "a", "later-file-same-seq", 1, T2],
+            ["U", 1, "a", "later-line-same-seq", 2, T2],
+            ["U", 2, "a", "older", 9, T2],
+        ],
     )
     r = apply(settings, source, table_name)
     assert r.inserted == 2 and r.duplicates_collapsed == 3
@@ -123,8 +135,10 @@ def test_partition_change_moves_the_row_without_duplicates(spark, settings, sour
     ]
     # The old partition holds no live row any more (merge-on-read marks it deleted).
     assert rows(spark, f"SELECT count(*) FROM {table_name} WHERE category = 'garden'") == [(0,)]
-    assert rows(spark, f"SELECT sum(position_delete_record_count) FROM {table_name}.partitions "
-                       "WHERE partition.category = 'garden'") == [(1,)]
+    assert rows(
+        spark,
+        f"SELECT sum(position_delete_record_count) FROM {table_name}.partitions WHERE partition.category = 'garden'",
+    ) == [(1,)]
     assert rows(spark, f"SELECT count(*) FROM {table_name}") == [(3,)]
 
 
@@ -135,10 +149,18 @@ def test_new_columns_are_added_and_nothing_is_dropped(spark, settings, source, t
     write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 9, T2, "12.5"]], header=header)
     r = apply(settings, source, table_name)
     assert r.columns_added == ["price"]
-    assert rows(spark, f"SELECT product_id, price FROM {table_name} ORDER BY 1") == [(101, 12.5), (102, None), (103, None)]
+    assert rows(spark, f"SELECT product_id, price FROM {table_name} ORDER BY 1") == [
+        (101, 12.5),
+        (102, None),
+        (103, None),
+    ]
     # A later file without 'quantity': the column stays.
-    write_csv(source, "20220302-1135000000.csv", [["U", 102, "tools", "saw", T3, "3.0"]],
-              header=["op", "product_id", "category", "name", "updated_at", "price"])
+    write_csv(
+        source,
+        "20220302-1135000000.csv",
+        [["U", 102, "tools", "saw", T3, "3.0"]],
+        header=["op", "product_id", "category", "name", "updated_at", "price"],
+    )
     apply(settings, source, table_name)
     assert "quantity" in spark.table(table_name).columns
     assert rows(spark, f"SELECT quantity, price FROM {table_name} WHERE product_id = 102") == [(5, 3.0)]
@@ -179,8 +201,11 @@ def test_bad_row_fails_the_batch_naming_file_and_line(spark, settings, source, t
 def test_quarantine_diverts_bad_rows_and_applies_good_ones(spark, settings, source, table_name) -> None:
     full_load(source)
     apply(settings, source, table_name)
-    write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 1, T2], ["Q", 102, "x", "y", 1, T2],
-                                                  ["U", 103, "garden", "rake", "many", T2]])
+    write_csv(
+        source,
+        "20220302-1134010000.csv",
+        [["U", 101, "tools", "hammer", 1, T2], ["Q", 102, "x", "y", 1, T2], ["U", 103, "garden", "rake", "many", T2]],
+    )
     r = apply(settings, source, table_name, on_error="quarantine")
     assert (r.updated, r.rejected) == (1, 2)
     rejects = rows(spark, f"SELECT file, line, raw_row, reason FROM {table_name}__rejects ORDER BY line")
@@ -192,11 +217,21 @@ def test_quarantine_diverts_bad_rows_and_applies_good_ones(spark, settings, sour
     assert state(spark, table_name)[0] == (101, "tools", "hammer", 1)
 
 
-def test_crash_at_any_step_then_rerun_equals_one_uninterrupted_run(spark, settings, source, table_name, monkeypatch) -> None:
+def test_crash_at_any_step_then_rerun_equals_one_uninterrupted_run(
+    spark, settings, source, table_name, monkeypatch
+) -> None:
     full_load(source)
     apply(settings, source, table_name)
-    write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 1, T2], ["Q", 1, "x", "y", 1, T2],
-                                                  ["D", 103, "garden", "rake", 7, T2], ["I", 104, "new", "drill", 3, T2]])
+    write_csv(
+        source,
+        "20220302-1134010000.csv",
+        [
+            ["U", 101, "tools", "hammer", 1, T2],
+            ["Q", 1, "x", "y", 1, T2],
+            ["D", 103, "garden", "rake", 7, T2],
+            ["I", 104, "new", "drill", 3, T2],
+        ],
+    )
     snapshot_before = current_snapshot(spark, TableName.parse(table_name))[0]
     original_merge = apply_module._Batch._merge
 
@@ -249,14 +284,28 @@ def test_history_and_maintenance_keep_data_and_the_ledger(spark, settings, sourc
         ["20220302-1134010002.csv"],
     ]
     before = state(spark, table_name)
-    result = maintain(spark, table, catalog=settings.catalog.name, retention_hours=0, retain_last=1,
-                      orphan_min_age_hours=24, target_file_size_mb=128)
+    result = maintain(
+        spark,
+        table,
+        catalog=settings.catalog.name,
+        retention_hours=0,
+        retain_last=1,
+        orphan_min_age_hours=24,
+        target_file_size_mb=128,
+    )
     assert result["snapshots_expired"] >= 3 and result["data_files_rewritten"] >= 1
     assert state(spark, table_name) == before
     assert len(history(spark, table)) == 1
     with pytest.raises(ShoalError, match="at least 24 hours"):
-        maintain(spark, table, catalog=settings.catalog.name, retention_hours=0, retain_last=1,
-                 orphan_min_age_hours=1, target_file_size_mb=128)
+        maintain(
+            spark,
+            table,
+            catalog=settings.catalog.name,
+            retention_hours=0,
+            retain_last=1,
+            orphan_min_age_hours=1,
+            target_file_size_mb=128,
+        )
     # The record of applied files survives snapshot expiry: nothing is applied twice.
     again = apply(settings, source, table_name)
     assert again.files_applied == [] and state(spark, table_name) == before

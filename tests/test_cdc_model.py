@@ -44,8 +44,7 @@ def test_latest_and_classify_match_the_model(spark, events, target) -> None:
     df = spark.createDataFrame([(e.key, e.seq, e.op, e.file_order, e.line, e.value) for e in events], schema)
     tdf = spark.createDataFrame([(k, s) for k, (s, _) in target.items()], "id bigint, seq bigint")
     got = {
-        r.id: (r.value, r[ACTION_COL])
-        for r in classify(latest_events(df, ["id"], "seq"), tdf, ["id"], "seq").collect()
+        r.id: (r.value, r[ACTION_COL]) for r in classify(latest_events(df, ["id"], "seq"), tdf, ["id"], "seq").collect()
     }
     want = {k: (e.value, model.action(e, target)) for k, e in model.latest(events).items()}
     assert got == want

@@ -39,27 +39,56 @@ def cli_env(settings, monkeypatch):
 
 def test_cdc_apply_json_sql_formats_and_history(spark, cli_env, source, table_name, capsys, monkeypatch) -> None:
     write_csv(source, "LOAD00000001.csv", [[None, 101, "tools", "hammer", 10, T1], [None, 102, "tools", "saw", 5, T1]])
-    args = ["cdc", "apply", str(source), "--table", table_name, "--key", "product_id", "--sequence", "updated_at",
-            "--partition-by", "category, bucket(16, product_id)", "--json"]
+    args = [
+        "cdc",
+        "apply",
+        str(source),
+        "--table",
+        table_name,
+        "--key",
+        "product_id",
+        "--sequence",
+        "updated_at",
+        "--partition-by",
+        "category, bucket(16, product_id)",
+        "--json",
+    ]
     code, out, _ = run_cli(args, capsys, monkeypatch)
     assert code == 0
     result = json.loads(out)
-    for key in ("files_applied", "rows_read", "inserted", "updated", "deleted", "ignored_stale", "rejected",
-                "snapshot_id", "seconds"):
+    for key in (
+        "files_applied",
+        "rows_read",
+        "inserted",
+        "updated",
+        "deleted",
+        "ignored_stale",
+        "rejected",
+        "snapshot_id",
+        "seconds",
+    ):
         assert key in result
     assert result["files_applied"] == ["LOAD00000001.csv"] and result["inserted"] == 2
 
-    code, out, _ = run_cli(["sql", f"SELECT * FROM {table_name} ORDER BY product_id", "--format", "json"], capsys,
-                           monkeypatch)
+    code, out, _ = run_cli(
+        ["sql", f"SELECT * FROM {table_name} ORDER BY product_id", "--format", "json"], capsys, monkeypatch
+    )
     assert code == 0
-    assert json.loads(out)[0] == {"product_id": 101, "category": "tools", "name": "hammer", "quantity": 10,
-                                  "updated_at": "2022-03-01T10:00:00+00:00"}
-    code, out, _ = run_cli(["sql", f"SELECT product_id, name FROM {table_name} ORDER BY 1", "--format", "csv"], capsys,
-                           monkeypatch)
+    assert json.loads(out)[0] == {
+        "product_id": 101,
+        "category": "tools",
+        "name": "hammer",
+        "quantity": 10,
+        "updated_at": "2022-03-01T10:00:00+00:00",
+    }
+    code, out, _ = run_cli(
+        ["sql", f"SELECT product_id, name FROM {table_name} ORDER BY 1", "--format", "csv"], capsys, monkeypatch
+    )
     assert out.splitlines() == ["product_id,name", "101,hammer", "102,saw"]
     snap = result["snapshot_id"]
-    code, out, _ = run_cli(["sql", f"SELECT count(*) AS n FROM {table_name} FOR VERSION AS OF {snap}", "-f", "json"],
-                           capsys, monkeypatch)
+    code, out, _ = run_cli(
+        ["sql", f"SELECT count(*) AS n FROM {table_name} FOR VERSION AS OF {snap}", "-f", "json"], capsys, monkeypatch
+    )
     assert json.loads(out) == [{"n": 2}]
 
     code, out, _ = run_cli(["table", "history", table_name, "--json"], capsys, monkeypatch)
@@ -83,8 +112,14 @@ def test_errors_exit_nonzero_with_file_and_line(spark, cli_env, source, table_na
 
 
 def _shoal(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "shoal.cli.console", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "shoal.cli.console", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 @pytest.mark.slow
@@ -94,17 +129,32 @@ def test_process_killed_at_random_moments_then_rerun_is_exactly_once(tmp_path: P
     source.mkdir()
     n = 3000
     write_csv(source, "LOAD00000001.csv", [[None, i, f"c{i % 5}", f"item{i}", i, T1] for i in range(n)])
-    write_csv(source, "20220302-1134010000.csv",
-              [["U", i, f"c{(i + 1) % 5}", f"item{i}", i * 10, T2] for i in range(0, n, 2)]
-              + [["D", i, "x", "x", 0, T2] for i in range(1, n, 3)])
+    write_csv(
+        source,
+        "20220302-1134010000.csv",
+        [["U", i, f"c{(i + 1) % 5}", f"item{i}", i * 10, T2] for i in range(0, n, 2)]
+        + [["D", i, "x", "x", 0, T2] for i in range(1, n, 3)],
+    )
     expected = {}
     for i in range(n):
         if i % 3 == 1:
             continue  # the delete comes after the update at the same sequence: it wins
         expected[i] = i * 10 if i % 2 == 0 else i
     env = {**os.environ, "SHOAL_WORKSPACE": str(tmp_path / "ws")}
-    args = ["cdc", "apply", str(source), "--table", "inv.products", "--key", "product_id", "--sequence", "updated_at",
-            "--partition-by", "category", "--json"]
+    args = [
+        "cdc",
+        "apply",
+        str(source),
+        "--table",
+        "inv.products",
+        "--key",
+        "product_id",
+        "--sequence",
+        "updated_at",
+        "--partition-by",
+        "category",
+        "--json",
+    ]
     rng = random.Random(7)
     for _ in range(3):
         proc = _shoal(args, env, start_new_session=True)

@@ -105,3 +105,41 @@ def test_header_with_repeated_names_is_rejected(source: Path) -> None:
 
 def test_data_columns_drop_the_op_column_case_insensitively() -> None:
     assert data_columns(["Op", "id", "name"], CsvLayout(op_column="op")) == ["id", "name"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "layout"),
+    [
+        ("20220302-1134010000.csv", "op,id,name\nU,1,a\nd,2,\nX,3,c\n,4,d\n", CsvLayout()),
+        ("LOAD00000001.csv", 'Op,ID,Name\n,1,"quoted, comma"\nI,2,b\r\n', CsvLayout()),
+        ("LOAD00000001.csv", "1,a\n2,b\n", CsvLayout(header=False, columns=("id", "name"))),
+        ("20220302-1134010000.csv", "U,1,a\nD,2,b\n", CsvLayout(header=False, columns=("id", "name"))),
+        ("20220302-1134010000.csv", "op|id|name\nU|1|a\n", CsvLayout(delimiter="|")),
+    ],
+)
+def test_vectorised_and_line_by_line_parsers_agree(source: Path, name: str, content: str, layout: CsvLayout) -> None:
+    from shoal.cdc import source as src
+
+    f = source / name
+    f.write_text(content)
+    header = read_header(discover(str(source))[0], layout)
+    columns = data_columns(header, layout)
+    columns = ["id", "name"] if not layout.header else [c.lower() for c in columns]
+    schema = src.output_schema(columns)
+    fast = src._parse_fast(str(f), name, 0, header, layout, columns, schema)
+    assert fast is not None, "expected the vectorised path to handle this file"
+    slow = pa.Table.from_batches(list(src._parse_one(str(f), name, 0, header, layout, columns, schema)))
+    assert fast.to_pylist() == slow.to_pylist()
+
+
+def test_vectorised_parser_declines_irregular_files(source: Path) -> None:
+    from shoal.cdc import source as src
+
+    layout = CsvLayout()
+    schema = src.output_schema(["id", "name"])
+    for i, content in enumerate(
+        ['op,id,name\nU,1,"two\nlines"\n', "op,id,name\nU,1\n", "op,id,name\nU,1,a\n\nU,2,b\n"]
+    ):
+        f = source / f"2022030{i}-0000000000.csv"
+        f.write_text(content)
+        assert src._parse_fast(str(f), f.name, 0, ["op", "id", "name"], layout, ["id", "name"], schema) is None

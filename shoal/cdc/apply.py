@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any, Literal
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -38,7 +38,7 @@ from shoal.config import Settings
 from shoal.exceptions import BadChangeRowError, ShoalError, SourceError
 from shoal.lake import commit_with_properties, current_snapshot, empty_commit, set_properties, table_exists
 from shoal.lake.locks import table_lock
-from shoal.lake.tables import TableName
+from shoal.lake.tables import TableName, table_properties
 from shoal.spark import get_spark
 
 REJECTS_SUFFIX = "__rejects"
@@ -72,6 +72,7 @@ class ApplyResult:
     duplicates_collapsed: int = 0
     rejected: int = 0
     columns_added: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     table_created: bool = False
     snapshot_id: int | None = None
     committed: bool = False
@@ -154,28 +155,35 @@ class _Batch:
         self.result.files_applied = [f.name for f in files]
 
         table_cols = self._table_columns() if exists else {}
+        if exists:
+            self._check_existing()
         headers, columns = self._columns(files, table_cols)
-        parsed = self._cache(self._parse(files, headers, columns))
-        self.say("validating rows")
+        parsed = self._parse(files, headers, columns)
+        if any(c not in table_cols for c in columns):
+            parsed = self._cache(parsed)  # read twice: type inference, then typing
+        self.say("validating, deduplicating and comparing with the table")
         types = self._types(parsed, columns, table_cols)
-        typed = self._cache(self._check(cast_checked(parsed, types, ERROR_COL)))
-        self.result.rows_read = typed.count()
-        parsed.unpersist()
-        bad = typed.where(F.col(ERROR_COL).isNotNull())
-        n_bad = bad.count()
-        if n_bad and self.opt.on_error == "fail":
-            first = bad.orderBy(ORDER_COL, LINE_COL).select(FILE_COL, LINE_COL, ERROR_COL).first()
-            more = f" ({n_bad} bad rows in this batch; nothing was applied)" if n_bad > 1 else " (nothing was applied)"
-            raise BadChangeRowError(first[FILE_COL], int(first[LINE_COL]), first[ERROR_COL] + more)
-
-        good = typed.where(F.col(ERROR_COL).isNull()).drop(RAW_COL, ERROR_COL)
+        typed = self._check(cast_checked(parsed, types, ERROR_COL))
+        # One pass does it all: rows are counted on the way (observe) while the good ones
+        # flow on to deduplication and the comparison with the table, which is cached for
+        # the MERGE. Bad rows are read again only when there are some.
+        observation = Observation("shoal_cdc_rows")
+        observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"), F.count(ERROR_COL).alias("bad"))
+        good = observed.where(F.col(ERROR_COL).isNull()).drop(RAW_COL, ERROR_COL)
         keys = [self._name(k, columns) for k in self.opt.keys]
         seq = self._name(self.opt.sequence, columns)
         latest = latest_events(good, keys, seq)
         target = self.spark.table(self.table.sql) if exists else None
         classified = self._cache(classify(latest, target, keys, seq))
-        self.say("deduplicating and comparing with the table")
         counts = {r[ACTION_COL]: int(r["count"]) for r in classified.groupBy(ACTION_COL).count().collect()}
+        totals = observation.get
+        self.result.rows_read, n_bad = int(totals["rows"]), int(totals["bad"])
+        parsed.unpersist()
+        bad = typed.where(F.col(ERROR_COL).isNotNull())
+        if n_bad and self.opt.on_error == "fail":
+            first = bad.orderBy(ORDER_COL, LINE_COL).select(FILE_COL, LINE_COL, ERROR_COL).first()
+            more = f" ({n_bad} bad rows in this batch; nothing was applied)" if n_bad > 1 else " (nothing was applied)"
+            raise BadChangeRowError(first[FILE_COL], int(first[LINE_COL]), first[ERROR_COL] + more)
         self._count(counts, n_good=self.result.rows_read - n_bad, n_bad=n_bad)
 
         if not exists:
@@ -183,7 +191,7 @@ class _Batch:
         else:
             self._evolve(columns, types, table_cols)
         if n_bad:
-            self._quarantine(typed.where(F.col(ERROR_COL).isNotNull()), files)
+            self._quarantine(bad, files)
 
         applied = dict(applied)
         now = datetime.now(UTC).isoformat()
@@ -209,6 +217,20 @@ class _Batch:
         """name -> Spark SQL type of the existing table."""
         schema = self.spark.table(self.table.sql).schema
         return {f.name: f.dataType.simpleString() for f in schema.fields}
+
+    def _check_existing(self) -> None:
+        """Options that only shape a new table are reported, not silently dropped."""
+        props = table_properties(self.spark, self.table)
+        if self.opt.partition_by:
+            self.result.warnings.append(
+                "--partition-by is ignored: the table exists; evolve its spec with "
+                f"ALTER TABLE {self.table} ADD PARTITION FIELD ..."
+            )
+        recorded = props.get("shoal.cdc.keys")
+        if recorded and [k.lower() for k in recorded.split(",")] != [k.lower() for k in self.opt.keys]:
+            self.result.warnings.append(
+                f"--key {','.join(self.opt.keys)} differs from the keys the table was created with ({recorded})"
+            )
 
     def _columns(self, files: list[ChangeFile], table_cols: dict[str, str]) -> tuple[dict[str, list[str]], list[str]]:
         """Header per file, and the batch's data columns (table spelling where known)."""

@@ -108,6 +108,8 @@ def cdc_apply(
     )
     with output.progress(not json_out, f"cdc apply {table}") as say:
         result = apply_changes(settings(), source, opts, progress=say)
+    for warning in result.warnings:
+        output.print_warning(warning)
     if json_out:
         output.print_json(result.to_dict())
         return

@@ -23,6 +23,10 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(to_json_value(data), indent=2, default=str) + "\n")
 
 
+def print_warning(message: str) -> None:
+    err.print(f"[bold yellow]warning:[/] {message}", markup=True, highlight=False)
+
+
 def print_error(message: str) -> None:
     err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
 

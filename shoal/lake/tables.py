@@ -187,7 +187,7 @@ def maintain(
     cutoff = datetime.now(UTC) - timedelta(hours=retention_hours)
     row = spark.sql(
         f"""CALL {catalog}.system.expire_snapshots(table => '{ident}',
-            older_than => TIMESTAMP '{cutoff:%Y-%m-%d %H:%M:%S}', retain_last => {int(retain_last)})"""
+            older_than => TIMESTAMP '{cutoff:%Y-%m-%d %H:%M:%S.%f}', retain_last => {int(retain_last)})"""
     ).collect()[0]
     result["snapshots_expired"] = int(row["deleted_manifest_lists_count"])
     result["expired_files_deleted"] = (
@@ -200,7 +200,7 @@ def maintain(
     orphan_cutoff = datetime.now(UTC) - timedelta(hours=orphan_min_age_hours)
     rows = spark.sql(
         f"""CALL {catalog}.system.remove_orphan_files(table => '{ident}',
-            older_than => TIMESTAMP '{orphan_cutoff:%Y-%m-%d %H:%M:%S}')"""
+            older_than => TIMESTAMP '{orphan_cutoff:%Y-%m-%d %H:%M:%S.%f}')"""
     ).collect()
     result["orphan_files_removed"] = len(rows)
     result["snapshot_id"] = current_snapshot(spark, table)[0]
