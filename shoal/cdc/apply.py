@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
 
 from shoal.cdc import ledger
 from shoal.cdc.batch import ACTION_COL, APPLIED_ACTIONS, classify, latest_events
@@ -24,13 +24,13 @@ from shoal.cdc.source import (
     ERROR_COL,
     FILE_COL,
     LINE_COL,
-    OP_COL,
     ORDER_COL,
     RAW_COL,
     ChangeFile,
     CsvLayout,
     data_columns,
     discover,
+    output_schema,
     parse_files,
     read_header,
 )
@@ -260,17 +260,8 @@ class _Batch:
         self.say("reading change files")
         rows = [(f.uri, f.name, i, json.dumps(headers[f.name])) for i, f in enumerate(files) if headers[f.name]]
         in_schema = "uri string, name string, file_order int, header string"
-        spark_schema = T.StructType(
-            [
-                T.StructField(FILE_COL, T.StringType()),
-                T.StructField(ORDER_COL, T.IntegerType()),
-                T.StructField(LINE_COL, T.LongType()),
-                T.StructField(RAW_COL, T.StringType()),
-                T.StructField(ERROR_COL, T.StringType()),
-                T.StructField(OP_COL, T.StringType()),
-            ]
-            + [T.StructField(c, T.StringType()) for c in columns]
-        )
+        # The executor-side parser defines the schema; Spark's is derived from it.
+        spark_schema = from_arrow_schema(output_schema(columns))
         files_df = self.spark.createDataFrame(rows, in_schema)
         if rows:
             files_df = files_df.repartition(max(1, len(rows)))
