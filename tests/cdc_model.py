@@ -27,21 +27,29 @@ def latest(events: list[Event]) -> dict[int, Event]:
     return out
 
 
-def action(event: Event, state: dict[int, tuple[int, str]]) -> str:
+def action(event: Event, state: dict[int, tuple[int, str]], tombstones: dict[int, int] | None = None) -> str:
     cur = state.get(event.key)
     if cur is None:
+        deleted_at = (tombstones or {}).get(event.key)
+        if deleted_at is not None and event.seq < deleted_at:
+            return "stale"  # older than the delete that removed the key
         return "missing_delete" if event.op == "D" else "insert"
     if event.seq < cur[0]:
         return "stale"
     return "delete" if event.op == "D" else "update"
 
 
-def apply(state: dict[int, tuple[int, str]], events: list[Event]) -> dict[int, tuple[int, str]]:
+def apply(
+    state: dict[int, tuple[int, str]], events: list[Event], tombstones: dict[int, int]
+) -> dict[int, tuple[int, str]]:
+    """One batch; `tombstones` (key -> sequence of its latest delete) is updated in place."""
     new = dict(state)
     for key, e in latest(events).items():
-        a = action(e, state)
+        a = action(e, state, tombstones)
         if a in ("insert", "update"):
             new[key] = (e.seq, e.value)
         elif a == "delete":
             del new[key]
+        if a in ("delete", "missing_delete"):
+            tombstones[key] = max(tombstones.get(key, e.seq), e.seq)
     return new

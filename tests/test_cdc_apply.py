@@ -309,3 +309,29 @@ def test_history_and_maintenance_keep_data_and_the_ledger(spark, settings, sourc
     # The record of applied files survives snapshot expiry: nothing is applied twice.
     again = apply(settings, source, table_name)
     assert again.files_applied == [] and state(spark, table_name) == before
+
+
+def test_late_event_after_a_delete_does_not_bring_the_row_back(spark, settings, source, table_name) -> None:
+    full_load(source)
+    apply(settings, source, table_name)
+    write_csv(
+        source,
+        "20220303-0900000000.csv",
+        [["D", 103, "garden", "rake", 7, T4], ["D", 555, "x", "never-existed", 1, T4]],
+    )
+    r = apply(settings, source, table_name)
+    assert (r.deleted, r.deletes_of_missing_keys) == (1, 1)
+    # Late file: older events for the deleted key and for the never-existing deleted key.
+    write_csv(
+        source,
+        "20220302-0000000000.csv",
+        [["U", 103, "garden", "rake", 99, T2], ["I", 555, "x", "old", 1, T2], ["I", 600, "x", "new-key", 1, T2]],
+    )
+    r = apply(settings, source, table_name)
+    assert (r.ignored_stale, r.inserted) == (2, 1)
+    assert [k for k, *_ in state(spark, table_name)] == [101, 102, 600]
+    # An event newer than the delete does bring the key back.
+    write_csv(source, "20220304-0000000000.csv", [["I", 103, "garden", "rake", 1, "2022-03-04 00:00:00"]])
+    assert apply(settings, source, table_name).inserted == 1
+    assert rows(spark, f"SELECT {'product_id'}, {'quantity'} FROM {table_name} WHERE product_id = 103") == [(103, 1)]
+    assert rows(spark, f"SELECT product_id FROM {table_name}__cdc_tombstones ORDER BY 1") == [(103,), (555,)]

@@ -35,11 +35,12 @@ def event_lists(draw, max_files: int = 3):
 
 
 states = st.dictionaries(st.integers(1, 4), st.tuples(st.integers(0, 4), st.just("old")), max_size=4)
+tombstone_maps = st.dictionaries(st.integers(1, 4), st.integers(0, 4), max_size=4)
 
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(events=event_lists(), target=states)
-def test_latest_and_classify_match_the_model(spark, events, target) -> None:
+@given(events=event_lists(), target=states, tombstones=tombstone_maps)
+def test_latest_and_classify_match_the_model(spark, events, target, tombstones) -> None:
     schema = "id bigint, seq bigint, _op string, _file_order int, _line bigint, value string"
     df = spark.createDataFrame([(e.key, e.seq, e.op, e.file_order, e.line, e.value) for e in events], schema)
     tdf = spark.createDataFrame([(k, s) for k, (s, _) in target.items()], "id bigint, seq bigint")
@@ -60,6 +61,7 @@ def test_applying_batches_to_iceberg_matches_the_model(spark, settings, tmp_path
     source: Path = tmp_path_factory.mktemp("model")
     table = f"m{uuid.uuid4().hex[:8]}.items"
     expected: dict[int, tuple[int, str]] = {}
+    tombstones: dict[int, int] = {}
     name_counter = 0
     for batch in batches:
         by_file: dict[int, list[model.Event]] = {}
@@ -80,7 +82,7 @@ def test_applying_batches_to_iceberg_matches_the_model(spark, settings, tmp_path
         for i, order in enumerate(sorted(by_file)):
             for line, e in enumerate(sorted(by_file[order], key=lambda e: e.line), start=2):
                 renumbered.append(model.Event(e.key, e.seq, e.op, name_base + i, line, e.value))
-        expected = model.apply(expected, renumbered)
+        expected = model.apply(expected, renumbered, tombstones)
         apply(settings, source, table, keys=["id"], sequence="ts")
     exists = spark.catalog.tableExists(table)  # a batch without any event writes no file
     got = {r[0]: r[1] for r in rows(spark, f"SELECT id, value FROM {table}")} if exists else {}

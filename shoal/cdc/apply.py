@@ -42,6 +42,7 @@ from shoal.lake.tables import TableName, table_properties
 from shoal.spark import get_spark
 
 REJECTS_SUFFIX = "__rejects"
+TOMBSTONES_SUFFIX = "__cdc_tombstones"
 WriteMode = Literal["merge-on-read", "copy-on-write"]
 
 
@@ -174,7 +175,9 @@ class _Batch:
         seq = self._name(self.opt.sequence, columns)
         latest = latest_events(good, keys, seq)
         target = self.spark.table(self.table.sql) if exists else None
-        classified = self._cache(classify(latest, target, keys, seq))
+        tomb = self.table.sibling(TOMBSTONES_SUFFIX)
+        tombstones = self.spark.table(tomb.sql) if exists and table_exists(self.spark, tomb) else None
+        classified = self._cache(classify(latest, target, keys, seq, tombstones))
         counts = {r[ACTION_COL]: int(r["count"]) for r in classified.groupBy(ACTION_COL).count().collect()}
         totals = observation.get
         self.result.rows_read, n_bad = int(totals["rows"]), int(totals["bad"])
@@ -192,6 +195,8 @@ class _Batch:
             self._evolve(columns, types, table_cols)
         if n_bad:
             self._quarantine(bad, files)
+        if self.result.deleted or self.result.deletes_of_missing_keys:
+            self._record_deletes(classified, keys, seq, types)
 
         applied = dict(applied)
         now = datetime.now(UTC).isoformat()
@@ -368,6 +373,37 @@ class _Batch:
             F.lit(self.batch_id).alias("batch_id"),
             F.current_timestamp().alias("rejected_at"),
         ).orderBy("file", "line").writeTo(rejects.sql).append()
+
+    def _record_deletes(self, classified: DataFrame, keys: list[str], seq: str, types: dict[str, str]) -> None:
+        """Keep each deleted key's delete sequence in NS.TABLE__cdc_tombstones.
+
+        Written before the table's commit and idempotent (the newest sequence wins), so a
+        crash between the two is repaired by the re-run.
+        """
+        tomb = self.table.sibling(TOMBSTONES_SUFFIX)
+        cols = [*keys, seq]
+        ddl = ", ".join(f"{quote(c)} {types[c]}" for c in cols)
+        self.spark.sql(
+            f"""CREATE TABLE IF NOT EXISTS {tomb.sql} ({ddl}, batch_id string) USING iceberg
+                TBLPROPERTIES ('format-version' = '2', 'write.merge.mode' = 'merge-on-read',
+                               'write.update.mode' = 'merge-on-read', 'write.delete.mode' = 'merge-on-read')"""
+        )
+        view = f"shoal_cdc_deletes_{self.batch_id}"
+        classified.where(F.col(ACTION_COL).isin("delete", "missing_delete")).select(
+            *[quote(c) for c in cols], F.lit(self.batch_id).alias("batch_id")
+        ).createOrReplaceTempView(view)
+        on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+        names = ", ".join(quote(c) for c in [*cols, "batch_id"])
+        values = ", ".join(f"s.{quote(c)}" for c in [*cols, "batch_id"])
+        try:
+            self.spark.sql(
+                f"""MERGE INTO {tomb.sql} t USING {view} s ON {on}
+                    WHEN MATCHED AND s.{quote(seq)} > t.{quote(seq)}
+                      THEN UPDATE SET t.{quote(seq)} = s.{quote(seq)}, t.batch_id = s.batch_id
+                    WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})"""
+            ).collect()
+        finally:
+            self.spark.catalog.dropTempView(view)
 
     def _merge(self, classified: DataFrame, columns: list[str], keys: list[str], props: dict[str, str]) -> None:
         actionable = self.result.inserted + self.result.updated + self.result.deleted

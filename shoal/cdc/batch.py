@@ -4,8 +4,8 @@ Two pure DataFrame steps, tested against a pure-Python reference model:
 - `latest_events`: each key collapses to its last event, ordered by
   (sequence value, file order, line number).
 - `classify`: each surviving event is compared with the row the table holds now:
-  insert, update, delete, stale (older than the table's row: ignored) or
-  missing_delete (D for a key the table does not have: nothing to do).
+  insert, update, delete, stale (older than the table's row, or than the delete that
+  removed the key: ignored) or missing_delete (D for a key the table does not have).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from shoal.cdc.source import LINE_COL, OP_COL, ORDER_COL
 ACTION_COL = "_action"
 TARGET_SEQ_COL = "_target_seq"
 TARGET_PRESENT_COL = "_target_present"
+TOMB_SEQ_COL = "_tombstone_seq"
 ACTIONS = ("insert", "update", "delete", "stale", "missing_delete")
 APPLIED_ACTIONS = ("insert", "update", "delete")
 
@@ -31,29 +32,50 @@ def latest_events(events: DataFrame, keys: list[str], sequence: str) -> DataFram
     return events.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
 
 
-def classify(latest: DataFrame, target: DataFrame | None, keys: list[str], sequence: str) -> DataFrame:
+def _left_join_seq(
+    left: DataFrame, right: DataFrame, keys: list[str], sequence: str, seq_col: str, flag_col: str
+) -> DataFrame:
+    """Left-join `right`'s sequence value (as seq_col) and a presence flag onto `left` by key."""
+    r = right.select(
+        *[F.col(quote(k)).alias(f"_r_{i}") for i, k in enumerate(keys)],
+        F.col(quote(sequence)).alias(seq_col),
+        F.lit(True).alias(flag_col),
+    )
+    cond = [F.col(quote(k)) == F.col(f"_r_{i}") for i, k in enumerate(keys)]
+    return left.join(r, on=cond, how="left").drop(*[f"_r_{i}" for i in range(len(keys))])
+
+
+def classify(
+    latest: DataFrame,
+    target: DataFrame | None,
+    keys: list[str],
+    sequence: str,
+    tombstones: DataFrame | None = None,
+) -> DataFrame:
     """Attach ACTION_COL to each latest event by comparing it with the table's current row.
 
-    `target` is the table projected to keys + sequence (None when the table is new).
+    `target` is the table (None when it is new); `tombstones` holds, per deleted key, the
+    sequence value of its delete, so that an older event arriving after the delete stays
+    deleted instead of bringing the row back.
     """
-    if target is None:
-        joined = latest.withColumn(TARGET_SEQ_COL, F.lit(None)).withColumn(TARGET_PRESENT_COL, F.lit(False))
-    else:
-        t = target.select(
-            *[F.col(quote(k)).alias(f"_t_{i}") for i, k in enumerate(keys)],
-            F.col(quote(sequence)).alias(TARGET_SEQ_COL),
-            F.lit(True).alias(TARGET_PRESENT_COL),
-        )
-        cond = [F.col(quote(k)) == F.col(f"_t_{i}") for i, k in enumerate(keys)]
-        joined = latest.join(t, on=cond, how="left").drop(*[f"_t_{i}" for i in range(len(keys))])
+    joined = latest
+    for df, seq_col, flag_col in ((target, TARGET_SEQ_COL, TARGET_PRESENT_COL), (tombstones, TOMB_SEQ_COL, None)):
+        if df is None:
+            joined = joined.withColumn(seq_col, F.lit(None))
+            if flag_col:
+                joined = joined.withColumn(flag_col, F.lit(False))
+        else:
+            joined = _left_join_seq(joined, df, keys, sequence, seq_col, flag_col or "_tomb_present")
     present = F.coalesce(F.col(TARGET_PRESENT_COL), F.lit(False))
-    seq, tseq, op = F.col(quote(sequence)), F.col(TARGET_SEQ_COL), F.col(OP_COL)
+    seq, tseq, dseq, op = F.col(quote(sequence)), F.col(TARGET_SEQ_COL), F.col(TOMB_SEQ_COL), F.col(OP_COL)
     action = (
-        F.when(~present & (op == "D"), "missing_delete")
+        F.when(~present & dseq.isNotNull() & (seq < dseq), "stale")
+        .when(~present & (op == "D"), "missing_delete")
         .when(~present, "insert")
         # A table row without a sequence value (written outside CDC) is overwritten.
         .when(tseq.isNotNull() & (seq < tseq), "stale")
         .when(op == "D", "delete")
         .otherwise("update")
     )
-    return joined.withColumn(ACTION_COL, action).drop(TARGET_SEQ_COL, TARGET_PRESENT_COL)
+    drop = [TARGET_SEQ_COL, TARGET_PRESENT_COL, TOMB_SEQ_COL, "_tomb_present"]
+    return joined.withColumn(ACTION_COL, action).drop(*[c for c in drop if c in joined.columns])
