@@ -335,3 +335,15 @@ def test_late_event_after_a_delete_does_not_bring_the_row_back(spark, settings, 
     assert apply(settings, source, table_name).inserted == 1
     assert rows(spark, f"SELECT {'product_id'}, {'quantity'} FROM {table_name} WHERE product_id = 103") == [(103, 1)]
     assert rows(spark, f"SELECT product_id FROM {table_name}__cdc_tombstones ORDER BY 1") == [(103,), (555,)]
+
+
+def test_empty_change_files_are_recorded_not_fatal(spark, settings, source, table_name) -> None:
+    (source / "LOAD00000001.csv").write_text("")
+    with pytest.raises(SourceError, match="are empty"):
+        apply(settings, source, table_name)
+    full_load(source / ".." / "changes")  # overwrite the empty load with rows
+    first = apply(settings, source, table_name)
+    (source / "20220302-1134010000.csv").write_text("")
+    r = apply(settings, source, table_name)
+    assert r.files_applied == ["20220302-1134010000.csv"] and r.committed and r.snapshot_id != first.snapshot_id
+    assert apply(settings, source, table_name).files_applied == []

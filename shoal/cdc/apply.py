@@ -159,6 +159,16 @@ class _Batch:
         if exists:
             self._check_existing()
         headers, columns = self._columns(files, table_cols)
+        if not columns:  # only empty files: nothing to merge, but they count as applied
+            if not exists:
+                raise SourceError(
+                    f"the new change files are empty ({', '.join(self.result.files_applied)})",
+                    hint="the first batch creates the table from its rows",
+                )
+            props = self._commit_properties(applied, files)
+            name = self.table.qualified(self.settings.catalog.name)
+            self.result.snapshot_id, self.result.committed = empty_commit(self.spark, name, props), True
+            return self._finish()
         parsed = self._parse(files, headers, columns)
         if any(c not in table_cols for c in columns):
             parsed = self._cache(parsed)  # read twice: type inference, then typing
@@ -198,26 +208,26 @@ class _Batch:
         if self.result.deleted or self.result.deletes_of_missing_keys:
             self._record_deletes(classified, keys, seq, types)
 
-        applied = dict(applied)
-        now = datetime.now(UTC).isoformat()
-        for f in files:
-            applied[f.name] = {"size": f.size, "batch_id": self.batch_id, "applied_at": now}
-        props = {
-            ledger.SUMMARY_KEY: ledger.write(self.settings, self.table, applied, self.batch_id),
-            "shoal.cdc.batch-id": self.batch_id,
-            "shoal.cdc.files": json.dumps(self.result.files_applied),
-            "shoal.cdc.stats": json.dumps(
-                {
-                    k: getattr(self.result, k)
-                    for k in ("rows_read", "inserted", "updated", "deleted", "ignored_stale", "rejected")
-                }
-            ),
-        }
+        props = self._commit_properties(applied, files)
         self.say("merging into the table")
         self._merge(classified, columns, keys, props)
         return self._finish()
 
     # ---- steps ---------------------------------------------------------------------
+    def _commit_properties(self, applied: dict[str, dict[str, Any]], files: list[ChangeFile]) -> dict[str, str]:
+        """Writes the new ledger; returns the summary properties the commit must carry."""
+        applied = dict(applied)
+        now = datetime.now(UTC).isoformat()
+        for f in files:
+            applied[f.name] = {"size": f.size, "batch_id": self.batch_id, "applied_at": now}
+        stats = ("rows_read", "inserted", "updated", "deleted", "ignored_stale", "rejected")
+        return {
+            ledger.SUMMARY_KEY: ledger.write(self.settings, self.table, applied, self.batch_id),
+            "shoal.cdc.batch-id": self.batch_id,
+            "shoal.cdc.files": json.dumps(self.result.files_applied),
+            "shoal.cdc.stats": json.dumps({k: getattr(self.result, k) for k in stats}),
+        }
+
     def _table_columns(self) -> dict[str, str]:
         """name -> Spark SQL type of the existing table."""
         schema = self.spark.table(self.table.sql).schema
@@ -249,6 +259,8 @@ class _Batch:
                 name = canonical.setdefault(c.lower(), c)
                 if name not in columns:
                     columns.append(name)
+        if not columns:
+            return headers, columns
         lower = {c.lower() for c in columns} | set(canonical)
         for needed, flag in [(k, "--key") for k in self.opt.keys] + [(self.opt.sequence, "--sequence")]:
             if needed.lower() not in lower:
