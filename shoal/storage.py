@@ -19,6 +19,7 @@ class FileEntry:
     uri: str  # absolute path or URI, readable with open_input()
     relative: str  # path below the listed root, '/'-separated
     size: int
+    mtime: float | None = None  # seconds since the epoch, where the store reports it
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -45,7 +46,8 @@ def list_files(root: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
         if any(part.startswith(".") for part in rel.split("/")):
             continue  # hidden files and in-progress uploads
         if entry.base_name.lower().endswith(suffixes):
-            out.append(FileEntry(prefix + entry.path, rel, entry.size or 0))
+            mtime = entry.mtime.timestamp() if entry.mtime is not None else None
+            out.append(FileEntry(prefix + entry.path, rel, entry.size or 0, mtime))
     return out
 
 
@@ -60,6 +62,11 @@ def write_bytes(uri: str, data: bytes) -> None:
     fs.create_dir(posixpath.dirname(path), recursive=True)
     with fs.open_output_stream(path) as f:
         f.write(data)
+
+
+def delete(uri: str) -> None:
+    fs, path = filesystem(uri)
+    fs.delete_file(path)
 
 
 def exists(uri: str) -> bool:

@@ -347,3 +347,36 @@ def test_empty_change_files_are_recorded_not_fatal(spark, settings, source, tabl
     r = apply(settings, source, table_name)
     assert r.files_applied == ["20220302-1134010000.csv"] and r.committed and r.snapshot_id != first.snapshot_id
     assert apply(settings, source, table_name).files_applied == []
+
+
+def test_ledgers_nothing_refers_to_are_pruned(spark, settings, source, table_name) -> None:
+    import os
+    import time as _time
+
+    from shoal.cdc import ledger
+
+    full_load(source)
+    apply(settings, source, table_name)
+    write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 1, T2]])
+    apply(settings, source, table_name)
+    table = TableName.parse(table_name)
+    folder = Path(settings.warehouse_uri) / "_shoal" / "cdc-ledgers" / table.namespace / table.name
+    orphan = folder / "ledger-crashed-batch.json"  # what a batch killed before its commit leaves
+    orphan.write_text("{}")
+    assert len(list(folder.iterdir())) == 3
+    maintain(
+        spark,
+        table,
+        catalog=settings.catalog.name,
+        retention_hours=0,
+        retain_last=1,
+        orphan_min_age_hours=24,
+        target_file_size_mb=128,
+    )
+    assert ledger.prune(spark, settings, table, min_age_hours=24) == 0  # all younger than a day
+    old = _time.time() - 2 * 86400
+    for f in folder.iterdir():
+        os.utime(f, (old, old))
+    assert ledger.prune(spark, settings, table, min_age_hours=24) == 2  # the first batch's and the orphan
+    assert [f.name for f in folder.iterdir()] == [Path(ledger.latest_state_uri(spark, table)).name]
+    assert apply(settings, source, table_name).files_applied == []

@@ -96,6 +96,13 @@ def test_cdc_apply_json_sql_formats_and_history(spark, cli_env, source, table_na
     assert [h["snapshot_id"] for h in hist] == [snap] and hist[0]["files"] == ["LOAD00000001.csv"]
     assert {"committed_at", "operation"} <= set(hist[0])
 
+    code, out, _ = run_cli(["table", "maintain", table_name, "--json"], capsys, monkeypatch)
+    assert code == 0
+    done = json.loads(out)
+    assert done["table"] == table_name and done["cdc_ledgers_removed"] == 0 and done["snapshot_id"]
+    code, _, err = run_cli(["table", "maintain", table_name, "--orphan-min-age-hours", "1"], capsys, monkeypatch)
+    assert code == 1 and "at least 24 hours" in err
+
 
 def test_errors_exit_nonzero_with_file_and_line(spark, cli_env, source, table_name, capsys, monkeypatch) -> None:
     write_csv(source, "20220302-1134010000.csv", [["U", 1, "a", "b", 1, T2], ["Z", 2, "a", "b", 1, T2]])

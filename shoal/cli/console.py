@@ -183,24 +183,32 @@ def table_maintain(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Compact data and delete files, expire old snapshots and remove orphan files."""
+    """Compact data and delete files, expire old snapshots, remove orphan files and
+    CDC ledgers nothing refers to any more."""
+    from shoal.cdc import ledger
     from shoal.lake import TableName, maintain
+    from shoal.lake.locks import table_lock
     from shoal.spark import get_spark
 
     _state["json"] = json_out
     s = settings()
     m = s.maintenance
-    with output.progress(not json_out, f"maintain {table}") as say:
+    name = TableName.parse(table)
+    orphan_age = m.orphan_min_age_hours if orphan_min_age_hours is None else orphan_min_age_hours
+    spark = get_spark(s)
+    with output.progress(not json_out, f"maintain {table}") as say, table_lock(s.workspace_dir, str(name)):
         result = maintain(
-            get_spark(s),
-            TableName.parse(table),
+            spark,
+            name,
             catalog=s.catalog.name,
             retention_hours=m.snapshot_retention_hours if retention_hours is None else retention_hours,
             retain_last=m.retain_last if retain_last is None else retain_last,
-            orphan_min_age_hours=m.orphan_min_age_hours if orphan_min_age_hours is None else orphan_min_age_hours,
+            orphan_min_age_hours=orphan_age,
             target_file_size_mb=m.target_file_size_mb,
             progress=say,
         )
+        say("removing unreferenced CDC ledgers")
+        result["cdc_ledgers_removed"] = ledger.prune(spark, s, name, min_age_hours=orphan_age)
     if json_out:
         output.print_json(result)
     else:

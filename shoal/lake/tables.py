@@ -106,6 +106,14 @@ def latest_state(spark: SparkSession, table: TableName, key: str) -> str | None:
     return table_properties(spark, table).get(full)
 
 
+def all_states(spark: SparkSession, table: TableName, key: str) -> list[str]:
+    """Every value of state pointer `key` still referenced: by any snapshot or the table."""
+    full = STATE_PREFIX + key
+    values = [r.summary[full] for r in _ancestry(spark, table) if r.summary and full in r.summary]
+    pinned = table_properties(spark, table).get(full)
+    return values + ([pinned] if pinned else [])
+
+
 def pin_state(spark: SparkSession, table: TableName) -> dict[str, str]:
     """Copy every state pointer's newest value into table properties."""
     pinned: dict[str, str] = {}
