@@ -46,6 +46,11 @@ VALID_OPS = ("I", "U", "D")
 _BATCH_ROWS = 50_000
 
 
+def is_full_load(name: str) -> bool:
+    """Full-load files are LOAD00000001.csv, ...: their rows may omit the operation."""
+    return bool(_LOAD_FILE.match(posixpath.basename(name)))
+
+
 @dataclass(frozen=True)
 class ChangeFile:
     uri: str
@@ -53,14 +58,10 @@ class ChangeFile:
     size: int
 
     @property
-    def is_full_load(self) -> bool:
-        return bool(_LOAD_FILE.match(posixpath.basename(self.name)))
-
-    @property
     def sort_key(self) -> tuple[int, str]:
         # Full-load files come before change files whatever their names sort as
         # ("LOAD..." > "2022..." as text), then by name, which is by time.
-        return (0 if self.is_full_load else 1, self.name)
+        return (0 if is_full_load(self.name) else 1, self.name)
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def _parse_fast(uri, name, order, header, layout, columns, schema) -> pa.RecordB
     if any(not ln.strip() for ln in lines):
         return None
     skip = 1 if layout.header else 0
-    is_load = bool(_LOAD_FILE.match(posixpath.basename(name)))
+    is_load = is_full_load(name)
     op_lower = layout.op_column.lower()
     names = list(header)
     if not any(c.lower() == op_lower for c in names) and not (layout.header or is_load):
@@ -243,7 +244,7 @@ def _parse_fast(uri, name, order, header, layout, columns, schema) -> pa.RecordB
 
 
 def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa.RecordBatch]:
-    is_load = bool(_LOAD_FILE.match(posixpath.basename(name)))
+    is_load = is_full_load(name)
     index = {c.lower(): i for i, c in enumerate(columns)}
     op_lower = layout.op_column.lower()
     names = header
