@@ -380,3 +380,23 @@ def test_ledgers_nothing_refers_to_are_pruned(spark, settings, source, table_nam
     assert ledger.prune(spark, settings, table, min_age_hours=24) == 2  # the first batch's and the orphan
     assert [f.name for f in folder.iterdir()] == [Path(ledger.latest_state_uri(spark, table)).name]
     assert apply(settings, source, table_name).files_applied == []
+
+
+def test_unreadable_file_fails_naming_it_and_quarantines_with_the_rest_applied(
+    spark, settings, source, table_name
+) -> None:
+    full_load(source)
+    apply(settings, source, table_name)
+    (source / "20220302-1134010000.csv").write_bytes(
+        b"op,product_id,category,name,quantity,updated_at\nU,101,tools,\xff\xfe,1,2022-03-02 11:34:01\n"
+        b"U,103,garden,rake,2,2022-03-02 11:34:01\n"
+    )
+    write_csv(source, "20220302-1135000000.csv", [["U", 102, "tools", "saw", 1, T3]])
+    with pytest.raises(BadChangeRowError) as err:
+        apply(settings, source, table_name)
+    assert err.value.file == "20220302-1134010000.csv" and err.value.line == 2
+    assert "not valid UTF-8" in err.value.reason
+    r = apply(settings, source, table_name, on_error="quarantine")
+    assert (r.updated, r.rejected) == (2, 1)  # the good line after the bad one applies too
+    assert rows(spark, f"SELECT file, line FROM {table_name}__rejects") == [("20220302-1134010000.csv", 2)]
+    assert state(spark, table_name)[1:] == [(102, "tools", "saw", 1), (103, "garden", "rake", 2)]

@@ -94,7 +94,8 @@ def test_invalid_utf8_is_reported_not_raised(source: Path) -> None:
     f = source / "20220302-1134010000.csv"
     f.write_bytes(b"op,id\nI,1\nI,\xff\xfe\n")
     rows = parse(f, CsvLayout(), ["id"], ["op", "id"])
-    assert any(r["_error"] and "not valid UTF-8" in r["_error"] for r in rows)
+    assert [(r["_line"], r["_error"] is None) for r in rows] == [(2, True), (3, False)]
+    assert "not valid UTF-8" in rows[1]["_error"]
 
 
 def test_header_with_repeated_names_is_rejected(source: Path) -> None:

@@ -88,8 +88,10 @@ def read_header(file: ChangeFile, layout: CsvLayout) -> list[str]:
     try:
         fs, path = storage.filesystem(file.uri)
         with fs.open_input_stream(path) as raw:
-            text = io.TextIOWrapper(io.BufferedReader(_RawAdapter(raw)), encoding="utf-8-sig", newline="")
-            first = next(csv.reader(text, delimiter=layout.delimiter), None)
+            # Decode the header line only: a bad byte further down is a row error, reported
+            # with its line by the parser, not a reason to refuse the whole file here.
+            line = io.BufferedReader(_RawAdapter(raw)).readline().decode("utf-8-sig")
+        first = next(csv.reader([line], delimiter=layout.delimiter), None)
     except (OSError, UnicodeDecodeError) as exc:
         raise SourceError(f"{file.name}:1: cannot read header: {exc}") from exc
     if not first or not any(c.strip() for c in first):
@@ -126,6 +128,22 @@ class _RawAdapter(io.RawIOBase):
         n = len(data)
         b[:n] = data
         return n
+
+
+def _decoded_lines(buffered: io.BufferedReader) -> Iterator[str]:
+    """Decode line by line; invalid bytes survive as surrogates, flagged per record."""
+    encoding = "utf-8-sig"  # only the first line may carry a byte-order mark
+    for raw in buffered:
+        yield raw.decode(encoding, errors="surrogateescape")
+        encoding = "utf-8"
+
+
+def _valid_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _LineCounter:
@@ -281,8 +299,7 @@ def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa
         yield flush()
         return
     with stream:
-        text = io.TextIOWrapper(io.BufferedReader(_RawAdapter(stream)), encoding="utf-8-sig", newline="")
-        counter = _LineCounter(text)
+        counter = _LineCounter(_decoded_lines(io.BufferedReader(_RawAdapter(stream))))
         reader = csv.reader(counter, delimiter=layout.delimiter, strict=True)
         first_data_line = 2 if layout.header else 1
         try:
@@ -299,6 +316,10 @@ def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa
                     emit(start, "".join(counter.consumed).rstrip("\r\n"), f"malformed CSV: {exc}", None, empty)
                     continue
                 raw = "".join(counter.consumed).rstrip("\r\n")
+                if not _valid_utf8(raw):
+                    shown = raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                    emit(start, shown, "file is not valid UTF-8 on this line", None, empty)
+                    continue
                 if not fields or (len(fields) == 1 and not fields[0].strip()):
                     continue  # blank line
                 if start < first_data_line:
