@@ -129,7 +129,11 @@ def test_partition_change_moves_the_row_without_duplicates(spark, settings, sour
     full_load(source)
     apply(settings, source, table_name, partition_by="category, bucket(4, product_id)")
     write_csv(source, "20220302-1134010000.csv", [["U", 103, "tools", "rake", 7, T2]])
-    apply(settings, source, table_name)
+    same_spec = apply(settings, source, table_name, partition_by="category, bucket(4, product_id)")
+    assert same_spec.warnings == []  # re-running the same command is not worth a warning
+    write_csv(source, "20220302-1134010001.csv", [["U", 101, "tools", "hammer", 1, T2]])
+    other = apply(settings, source, table_name, partition_by="days(updated_at)")
+    assert "--partition-by is ignored" in other.warnings[0] and "bucket(4, product_id)" in other.warnings[0]
     assert rows(spark, f"SELECT category, count(*) FROM {table_name} WHERE product_id = 103 GROUP BY 1") == [
         ("tools", 1)
     ]

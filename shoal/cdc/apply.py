@@ -157,7 +157,7 @@ class _Batch:
 
         table_cols = self._table_columns() if exists else {}
         if exists:
-            self._check_existing()
+            self._check_existing(table_cols)
         headers, columns = self._columns(files, table_cols)
         if not columns:  # only empty files: nothing to merge, but they count as applied
             if not exists:
@@ -233,14 +233,21 @@ class _Batch:
         schema = self.spark.table(self.table.sql).schema
         return {f.name: f.dataType.simpleString() for f in schema.fields}
 
-    def _check_existing(self) -> None:
+    def _check_existing(self, table_cols: dict[str, str]) -> None:
         """Options that only shape a new table are reported, not silently dropped."""
         props = table_properties(self.spark, self.table)
         if self.opt.partition_by:
-            self.result.warnings.append(
-                "--partition-by is ignored: the table exists; evolve its spec with "
-                f"ALTER TABLE {self.table} ADD PARTITION FIELD ..."
-            )
+            current = [
+                r.data_type
+                for r in self.spark.sql(f"DESCRIBE TABLE {self.table.sql}").collect()
+                if r.col_name.startswith("Part ")
+            ]
+            wanted = partition_sql(self.opt.partition_by, list(table_cols)).replace("`", "")
+            if wanted.lower() != ", ".join(current).lower():
+                self.result.warnings.append(
+                    f"--partition-by is ignored: the table exists, partitioned by ({', '.join(current)}); "
+                    f"evolve its spec with ALTER TABLE {self.table} ADD/DROP PARTITION FIELD ..."
+                )
         recorded = props.get("shoal.cdc.keys")
         if recorded and [k.lower() for k in recorded.split(",")] != [k.lower() for k in self.opt.keys]:
             self.result.warnings.append(
