@@ -96,6 +96,12 @@ def test_cdc_apply_json_sql_formats_and_history(spark, cli_env, source, table_na
     assert [h["snapshot_id"] for h in hist] == [snap] and hist[0]["files"] == ["LOAD00000001.csv"]
     assert {"committed_at", "operation"} <= set(hist[0])
 
+    write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 9, T2]])
+    code, out, _ = run_cli(["cdc", "files", table_name, "--source", str(source), "--json"], capsys, monkeypatch)
+    status = json.loads(out)
+    assert [f["file"] for f in status["applied"]] == ["LOAD00000001.csv"]
+    assert status["applied"][0]["size"] > 0 and status["pending"] == ["20220302-1134010000.csv"]
+
     code, out, _ = run_cli(["table", "maintain", table_name, "--json"], capsys, monkeypatch)
     assert code == 0
     done = json.loads(out)

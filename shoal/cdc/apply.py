@@ -454,3 +454,19 @@ class _Batch:
     def _finish(self) -> ApplyResult:
         self.result.seconds = round(time.monotonic() - self.t0, 3)
         return self.result
+
+
+def file_status(settings: Settings, table: str, source: str | None = None) -> dict[str, Any]:
+    """Change files applied to `table` (from its ledger) and, given a source, those pending."""
+    name = TableName.parse(table)
+    spark = get_spark(settings)
+    if not table_exists(spark, name):
+        raise ShoalError(f"table {name} does not exist", hint="create it with shoal cdc apply")
+    applied = ledger.load(spark, name)
+    out: dict[str, Any] = {
+        "table": str(name),
+        "applied": [{"file": f, **meta} for f, meta in sorted(applied.items())],
+    }
+    if source is not None:
+        out["pending"] = [f.name for f in discover(source) if f.name not in applied]
+    return out

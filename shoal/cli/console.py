@@ -118,6 +118,31 @@ def cdc_apply(
     output.print_kv(f"Applied {len(result.files_applied)} file(s) to {table}", data)
 
 
+@cdc_app.command("files")
+def cdc_files(
+    table: Annotated[str, typer.Argument(help="NS.TABLE")],
+    source: Annotated[
+        str | None, typer.Option("--source", help="Also list files under SOURCE not yet applied.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Change files applied to a table (and, with --source, those still pending)."""
+    from shoal.cdc import file_status
+
+    _state["json"] = json_out
+    status = file_status(settings(), table, source)
+    if json_out:
+        output.print_json(status)
+        return
+    output.print_rows(
+        f"Applied to {table}",
+        ["file", "size", "batch_id", "applied_at"],
+        [[f["file"], f["size"], f["batch_id"], f["applied_at"]] for f in status["applied"]],
+    )
+    if "pending" in status:
+        output.out.print(f"pending: {', '.join(status['pending']) or '(none)'}")
+
+
 class SqlFormat(StrEnum):
     table = "table"
     json = "json"
