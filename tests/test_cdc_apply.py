@@ -16,6 +16,19 @@ from shoal.sql import run as run_sql
 T1, T2, T3, T4 = "2022-03-01 10:00:00", "2022-03-02 11:34:01", "2022-03-02 11:35:00", "2022-03-03 09:00:00"
 
 
+def maintain_now(spark, settings, table: TableName, *, orphan_min_age_hours: float = 24) -> dict:
+    """Maintenance that expires every snapshot but the current one."""
+    return maintain(
+        spark,
+        table,
+        catalog=settings.catalog.name,
+        retention_hours=0,
+        retain_last=1,
+        orphan_min_age_hours=orphan_min_age_hours,
+        target_file_size_mb=128,
+    )
+
+
 def state(spark, table: str) -> list[tuple]:
     return rows(spark, f"SELECT product_id, category, name, quantity FROM {table} ORDER BY product_id")
 
@@ -288,28 +301,12 @@ def test_history_and_maintenance_keep_data_and_the_ledger(spark, settings, sourc
         ["20220302-1134010002.csv"],
     ]
     before = state(spark, table_name)
-    result = maintain(
-        spark,
-        table,
-        catalog=settings.catalog.name,
-        retention_hours=0,
-        retain_last=1,
-        orphan_min_age_hours=24,
-        target_file_size_mb=128,
-    )
+    result = maintain_now(spark, settings, table, orphan_min_age_hours=24)
     assert result["snapshots_expired"] >= 3 and result["data_files_rewritten"] >= 1
     assert state(spark, table_name) == before
     assert len(history(spark, table)) == 1
     with pytest.raises(ShoalError, match="at least 24 hours"):
-        maintain(
-            spark,
-            table,
-            catalog=settings.catalog.name,
-            retention_hours=0,
-            retain_last=1,
-            orphan_min_age_hours=1,
-            target_file_size_mb=128,
-        )
+        maintain_now(spark, settings, table, orphan_min_age_hours=1)
     # The record of applied files survives snapshot expiry: nothing is applied twice.
     again = apply(settings, source, table_name)
     assert again.files_applied == [] and state(spark, table_name) == before
@@ -368,15 +365,7 @@ def test_ledgers_nothing_refers_to_are_pruned(spark, settings, source, table_nam
     orphan = folder / "ledger-crashed-batch.json"  # what a batch killed before its commit leaves
     orphan.write_text("{}")
     assert len(list(folder.iterdir())) == 3
-    maintain(
-        spark,
-        table,
-        catalog=settings.catalog.name,
-        retention_hours=0,
-        retain_last=1,
-        orphan_min_age_hours=24,
-        target_file_size_mb=128,
-    )
+    maintain_now(spark, settings, table, orphan_min_age_hours=24)
     assert ledger.prune(spark, settings, table, min_age_hours=24) == 0  # all younger than a day
     old = _time.time() - 2 * 86400
     for f in folder.iterdir():
