@@ -38,12 +38,21 @@ from shoal.config import Settings
 from shoal.exceptions import BadChangeRowError, ShoalError, SourceError
 from shoal.lake import commit_with_properties, current_snapshot, empty_commit, set_properties, table_exists
 from shoal.lake.locks import table_lock
-from shoal.lake.tables import TableName, table_properties
+from shoal.lake.tables import TableName, require_table, table_properties
 from shoal.spark import get_spark
 
 REJECTS_SUFFIX = "__rejects"
 TOMBSTONES_SUFFIX = "__cdc_tombstones"
 WriteMode = Literal["merge-on-read", "copy-on-write"]
+
+
+def _row_level_modes(mode: WriteMode) -> dict[str, str]:
+    """The table properties that make DELETE, UPDATE and MERGE use `mode`."""
+    return {"write.delete.mode": mode, "write.update.mode": mode, "write.merge.mode": mode}
+
+
+def _props_sql(props: dict[str, str]) -> str:
+    return ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
 
 
 @dataclass
@@ -343,14 +352,13 @@ class _Batch:
         mode = self._write_mode()
         props = {
             "format-version": "2",
-            "write.delete.mode": mode,
-            "write.update.mode": mode,
-            "write.merge.mode": mode,
+            **_row_level_modes(mode),
             "shoal.cdc.keys": ",".join(keys),
             "shoal.cdc.sequence": seq,
         }
-        prop_sql = ", ".join(f"'{k}' = '{v}'" for k, v in props.items())
-        self.spark.sql(f"CREATE TABLE {self.table.sql} ({cols}) USING iceberg {part} TBLPROPERTIES ({prop_sql})")
+        self.spark.sql(
+            f"CREATE TABLE {self.table.sql} ({cols}) USING iceberg {part} TBLPROPERTIES ({_props_sql(props)})"
+        )
         self.spark.sql(f"ALTER TABLE {self.table.sql} SET IDENTIFIER FIELDS {', '.join(quote(k) for k in keys)}")
         self.result.table_created = True
 
@@ -362,10 +370,7 @@ class _Batch:
             self.spark.sql(f"ALTER TABLE {self.table.sql} ADD COLUMNS ({added})")
             self.result.columns_added = new
         if self.opt.write_mode:
-            m = self.opt.write_mode
-            set_properties(
-                self.spark, self.table, {"write.delete.mode": m, "write.update.mode": m, "write.merge.mode": m}
-            )
+            set_properties(self.spark, self.table, _row_level_modes(self.opt.write_mode))
 
     def _quarantine(self, bad: DataFrame, files: list[ChangeFile]) -> None:
         """Append bad rows to NS.TABLE__rejects, once per file even across crashes."""
@@ -404,8 +409,7 @@ class _Batch:
         ddl = ", ".join(f"{quote(c)} {types[c]}" for c in cols)
         self.spark.sql(
             f"""CREATE TABLE IF NOT EXISTS {tomb.sql} ({ddl}, batch_id string) USING iceberg
-                TBLPROPERTIES ('format-version' = '2', 'write.merge.mode' = 'merge-on-read',
-                               'write.update.mode' = 'merge-on-read', 'write.delete.mode' = 'merge-on-read')"""
+                TBLPROPERTIES ({_props_sql({"format-version": "2", **_row_level_modes("merge-on-read")})})"""
         )
         view = f"shoal_cdc_deletes_{self.batch_id}"
         classified.where(F.col(ACTION_COL).isin("delete", "missing_delete")).select(
@@ -460,8 +464,7 @@ def file_status(settings: Settings, table: str, source: str | None = None) -> di
     """Change files applied to `table` (from its ledger) and, given a source, those pending."""
     name = TableName.parse(table)
     spark = get_spark(settings)
-    if not table_exists(spark, name):
-        raise ShoalError(f"table {name} does not exist", hint="create it with shoal cdc apply")
+    require_table(spark, name)
     applied = ledger.load(spark, name)
     out: dict[str, Any] = {
         "table": str(name),

@@ -7,6 +7,7 @@ time (`20220302-1134010000.csv`). Parsing runs on Spark executors (one task per 
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
@@ -43,6 +44,8 @@ META_FIELDS = [
     pa.field(OP_COL, pa.string()),
 ]
 VALID_OPS = ("I", "U", "D")
+MISSING_OP = "missing operation (expected I, U or D)"
+_UNKNOWN_OP = ("unknown operation '", "' (expected I, U or D)")  # around the op as written
 _BATCH_ROWS = 50_000
 
 
@@ -197,7 +200,9 @@ def _parse_fast(uri, name, order, header, layout, columns, schema) -> pa.RecordB
             return None
         with fs.open_input_stream(path) as f:
             data = f.read()
-        text = data.decode("utf-8-sig")
+        if data.startswith(codecs.BOM_UTF8):
+            data = data[len(codecs.BOM_UTF8) :]
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError, pa.ArrowException):
         return None
     lines = text.split("\n")
@@ -216,7 +221,7 @@ def _parse_fast(uri, name, order, header, layout, columns, schema) -> pa.RecordB
 
     try:
         table = pacsv.read_csv(
-            pa.BufferReader(text.encode()),
+            pa.BufferReader(data),
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip, use_threads=False),
             parse_options=pacsv.ParseOptions(delimiter=layout.delimiter, newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(
@@ -241,11 +246,11 @@ def _parse_fast(uri, name, order, header, layout, columns, schema) -> pa.RecordB
     if is_load:
         op = pc.fill_null(op, "I")
     valid = pc.fill_null(pc.is_in(op, value_set=pa.array(VALID_OPS)), False)
-    unknown = pc.binary_join_element_wise("unknown operation '", raw_op, "' (expected I, U or D)", "")
+    unknown = pc.binary_join_element_wise(_UNKNOWN_OP[0], raw_op, _UNKNOWN_OP[1], "")
     error = pc.if_else(
         valid,
         pa.scalar(None, pa.string()),
-        pc.if_else(pc.is_null(op), pa.scalar("missing operation (expected I, U or D)"), unknown),
+        pc.if_else(pc.is_null(op), pa.scalar(MISSING_OP), unknown),
     )
     arrays = [
         pa.array([name] * n, pa.string()),
@@ -355,7 +360,7 @@ def _row(fields, width, op_pos, col_pos, is_load, n_columns):
     if op == "":
         if is_load:
             return None, "I", values
-        return "missing operation (expected I, U or D)", None, values
+        return MISSING_OP, None, values
     if op not in VALID_OPS:
-        return f"unknown operation {op_text!r} (expected I, U or D)", None, values
+        return f"{_UNKNOWN_OP[0]}{op_text}{_UNKNOWN_OP[1]}", None, values
     return None, op, values
