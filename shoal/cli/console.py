@@ -24,9 +24,11 @@ app = typer.Typer(
 cdc_app = typer.Typer(help="Change-data-capture upserts into Iceberg tables.", no_args_is_help=True)
 table_app = typer.Typer(help="Inspect and maintain lake tables.", no_args_is_help=True)
 config_app = typer.Typer(help="Show the effective configuration.", no_args_is_help=True)
+catalog_app = typer.Typer(help="Discover ingested objects and their extracted data.", no_args_is_help=True)
 app.add_typer(cdc_app, name="cdc")
 app.add_typer(table_app, name="table")
 app.add_typer(config_app, name="config")
+app.add_typer(catalog_app, name="catalog")
 
 _state: dict[str, object] = {"config": None, "json": False}
 
@@ -141,6 +143,143 @@ def cdc_files(
     )
     if "pending" in status:
         output.out.print(f"pending: {', '.join(status['pending']) or '(none)'}")
+
+
+@app.command()
+def ingest(
+    source: Annotated[str, typer.Argument(help="Folder of files to ingest into the raw zone.")],
+    source_name: Annotated[
+        str | None, typer.Option("--source-name", help="Name of the source (default: the folder's name).")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value tag for every object (repeatable).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Copy files into the raw zone and register them as objects (unchanged files are skipped)."""
+    from shoal.ingest import ingest as run_ingest
+    from shoal.ingest import parse_tags
+    from shoal.spark import get_spark
+
+    _state["json"] = json_out
+    tags = parse_tags(tag or [])
+    s = settings()
+    with output.progress(not json_out, "ingest") as say:
+        result = run_ingest(get_spark(s), s, source, source_name=source_name, tags=tags, say=say)
+    data = result.to_dict()
+    if json_out:
+        output.print_json(data)
+        return
+    for f in data["files"]:
+        if f["status"] == "error":
+            output.print_warning(f"{f['source_path']}: {f['error']}")
+    output.print_kv(
+        f"Ingested {source} as source {result.source_name}",
+        {k: data[k] for k in ("files_seen", "new", "new_versions", "unchanged", "duplicates", "errors", "bytes_ingested")},
+    )
+    if data["errors"]:
+        raise typer.Exit(1)
+
+
+@app.command()
+def extract(
+    force: Annotated[bool, typer.Option("--force", help="Extract every object again.")] = False,
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help="Only these types: media types, globs (text/*) or extractor names (pdf,email)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Extract text, tables, forms, entities, key phrases, sentiment and PII from pending objects."""
+    from shoal.extract import run_extract
+    from shoal.spark import get_spark
+
+    _state["json"] = json_out
+    s = settings()
+    with output.progress(not json_out, "extract") as say:
+        result = run_extract(get_spark(s), s, force=force, only=_split(only or []) or None, say=say)
+    data = result.to_dict()
+    if json_out:
+        output.print_json(data)
+        return
+    if result.nothing_to_do:
+        output.out.print("Nothing to extract: every object is up to date (use --force to redo).")
+        return
+    for p in data["problems"]:
+        output.print_warning(f"{p['source_path']} [{p['extractor']}] {p['status']}: {p['error']}")
+    output.print_kv(
+        "Extraction run " + result.run_id,
+        {k: data[k] for k in ("objects", "child_objects", "pages", "seconds", "objects_per_s")},
+    )
+    output.print_rows(
+        "Steps by status",
+        ["extractor", "ok", "error", "skipped", "timeout"],
+        [[name, *(st.get(k, 0) for k in ("ok", "error", "skipped", "timeout"))] for name, st in sorted(data["statuses"].items())],
+    )
+
+
+@catalog_app.command("objects")
+def catalog_objects(
+    media_type: Annotated[str | None, typer.Option("--type", help="Media type, glob (text/*) or subtype (pdf).")] = None,
+    lang: Annotated[str | None, typer.Option("--lang", help="Language code found in the object, e.g. en.")] = None,
+    has_pii: Annotated[bool, typer.Option("--has-pii", help="Only objects where PII was found.")] = False,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable; all must match).")] = None,
+    text: Annotated[str | None, typer.Option("--text", help="Words that must all occur in the text.")] = None,
+    source_name: Annotated[str | None, typer.Option("--source-name", help="Only this source.")] = None,
+    all_versions: Annotated[bool, typer.Option("--all-versions", help="Include superseded versions.")] = False,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many objects.")] = 1000,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """Objects with their raw and extracted paths, filtered by type, language, PII, tags or words."""
+    from shoal.catalog import list_objects
+    from shoal.ingest import parse_tags
+    from shoal.spark import get_spark
+
+    _state["json"] = json_out
+    tags = parse_tags(tag or [])
+    rows = list_objects(
+        get_spark(settings()), media_type=media_type, language=lang, has_pii=True if has_pii else None, tags=tags,
+        text=text, source_name=source_name, all_versions=all_versions, limit=limit,
+    )
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        f"{len(rows)} object(s)",
+        ["object_id", "source", "path", "type", "status", "lang", "pii", "pages", "extracted"],
+        [[r["object_id"], r["source_name"], r["source_path"], r["media_type"], r["status"], ",".join(r["languages"] or []),
+          "yes" if r["has_pii"] else "", r["page_count"] if r["page_count"] is not None else "",
+          len(r["extracted_paths"] or []) + len(r["enriched_paths"] or [])] for r in rows],
+    )
+
+
+@catalog_app.command("show")
+def catalog_show(
+    object_id: Annotated[str, typer.Argument(help="Object id (from shoal catalog objects).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """All metadata and all extraction results of one object."""
+    from shoal.catalog import show_object
+    from shoal.spark import get_spark
+
+    _state["json"] = json_out
+    data = show_object(get_spark(settings()), object_id)
+    if json_out:
+        output.print_json(data)
+        return
+    output.print_kv(f"Object {object_id}", data["object"])
+    if data["children"]:
+        output.print_rows("Child objects", ["object_id", "file_name", "media_type", "size_bytes"],
+                          [list(c.values()) for c in data["children"]])
+    output.print_rows(
+        "Extractions",
+        ["extractor", "version", "status", "ms", "output / error"],
+        [[e["extractor"], e["extractor_version"], e["status"], e["duration_ms"], e["output_path"] or e["error"]]
+         for e in data["extractions"]],
+    )
+    for e in data["extractions"]:
+        result = e.get("result") or {}
+        for part in result.get("text", [])[:20]:
+            snippet = " ".join(part["text"].split())[:300]
+            output.out.print(f"[bold]{e['extractor']} / {output.escape(part['part'])}:[/] {output.escape(snippet)}")
 
 
 class SqlFormat(StrEnum):

@@ -66,9 +66,14 @@ def print_query(result: QueryResult, fmt: str) -> None:
         out.print(f"[dim]{len(result.rows)} row(s)[/]")
 
 
-def _escape(value: Any) -> str:
-    from rich.markup import escape
+def escape(text: str) -> str:
+    """Extracted content is untrusted: never let it act as rich markup."""
+    from rich.markup import escape as rich_escape
 
+    return rich_escape(text)
+
+
+def _escape(value: Any) -> str:
     return escape(json.dumps(value) if isinstance(value, dict | list) else str(value))
 
 

@@ -1,0 +1,115 @@
+"""Discovery over the metadata layer: find objects by facts and words, show one object whole.
+
+Filters are bound as SQL parameters, never spliced into the query text: tag values and
+search words come from users and must not change the query.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from shoal import storage
+from shoal.exceptions import ShoalError
+from shoal.lake import metadata
+from shoal.sql import to_json_value
+
+LIST_COLUMNS = (
+    "object_id", "source_name", "source_path", "media_type", "status", "languages", "has_pii", "page_count",
+    "size_bytes", "raw_path", "extracted_paths", "enriched_paths", "tags", "is_latest", "parent_object_id",
+)
+
+
+def _records(df) -> list[dict[str, Any]]:
+    return [{k: to_json_value(v) for k, v in r.asDict(recursive=True).items()} for r in df.collect()]
+
+
+def list_objects(
+    spark: SparkSession,
+    *,
+    media_type: str | None = None,
+    language: str | None = None,
+    has_pii: bool | None = None,
+    tags: dict[str, str] | None = None,
+    text: str | None = None,
+    source_name: str | None = None,
+    all_versions: bool = False,
+    limit: int = 1000,
+) -> list[dict[str, Any]]:
+    metadata.ensure_tables(spark, ("objects", "object_index", "text"))
+    where, args = [], {}
+    if media_type:
+        # "pdf" matches application/pdf; "text/*" matches every text type.
+        if "/" in media_type:
+            where.append("i.media_type LIKE :mt ESCAPE '!'")
+            args["mt"] = media_type.replace("!", "!!").replace("%", "!%").replace("_", "!_").replace("*", "%")
+        else:
+            where.append("(i.media_type = :mt OR i.media_type LIKE :mt_suffix ESCAPE '!')")
+            args["mt"] = media_type
+            args["mt_suffix"] = "%/" + media_type.replace("!", "!!").replace("%", "!%").replace("_", "!_")
+    if language:
+        where.append("array_contains(i.languages, :lang)")
+        args["lang"] = language
+    if has_pii is not None:
+        where.append("i.has_pii = :pii")
+        args["pii"] = has_pii
+    for n, (k, v) in enumerate((tags or {}).items()):
+        where.append(f"i.tags[:tk{n}] = :tv{n}")
+        args[f"tk{n}"], args[f"tv{n}"] = k, v
+    if source_name:
+        where.append("i.source_name = :src")
+        args["src"] = source_name
+    if not all_versions:
+        where.append("i.is_latest")
+    words = [w.lower() for w in (text or "").split() if w.strip()]
+    if words:
+        conds = " AND ".join(f"bool_or(instr(lower(t.text), :w{n}) > 0)" for n in range(len(words)))
+        where.append(
+            f"i.object_id IN (SELECT t.object_id FROM {metadata.table('text').sql} t GROUP BY t.object_id "
+            f"HAVING {conds})"
+        )
+        args.update({f"w{n}": w for n, w in enumerate(words)})
+    sql = (
+        f"SELECT {', '.join('i.' + c for c in LIST_COLUMNS)} FROM {metadata.table('object_index').sql} i"
+        + (" WHERE " + " AND ".join(where) if where else "")
+        + f" ORDER BY i.source_name, i.source_path, i.version LIMIT {int(limit)}"
+    )
+    return _records(spark.sql(sql, args=args))
+
+
+def show_object(spark: SparkSession, object_id: str) -> dict[str, Any]:
+    """Everything known about one object: index row, extractions, and each extractor's JSON output."""
+    metadata.ensure_tables(spark)
+    args = {"oid": object_id}
+    index = _records(spark.sql(f"SELECT * FROM {metadata.table('object_index').sql} WHERE object_id = :oid", args=args))
+    if not index:
+        obj = _records(spark.sql(f"SELECT * FROM {metadata.table('objects').sql} WHERE object_id = :oid", args=args))
+        if not obj:
+            raise ShoalError(
+                f"no object {object_id!r}", hint="find object ids with: shoal catalog objects"
+            )
+        index = obj
+    extractions = _records(
+        spark.sql(
+            f"SELECT extractor, extractor_version, stage, status, error, output_path, duration_ms, extracted_at "
+            f"FROM {metadata.table('extractions').sql} WHERE object_id = :oid ORDER BY extracted_at, extractor",
+            args=args,
+        )
+    )
+    for e in extractions:
+        path = e.get("output_path")
+        if path and storage.exists(path):
+            try:
+                e["result"] = json.loads(storage.read_bytes(path))
+            except ValueError as exc:
+                e["result_error"] = f"unreadable output {path}: {exc}"
+    children = _records(
+        spark.sql(
+            f"SELECT object_id, file_name, media_type, size_bytes FROM {metadata.table('objects').sql} "
+            "WHERE parent_object_id = :oid ORDER BY source_path",
+            args=args,
+        )
+    )
+    return {"object": index[0], "children": children, "extractions": extractions}

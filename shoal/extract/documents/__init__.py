@@ -1,0 +1,1 @@
+"""Document extractors, one module per family of formats."""

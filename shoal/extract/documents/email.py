@@ -1,0 +1,97 @@
+"""E-mail: RFC 822 `.eml` (stdlib) and Outlook `.msg` (extract-msg). Attachments become child objects."""
+
+from __future__ import annotations
+
+import email
+import io
+from email import policy
+from email.message import EmailMessage
+
+from shoal.extract.base import Child, Context, Extraction, ExtractionRefused, Extractor, TextPart
+from shoal.extract.documents.html import html_text
+
+HEADERS = ("from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id")
+
+
+def _headers_text(headers: dict[str, str]) -> str:
+    return "\n".join(f"{k.title()}: {v}" for k, v in headers.items() if v)
+
+
+def _check_children(children: list[Child], ctx: Context) -> None:
+    if len(children) > ctx.settings.max_members:
+        raise ExtractionRefused(f"{len(children)} attachments (limit {ctx.settings.max_members})")
+    total = sum(len(c.data) for c in children)
+    if total > ctx.settings.max_unpacked_mb << 20:
+        raise ExtractionRefused(f"attachments total {total >> 20} MiB (limit {ctx.settings.max_unpacked_mb} MiB)")
+
+
+class Eml(Extractor):
+    name = "email"
+    version = "1"
+
+    def run(self, ctx: Context) -> Extraction:
+        msg = email.message_from_bytes(ctx.data, policy=policy.default)
+        if not isinstance(msg, EmailMessage) or not any(msg.get(h) for h in ("from", "subject", "date", "to")):
+            raise ValueError("not an e-mail message: no From/To/Subject/Date header")
+        headers = {h: str(msg.get(h, "")) for h in HEADERS if msg.get(h)}
+        parts = [TextPart("headers", _headers_text(headers))]
+        body = msg.get_body(preferencelist=("plain", "html"))
+        if body is not None:
+            content = body.get_content()
+            text = content if body.get_content_type() == "text/plain" else html_text(content)
+            parts.append(TextPart("body", text))
+        children = []
+        for i, att in enumerate(msg.iter_attachments()):
+            data = att.get_payload(decode=True)
+            if data is None:
+                continue  # attached message/rfc822 without payload bytes
+            name = att.get_filename() or f"attachment-{i + 1}"
+            children.append(Child(name, data))
+        _check_children(children, ctx)
+        return Extraction(
+            text=parts,
+            children=children,
+            properties={"title": headers.get("subject"), "author": headers.get("from"), "headers": headers,
+                        "attachments": [c.name for c in children]},
+        )
+
+
+class OutlookMsg(Extractor):
+    name = "outlook"
+    version = "1"
+
+    def run(self, ctx: Context) -> Extraction:
+        import extract_msg
+
+        msg = extract_msg.openMsg(io.BytesIO(ctx.data))
+        try:
+            headers = {
+                "from": msg.sender or "",
+                "to": msg.to or "",
+                "cc": msg.cc or "",
+                "subject": msg.subject or "",
+                "date": str(msg.date or ""),
+                "message-id": getattr(msg, "messageId", None) or "",
+            }
+            headers = {k: v for k, v in headers.items() if v}
+            parts = [TextPart("headers", _headers_text(headers))]
+            body = msg.body
+            if not body and msg.htmlBody:
+                body = html_text(msg.htmlBody.decode("utf-8", "replace"))
+            if body:
+                parts.append(TextPart("body", body))
+            children = []
+            for i, att in enumerate(msg.attachments):
+                data = getattr(att, "data", None)
+                if isinstance(data, bytes):
+                    name = att.longFilename or att.shortFilename or f"attachment-{i + 1}"
+                    children.append(Child(name, data))
+            _check_children(children, ctx)
+        finally:
+            msg.close()
+        return Extraction(
+            text=parts,
+            children=children,
+            properties={"title": headers.get("subject"), "author": headers.get("from"), "headers": headers,
+                        "attachments": [c.name for c in children]},
+        )

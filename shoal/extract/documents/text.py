@@ -1,0 +1,191 @@
+"""Plain text (encoding detected) and lightweight markup: Markdown, reStructuredText, Org."""
+
+from __future__ import annotations
+
+import re
+
+import charset_normalizer
+from markdown_it import MarkdownIt
+
+from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionSkipped, Extractor, Link, TextPart
+
+_BOMS = (
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\xef\xbb\xbf", "utf-8"),
+    (b"\xfe\xff", "utf-16-be"),
+    (b"\xff\xfe", "utf-16-le"),
+)
+_CANDIDATES = ["utf_16_le", "utf_16_be", "utf_32_le", "utf_32_be", "cp1252", "latin_1", "cp1251", "shift_jis", "gb18030"]
+
+
+def decode_text(data: bytes) -> tuple[str, str]:
+    """Text and the encoding it was read with: a BOM, else strict UTF-8, else the best detected guess."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding, errors="replace"), encoding
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        pass
+    if _looks_utf16(data):
+        le = data[1::2].count(0) > data[0::2].count(0)
+        return data.decode("utf-16-le" if le else "utf-16-be", errors="replace"), "utf-16-le" if le else "utf-16-be"
+    best = charset_normalizer.from_bytes(data[: 1 << 20], cp_isolation=_CANDIDATES).best()
+    encoding = best.encoding if best is not None else "cp1252"
+    return data.decode(encoding, errors="replace"), encoding.replace("_", "-")
+
+
+def _looks_utf16(data: bytes) -> bool:
+    sample = data[:4096]
+    return len(sample) >= 4 and sample.count(0) >= len(sample) // 4 and sample.count(b"\x00\x00\x00") == 0
+
+
+def read_text(ctx: Context) -> tuple[str, str]:
+    text, encoding = decode_text(ctx.data)
+    if not text.strip():
+        raise ExtractionSkipped("no text: the file is empty or whitespace")
+    return text, encoding
+
+
+class PlainText(Extractor):
+    name = "text"
+    version = "1"
+
+    def run(self, ctx: Context) -> Extraction:
+        text, encoding = read_text(ctx)
+        return Extraction(text=[TextPart("document", text)], properties={"encoding": encoding})
+
+
+# ---- markup: split into sections at headings, strip the markup ------------------------------------
+_md = MarkdownIt("commonmark").enable("table")
+
+
+class Markdown(Extractor):
+    name = "markdown"
+    version = "1"
+
+    def run(self, ctx: Context) -> Extraction:
+        source, encoding = read_text(ctx)
+        tokens = _md.parse(source)
+        sections: list[TextPart] = []
+        tables: list[ExtractedTable] = []
+        links: list[Link] = []
+        title = None
+        heading = "preamble"
+        buf: list[str] = []
+        table: list[list[str]] | None = None
+        row: list[str] | None = None
+        in_heading = False
+        for tok in tokens:
+            if tok.type == "heading_open":
+                if buf:
+                    sections.append(TextPart(heading, "\n".join(buf)))
+                    buf = []
+                in_heading = True
+            elif tok.type == "heading_close":
+                in_heading = False
+            elif tok.type == "table_open":
+                table = []
+            elif tok.type == "table_close" and table is not None:
+                tables.append(ExtractedTable(heading, table))
+                table = None
+            elif tok.type == "tr_open":
+                row = []
+            elif tok.type == "tr_close" and table is not None and row is not None:
+                table.append(row)
+                row = None
+            elif tok.type == "inline":
+                text = "".join(c.content for c in tok.children or [] if c.type in ("text", "code_inline", "softbreak"))
+                for child in tok.children or []:
+                    if child.type == "link_open":
+                        links.append(Link(heading, str(child.attrs.get("href", ""))))
+                if in_heading:
+                    heading = text.strip() or heading
+                    title = title or heading
+                    buf.append(text)
+                elif row is not None:
+                    row.append(text.strip())
+                else:
+                    buf.append(text)
+            elif tok.type in ("fence", "code_block"):
+                buf.append(tok.content)
+        if buf:
+            sections.append(TextPart(heading, "\n".join(buf)))
+        return Extraction(
+            text=sections, tables=tables, links=links, properties={"encoding": encoding, "title": title}
+        )
+
+
+_RST_ADORN = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")
+_RST_LINK = re.compile(r"`([^`<]+?)\s*<([^>]+)>`_+")
+_RST_INLINE = re.compile(r"(\*\*|\*|``)(.+?)\1")
+_ORG_HEADING = re.compile(r"^(\*+)\s+(.*)$")
+_ORG_LINK = re.compile(r"\[\[([^\]]+)\](?:\[([^\]]+)\])?\]")
+_ORG_META = re.compile(r"^#\+(\w+):\s*(.*)$", re.IGNORECASE)
+
+
+class ReStructuredText(Extractor):
+    name = "rst"
+    version = "1"
+
+    def run(self, ctx: Context) -> Extraction:
+        source, encoding = read_text(ctx)
+        lines = source.splitlines()
+        sections: list[TextPart] = []
+        links: list[Link] = []
+        heading, buf, title = "preamble", [], None
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            nxt = lines[i + 1] if i + 1 < len(lines) else ""
+            if line.strip() and _RST_ADORN.match(nxt) and len(nxt.strip()) >= len(line.strip()):
+                if any(b.strip() for b in buf):
+                    sections.append(TextPart(heading, "\n".join(buf).strip()))
+                heading, buf = line.strip(), []
+                title = title or heading
+                i += 2
+                continue
+            if _RST_ADORN.match(line) or line.strip().startswith(".. "):
+                i += 1
+                continue
+            for m in _RST_LINK.finditer(line):
+                links.append(Link(heading, m.group(2), m.group(1)))
+            line = _RST_INLINE.sub(r"\2", _RST_LINK.sub(r"\1", line))
+            buf.append(line)
+            i += 1
+        if any(b.strip() for b in buf):
+            sections.append(TextPart(heading, "\n".join(buf).strip()))
+        return Extraction(text=sections, links=links, properties={"encoding": encoding, "title": title})
+
+
+class Org(Extractor):
+    name = "org"
+    version = "1"
+
+    def run(self, ctx: Context) -> Extraction:
+        source, encoding = read_text(ctx)
+        sections: list[TextPart] = []
+        links: list[Link] = []
+        props: dict[str, str] = {}
+        heading, buf = "preamble", []
+        for line in source.splitlines():
+            meta = _ORG_META.match(line)
+            if meta:
+                props[meta.group(1).lower()] = meta.group(2).strip()
+                continue
+            m = _ORG_HEADING.match(line)
+            if m:
+                if any(b.strip() for b in buf):
+                    sections.append(TextPart(heading, "\n".join(buf).strip()))
+                heading, buf = m.group(2).strip(), []
+                continue
+            for lm in _ORG_LINK.finditer(line):
+                links.append(Link(heading, lm.group(1), lm.group(2)))
+            buf.append(_ORG_LINK.sub(lambda lm: lm.group(2) or lm.group(1), line))
+        if any(b.strip() for b in buf):
+            sections.append(TextPart(heading, "\n".join(buf).strip()))
+        title = props.get("title") or (sections[0].part if sections and sections[0].part != "preamble" else None)
+        return Extraction(
+            text=sections, links=links, properties={"encoding": encoding, "title": title, "author": props.get("author")}
+        )

@@ -1,0 +1,276 @@
+"""Driver side of `shoal extract`: plan the pending objects, run them on Spark, commit the rows.
+
+Exactly once, without cross-table transactions: the run's object ids go into a journal
+before any table is written, and `shoal.extractions` (the record of completed work) is
+written last. A run that finds a journal left by a crash first deletes whatever rows that
+run had written for its objects, then does them again; an object re-extracted because its
+extractor version changed (or --force) has its old rows deleted the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from shoal import storage
+from shoal.config import ExtractSettings, Settings
+from shoal.lake import metadata
+from shoal.lake.locks import table_lock
+
+OBJECT_COLUMNS = (
+    "object_id", "raw_path", "media_type", "file_name", "size_bytes", "depth", "source_name", "source_path", "tags",
+    "parent_object_id",
+)
+
+
+@dataclass
+class ExtractResult:
+    run_id: str
+    objects: int = 0
+    children: int = 0
+    rounds: int = 0
+    pages: int = 0
+    seconds: float = 0.0
+    statuses: dict[str, dict[str, int]] = field(default_factory=dict)  # extractor -> status -> count
+    problems: list[dict[str, Any]] = field(default_factory=list)  # error/timeout steps
+    recovered: int = 0  # objects redone after an interrupted run
+
+    @property
+    def nothing_to_do(self) -> bool:
+        return self.objects == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "objects": self.objects,
+            "child_objects": self.children,
+            "rounds": self.rounds,
+            "pages": self.pages,
+            "seconds": round(self.seconds, 2),
+            "objects_per_s": round(self.objects / self.seconds, 2) if self.seconds else None,
+            "recovered_from_interrupted_run": self.recovered,
+            "statuses": self.statuses,
+            "problems": self.problems,
+        }
+
+
+def journal_path(settings: Settings) -> str:
+    return storage.join(settings.warehouse_uri, "_shoal", "extract-journal.json")
+
+
+@cache
+def _router(settings_json: str):
+    from shoal.extract.router import Router
+
+    return Router(ExtractSettings.model_validate_json(settings_json))
+
+
+def _partition(settings_json: str, warehouse: str, run_id: str):
+    def run(items):
+        from shoal.extract.runner import process_object, warm
+
+        router = _router(settings_json)
+        items = list(items)
+        warm(router, [chain for _o, chain in items])
+        for obj, chain in items:
+            yield from process_object(obj, chain, router, warehouse, run_id)
+
+    return run
+
+
+def plan(spark: SparkSession, router, *, force: bool, only: list[str] | None, ids: list[str] | None = None):
+    """The objects that need work: any extractor of their chain missing or at another version."""
+    objects = spark.table(metadata.table("objects").sql).select(*OBJECT_COLUMNS)
+    if ids is not None:
+        objects = objects.join(spark.createDataFrame([(i,) for i in ids], "object_id STRING"), "object_id", "left_semi")
+    media_types = [r.media_type for r in objects.select("media_type").distinct().collect()]
+    selected = [mt for mt in media_types if not only or router.matches(mt, only)]
+    if not selected:
+        return []
+    routes = [(mt, n, v) for mt in selected for n, v, _stage in router.versions(router.chain(mt))]
+    expected = objects.join(
+        spark.createDataFrame(routes, "media_type STRING, extractor STRING, extractor_version STRING"), "media_type"
+    )
+    if force:
+        todo = expected.select("object_id").distinct()
+    else:
+        done = spark.table(metadata.table("extractions").sql).select("object_id", "extractor", "extractor_version")
+        todo = expected.join(done, ["object_id", "extractor", "extractor_version"], "left_anti").select("object_id")
+    rows = objects.join(todo.distinct(), "object_id", "left_semi").collect()
+    return [(r.asDict(), router.chain(r.media_type)) for r in rows]
+
+
+def run_extract(
+    spark: SparkSession,
+    settings: Settings,
+    *,
+    force: bool = False,
+    only: list[str] | None = None,
+    say: Callable[[str], None] = lambda _m: None,
+) -> ExtractResult:
+    from shoal.catalog.index import refresh_index
+    from shoal.extract.router import Router
+
+    started = time.monotonic()
+    router = Router(settings.extract)  # validates routes before any work
+    metadata.ensure_tables(spark)
+    result = ExtractResult(run_id=uuid.uuid4().hex[:16])
+    touched: list[str] = []
+    with table_lock(settings.workspace_dir, "shoal.extract"):
+        interrupted = _read_journal(settings)
+        ids: list[str] | None = None
+        while True:
+            say("planning" if result.rounds == 0 else f"planning round {result.rounds + 1} (child objects)")
+            work = plan(spark, router, force=force and result.rounds == 0, only=only if result.rounds == 0 else None,
+                        ids=ids)
+            if interrupted and result.rounds == 0:
+                planned = {o["object_id"] for o, _c in work}
+                result.recovered = len(set(interrupted) & planned)
+            if not work or result.rounds > settings.extract.max_depth:
+                break
+            result.rounds += 1
+            new_children = _run_round(spark, settings, work, result, interrupted, say)
+            interrupted = []
+            touched.extend(o["object_id"] for o, _c in work)
+            touched.extend(new_children)
+            if not new_children:
+                break
+            ids = new_children
+        if touched:
+            say(f"updating the metadata layer for {len(touched)} objects")
+            refresh_index(spark, touched)
+        storage.delete(journal_path(settings)) if storage.exists(journal_path(settings)) else None
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _read_journal(settings: Settings) -> list[str]:
+    path = journal_path(settings)
+    if not storage.exists(path):
+        return []
+    try:
+        return list(json.loads(storage.read_bytes(path))["object_ids"])
+    except (ValueError, KeyError):
+        return []
+
+
+def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupted: list[str], say) -> list[str]:
+    work_ids = [o["object_id"] for o, _c in work]
+    storage.write_bytes(
+        journal_path(settings),
+        json.dumps({"run_id": result.run_id, "started_at": datetime.now(UTC).isoformat(),
+                    "object_ids": sorted(set(work_ids) | set(interrupted))}).encode(),
+    )
+    _purge(spark, sorted(set(work_ids) | set(interrupted)))
+    sc = spark.sparkContext
+    slices = max(1, min(len(work), sc.defaultParallelism * 4))
+    say(f"extracting {len(work)} objects in {slices} tasks")
+    from shoal.extract.runner import TIMESTAMP_FORMAT
+
+    rdd = sc.parallelize(work, slices).mapPartitions(
+        _partition(settings.extract.model_dump_json(), settings.warehouse_uri, result.run_id)
+    )
+    with _task_progress(spark, say, len(work)):
+        out = spark.createDataFrame(rdd, "table STRING, row STRING").persist()
+        counts = {r["table"]: r["count"] for r in out.groupBy("table").count().collect()}
+    try:
+        def rows(table: str) -> DataFrame:
+            return (
+                out.where(F.col("table") == table)
+                .select(F.from_json("row", metadata.schema(table), {"timestampFormat": TIMESTAMP_FORMAT}).alias("r"))
+                .select("r.*")
+            )
+
+        child_ids: list[str] = []
+        if counts.get("objects"):
+            children = rows("objects").dropDuplicates(["object_id"])
+            existing = spark.table(metadata.table("objects").sql).select("object_id")
+            new = children.join(existing, "object_id", "left_anti").persist()
+            child_ids = [r.object_id for r in new.select("object_id").collect()]
+            if child_ids:
+                new.writeTo(metadata.table("objects").sql).append()
+            new.unpersist()
+        for table in metadata.RESULT_TABLES:
+            if counts.get(table):
+                rows(table).writeTo(metadata.table(table).sql).append()
+        extractions = rows("extractions").persist()
+        summary = extractions.groupBy("extractor", "status").count().collect()
+        problems = extractions.where(F.col("status").isin("error", "timeout")).select(
+            "object_id", "extractor", "status", "error"
+        ).collect()
+        extractions.writeTo(metadata.table("extractions").sql).append()
+        extractions.unpersist()
+        pages = (
+            rows("document_properties").agg(F.sum(F.coalesce("page_count", F.lit(0)))).first()[0]
+            if counts.get("document_properties")
+            else 0
+        )
+    finally:
+        out.unpersist()
+    result.objects += len(work)
+    result.children += len(child_ids)
+    result.pages += int(pages or 0)
+    for r in summary:
+        result.statuses.setdefault(r.extractor, Counter())[r.status] += r["count"]
+    paths = {o["object_id"]: o["source_path"] for o, _c in work}
+    result.problems.extend(
+        {"object_id": p.object_id, "source_path": paths.get(p.object_id), "extractor": p.extractor,
+         "status": p.status, "error": p.error}
+        for p in problems
+    )
+    result.statuses = {k: dict(v) for k, v in result.statuses.items()}
+    return child_ids
+
+
+def _purge(spark: SparkSession, ids: list[str]) -> None:
+    """Delete earlier rows of objects about to be (re-)extracted, so no row is ever duplicated."""
+    if not ids:
+        return
+    spark.createDataFrame([(i,) for i in ids], "object_id STRING").createOrReplaceTempView("shoal_purge_ids")
+    for table in (*metadata.RESULT_TABLES, "extractions"):
+        name = metadata.table(table).sql
+        if spark.table(name).join(spark.table("shoal_purge_ids"), "object_id", "left_semi").limit(1).count():
+            spark.sql(
+                f"MERGE INTO {name} t USING shoal_purge_ids p ON t.object_id = p.object_id WHEN MATCHED THEN DELETE"
+            )
+
+
+class _task_progress:
+    """Report Spark task progress of the extraction job while it runs."""
+
+    def __init__(self, spark: SparkSession, say: Callable[[str], None], objects: int) -> None:
+        self.tracker = spark.sparkContext.statusTracker()
+        self.say = say
+        self.objects = objects
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self.stop.wait(1.0):
+            done = total = 0
+            for sid in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(sid)
+                if info is not None:
+                    done += info.numCompletedTasks
+                    total += info.numTasks
+            if total:
+                self.say(f"extracting {self.objects} objects: {done}/{total} tasks done")
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(2)

@@ -1,0 +1,108 @@
+"""The metadata layer's Iceberg tables (namespace `shoal`): what ingest and extraction write.
+
+One definition per table, so ingest, extraction and the catalog agree on names and columns.
+Every table keys its rows by `object_id`, the content hash of a raw object.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from shoal.lake.tables import TableName
+
+NAMESPACE = "shoal"
+
+# Column DDL per table. Order matters: rows are built as JSON and parsed with these schemas.
+SCHEMAS: dict[str, str] = {
+    "objects": (
+        "object_id STRING, raw_path STRING, source_path STRING, "
+        "source_name STRING, media_type STRING, size_bytes BIGINT, sha256 STRING, "
+        "ingested_at TIMESTAMP, tags MAP<STRING, STRING>, parent_object_id STRING, "
+        "file_name STRING, version INT, depth INT"
+    ),
+    "extractions": (
+        "object_id STRING, extractor STRING, extractor_version STRING, stage STRING, "
+        "status STRING, error STRING, output_path STRING, duration_ms BIGINT, extracted_at TIMESTAMP, run_id STRING"
+    ),
+    "text": "object_id STRING, part STRING, part_index INT, text STRING, language STRING, extractor STRING",
+    "document_properties": (
+        "object_id STRING, extractor STRING, title STRING, author STRING, page_count INT, "
+        "char_count BIGINT, word_count BIGINT, encoding STRING, properties MAP<STRING, STRING>"
+    ),
+    "entities": (
+        "object_id STRING, part STRING, entity STRING, label STRING, start_char INT, end_char INT"
+    ),
+    "key_phrases": "object_id STRING, rank INT, phrase STRING, score DOUBLE",
+    "sentiment": (
+        "object_id STRING, part STRING, sentiment STRING, compound DOUBLE, positive DOUBLE, "
+        "negative DOUBLE, neutral DOUBLE"
+    ),
+    "pii": (
+        "object_id STRING, part STRING, pii_type STRING, start_char INT, end_char INT, score DOUBLE, "
+        "recognizer STRING"
+    ),
+    "tables": (
+        "object_id STRING, part STRING, table_index INT, row_index INT, column_index INT, value STRING"
+    ),
+    "form_fields": "object_id STRING, part STRING, field_name STRING, field_type STRING, value STRING",
+    "links": "object_id STRING, part STRING, url STRING, text STRING",
+    "object_index": (
+        "object_id STRING, source_name STRING, source_path STRING, file_name STRING, raw_path STRING, "
+        "media_type STRING, size_bytes BIGINT, sha256 STRING, ingested_at TIMESTAMP, tags MAP<STRING, STRING>, "
+        "parent_object_id STRING, child_count INT, version INT, is_latest BOOLEAN, status STRING, "
+        "extracted_paths ARRAY<STRING>, enriched_paths ARRAY<STRING>, errors ARRAY<STRING>, "
+        "languages ARRAY<STRING>, has_pii BOOLEAN, pii_types ARRAY<STRING>, title STRING, page_count INT, "
+        "char_count BIGINT, table_count INT, form_field_count INT, entity_counts MAP<STRING, INT>, "
+        "sentiment STRING, extracted_at TIMESTAMP"
+    ),
+}
+
+# Tables whose rows an extraction run produces (and replaces when an object is re-extracted).
+RESULT_TABLES = (
+    "text",
+    "document_properties",
+    "entities",
+    "key_phrases",
+    "sentiment",
+    "pii",
+    "tables",
+    "form_fields",
+    "links",
+)
+
+
+def table(name: str) -> TableName:
+    return TableName(NAMESPACE, name)
+
+
+def schema(name: str) -> str:
+    """The table's columns as a DDL string (accepted by createDataFrame and from_json)."""
+    return SCHEMAS[name]
+
+
+def columns(name: str) -> list[str]:
+    """Column names in order (commas inside MAP<...>/ARRAY<...> do not split)."""
+    out, depth, start, ddl = [], 0, 0, SCHEMAS[name] + ","
+    for i, ch in enumerate(ddl):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(ddl[start:i].split()[0])
+            start = i + 1
+    return out
+
+
+def ensure_tables(spark: SparkSession, names: tuple[str, ...] | None = None) -> None:
+    """Create the namespace and the named metadata tables (all by default) where missing."""
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{NAMESPACE}`")
+    existing = {r.tableName for r in spark.sql(f"SHOW TABLES IN `{NAMESPACE}`").collect()}
+    for name in names or tuple(SCHEMAS):
+        if name in existing:
+            continue
+        spark.sql(
+            f"CREATE TABLE IF NOT EXISTS {table(name).sql} ({SCHEMAS[name]}) USING iceberg "
+            "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', "
+            "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')"
+        )
