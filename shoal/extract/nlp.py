@@ -206,6 +206,8 @@ class Pii(Extractor):
         rows = []
         for _i, p in _parts(ctx, english_only=True):
             for r in analyzer.analyze(text=p.text, language="en", score_threshold=ctx.settings.pii_min_score):
+                if r.entity_type in ctx.settings.pii_ignore:
+                    continue
                 rows.append({"part": p.part, "pii_type": r.entity_type, "start_char": r.start, "end_char": r.end,
                              "score": round(float(r.score), 4),
                              "recognizer": (r.recognition_metadata or {}).get("recognizer_name")})

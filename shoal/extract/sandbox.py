@@ -8,6 +8,7 @@ when the child is killed, the steps it finished are kept.
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import os
 import resource
@@ -43,6 +44,7 @@ def _child(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Router)
     settings = router.settings
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        faulthandler.disable()  # a parser's crash is reported by the parent, not dumped to the log
         limit = _vm_bytes() + (settings.memory_mb << 20)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         ctx = Context(obj, data, settings)

@@ -37,7 +37,7 @@ class Epub(Extractor):
         book = epub.read_epub(io.BytesIO(ctx.data), options={"ignore_ncx": True})
         parts = []
         for number, item in enumerate(book.get_items_of_type(ebooklib.ITEM_DOCUMENT), 1):
-            text = html_text(item.get_content().decode("utf-8", "replace"))
+            text = html_text(item.get_content())
             if text.strip():
                 parts.append(TextPart(f"chapter {number}", text))
 

@@ -11,8 +11,10 @@ from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionSk
 from shoal.extract.documents.text import decode_text
 
 
-def html_text(markup: str) -> str:
+def html_text(markup: str | bytes) -> str:
     """Visible text of an HTML fragment (for e-mail bodies and e-book chapters)."""
+    if isinstance(markup, str) and markup.lstrip().startswith("<?xml"):
+        markup = markup.encode("utf-8")  # lxml refuses str input that declares an encoding
     try:
         doc = lxml.html.fromstring(markup)
     except (lxml.etree.ParserError, ValueError):

@@ -108,24 +108,22 @@ class Odt(Extractor):
 
     def run(self, ctx: Context) -> Extraction:
         from odf import teletype
+        from odf.namespaces import TEXTNS
         from odf.opendocument import load
         from odf.table import Table, TableCell, TableRow
-        from odf.text import H, P
 
         zf = check_zip(ctx.data, ctx.settings, "ODT")
-        if "encrypted" in zf.read("META-INF/manifest.xml").decode("utf-8", "replace").lower() if (
-            "META-INF/manifest.xml" in zf.namelist()
-        ) else False:
+        if "META-INF/manifest.xml" in zf.namelist() and b"encryption-data" in zf.read("META-INF/manifest.xml"):
             raise ExtractionSkipped("encrypted ODT: a password is required")
         doc = load(io.BytesIO(ctx.data))
         parts: list[TextPart] = []
         heading, buf = "document", []
         for el in doc.text.childNodes:
-            if el.qname == H().qname:
+            if el.qname == (TEXTNS, "h"):
                 if buf:
                     parts.append(TextPart(heading, "\n".join(buf)))
                 heading, buf = teletype.extractText(el).strip() or heading, []
-            elif el.qname == P().qname:
+            elif el.qname == (TEXTNS, "p"):
                 buf.append(teletype.extractText(el))
         if buf:
             parts.append(TextPart(heading, "\n".join(buf)))

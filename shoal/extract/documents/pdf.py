@@ -62,6 +62,9 @@ class Pdf(Extractor):
                     cleaned = [["" if c is None else str(c) for c in row] for row in rows]
                     if any(any(c.strip() for c in row) for row in cleaned):
                         tables.append(ExtractedTable(label, cleaned))
+        if fields:
+            # Filled-in values are text too: language, entities and PII must see them.
+            parts.append(TextPart("form", "\n".join(f"{f.name}: {f.value}" for f in fields if f.value)))
         return Extraction(
             text=parts,
             tables=tables,

@@ -24,21 +24,27 @@ def decode_text(data: bytes) -> tuple[str, str]:
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return data[len(bom) :].decode(encoding, errors="replace"), encoding
+    if b"\x00" in data[:4096]:
+        # NUL bytes are valid UTF-8 but never real text: UTF-16/32 without a BOM.
+        for encoding in ("utf-32-le", "utf-32-be", "utf-16-le", "utf-16-be"):
+            try:
+                text = data.decode(encoding)
+            except UnicodeDecodeError:
+                continue
+            if "\x00" not in text and _mostly_printable(text):
+                return text, encoding
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         pass
-    if _looks_utf16(data):
-        le = data[1::2].count(0) > data[0::2].count(0)
-        return data.decode("utf-16-le" if le else "utf-16-be", errors="replace"), "utf-16-le" if le else "utf-16-be"
     best = charset_normalizer.from_bytes(data[: 1 << 20], cp_isolation=_CANDIDATES).best()
     encoding = best.encoding if best is not None else "cp1252"
     return data.decode(encoding, errors="replace"), encoding.replace("_", "-")
 
 
-def _looks_utf16(data: bytes) -> bool:
-    sample = data[:4096]
-    return len(sample) >= 4 and sample.count(0) >= len(sample) // 4 and sample.count(b"\x00\x00\x00") == 0
+def _mostly_printable(text: str) -> bool:
+    sample = text[:2000]
+    return sum(ch.isprintable() or ch.isspace() for ch in sample) >= 0.95 * len(sample)
 
 
 def read_text(ctx: Context) -> tuple[str, str]:
