@@ -226,9 +226,9 @@ def write_corpus(folder: Path) -> dict[str, dict]:
         "office/regional-sales.xlsx": sales_xlsx(),
         "office/roadmap.pptx": roadmap_pptx(),
         "notes/meeting-notes.md": (
-            "# Meeting notes\n\nAttendees: Ada, Jonas.\n\n## Decisions\n\n"
-            "- Decide on the retention policy for raw scans\n- See [the policy draft](https://example.org/policy)\n"
-        ).encode(),
+            b"# Meeting notes\n\nAttendees: Ada, Jonas.\n\n## Decisions\n\n"
+            b"- Decide on the retention policy for raw scans\n- See [the policy draft](https://example.org/policy)\n"
+        ),
         "data/suppliers.json": json.dumps(
             [{"name": "Rotterdam Beans BV", "city": "Rotterdam"}, {"name": "Oslo Roasters", "city": "Oslo"}]
         ).encode(),

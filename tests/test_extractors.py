@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+import docs
 import pytest
 
 from shoal import samples
@@ -17,7 +18,6 @@ from shoal.extract.router import NLP, Router
 from shoal.extract.runner import warm
 from shoal.extract.sandbox import run_isolated
 from shoal.ingest.sniff import detect_media_type
-from tests import docs
 
 
 class Sleeper(Extractor):

@@ -79,9 +79,25 @@ def list_objects(
     return _records(spark.sql(sql, args=args))
 
 
+def resolve_object_id(spark: SparkSession, prefix: str) -> str:
+    """A full object id from a unique prefix (at least 6 characters), as with git commit ids."""
+    prefix = prefix.strip().lower()
+    if len(prefix) < 6 or not all(c in "0123456789abcdef" for c in prefix):
+        raise ShoalError(f"invalid object id {prefix!r}", hint="give at least 6 hex characters of an object id")
+    found = [r.object_id for r in spark.sql(
+        f"SELECT object_id FROM {metadata.table('objects').sql} WHERE startswith(object_id, :p) LIMIT 2",
+        args={"p": prefix}).collect()]
+    if not found:
+        raise ShoalError(f"no object {prefix!r}", hint="find object ids with: shoal catalog objects")
+    if len(found) > 1:
+        raise ShoalError(f"object id prefix {prefix!r} is ambiguous", hint="give more characters")
+    return found[0]
+
+
 def show_object(spark: SparkSession, object_id: str) -> dict[str, Any]:
     """Everything known about one object: index row, extractions, and each extractor's JSON output."""
     metadata.ensure_tables(spark)
+    object_id = resolve_object_id(spark, object_id)
     args = {"oid": object_id}
     index = _records(spark.sql(f"SELECT * FROM {metadata.table('object_index').sql} WHERE object_id = :oid", args=args))
     if not index:
