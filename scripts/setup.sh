@@ -21,6 +21,11 @@ command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || need+=(libxerial-sqlite-jdbc-java)
 [ -f /usr/share/java/postgresql.jar ] || need+=(libpostgresql-jdbc-java)
 "$PY" -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+# Extraction: libmagic (media types), tesseract (OCR of scanned pages), a TrueType font (sample scans).
+[ -e /usr/lib/x86_64-linux-gnu/libmagic.so.1 ] || ldconfig -p 2>/dev/null | grep -q libmagic.so.1 || need+=(libmagic1)
+command -v tesseract >/dev/null || need+=(tesseract-ocr)
+[ -f /usr/share/tesseract-ocr/5/tessdata/eng.traineddata ] || [ -f /usr/share/tesseract-ocr/4.00/tessdata/eng.traineddata ] || need+=(tesseract-ocr-eng)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 if [ "${#need[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "setup: installing Debian packages: ${need[*]}"

@@ -36,3 +36,9 @@ def source(tmp_path: Path) -> Path:
     d = tmp_path / "changes"
     d.mkdir()
     return d
+
+
+@pytest.fixture
+def cli_env(settings, monkeypatch):
+    monkeypatch.setenv("SHOAL_WORKSPACE", str(settings.workspace_dir))
+    monkeypatch.delenv("SHOAL_CONFIG", raising=False)

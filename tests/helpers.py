@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from shoal.cdc import ApplyOptions, ApplyResult, apply_changes
+from shoal.cli import console
 from shoal.config import Settings
 
 HEADER = ["op", "product_id", "category", "name", "quantity", "updated_at"]
@@ -23,3 +26,26 @@ def apply(settings: Settings, source: Path, table: str, **kw: object) -> ApplyRe
 
 def rows(spark, sql: str) -> list[tuple]:
     return [tuple(r) for r in spark.sql(sql).collect()]
+
+
+def run_cli(args: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["shoal", *args])
+    console._state.update(config=None, json=False)
+    code = 0
+    try:
+        console.main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def shoal_process(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "shoal.cli.console", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )

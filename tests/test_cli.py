@@ -6,35 +6,13 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from helpers import write_csv
-
-from shoal.cli import console
+from helpers import run_cli, shoal_process, write_csv
 
 T1, T2 = "2022-03-01 10:00:00", "2022-03-02 11:34:01"
-
-
-def run_cli(args: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["shoal", *args])
-    console._state.update(config=None, json=False)
-    code = 0
-    try:
-        console.main()
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-@pytest.fixture
-def cli_env(settings, monkeypatch):
-    monkeypatch.setenv("SHOAL_WORKSPACE", str(settings.workspace_dir))
-    monkeypatch.delenv("SHOAL_CONFIG", raising=False)
 
 
 def test_cdc_apply_json_sql_formats_and_history(spark, cli_env, source, table_name, capsys, monkeypatch) -> None:
@@ -124,17 +102,6 @@ def test_errors_exit_nonzero_with_file_and_line(spark, cli_env, source, table_na
     assert code == 1 and "does not exist" in err
 
 
-def _shoal(args: list[str], env: dict[str, str], **kw) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "shoal.cli.console", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kw,
-    )
-
-
 @pytest.mark.slow
 def test_process_killed_at_random_moments_then_rerun_is_exactly_once(tmp_path: Path) -> None:
     """SIGKILL a real `shoal cdc apply` mid-flight, several times, then let it finish."""
@@ -170,20 +137,20 @@ def test_process_killed_at_random_moments_then_rerun_is_exactly_once(tmp_path: P
     ]
     rng = random.Random(7)
     for _ in range(3):
-        proc = _shoal(args, env, start_new_session=True)
+        proc = shoal_process(args, env, start_new_session=True)
         time.sleep(rng.uniform(4, 14))
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
     for _ in range(2):  # the load and the change file may both still be pending
-        proc = _shoal(args, env)
+        proc = shoal_process(args, env)
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
-    proc = _shoal(["sql", "SELECT product_id, quantity FROM inv.products", "--format", "json"], env)
+    proc = shoal_process(["sql", "SELECT product_id, quantity FROM inv.products", "--format", "json"], env)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert {r["product_id"]: r["quantity"] for r in json.loads(out)} == expected
-    proc = _shoal(["table", "history", "inv.products", "--json"], env)
+    proc = shoal_process(["table", "history", "inv.products", "--json"], env)
     out, _ = proc.communicate(timeout=300)
     applied = [f for h in json.loads(out) for f in h["files"]]
     assert sorted(applied) == ["20220302-1134010000.csv", "LOAD00000001.csv"]  # each exactly once

@@ -243,12 +243,23 @@ def catalog_objects(
         output.print_json(rows)
         return
     output.print_rows(
-        f"{len(rows)} object(s)",
-        ["object_id", "source", "path", "type", "status", "lang", "pii", "pages", "extracted"],
-        [[r["object_id"], r["source_name"], r["source_path"], r["media_type"], r["status"], ",".join(r["languages"] or []),
-          "yes" if r["has_pii"] else "", r["page_count"] if r["page_count"] is not None else "",
-          len(r["extracted_paths"] or []) + len(r["enriched_paths"] or [])] for r in rows],
+        f"{len(rows)} object(s) (ids shortened; catalog show accepts a prefix)",
+        ["id", "source", "path", "type", "status", "lang", "pii", "pages"],
+        [[r["object_id"][:12], r["source_name"], r["source_path"], _short_type(r["media_type"]), r["status"],
+          ",".join(r["languages"] or []), "yes" if r["has_pii"] else "",
+          r["page_count"] if r["page_count"] is not None else ""] for r in rows],
     )
+
+
+_SHORT_TYPES = {
+    "wordprocessingml.document": "docx", "spreadsheetml.sheet": "xlsx", "presentationml.presentation": "pptx",
+    "opendocument.text": "odt", "ms-outlook": "msg", "rfc822": "eml",
+}
+
+
+def _short_type(media_type: str | None) -> str:
+    sub = (media_type or "").split("/")[-1]
+    return next((v for k, v in _SHORT_TYPES.items() if sub.endswith(k)), sub.removeprefix("x-"))
 
 
 @catalog_app.command("show")

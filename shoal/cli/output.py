@@ -16,7 +16,7 @@ from rich.table import Table
 from shoal.sql import QueryResult, to_json_value
 
 out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
