@@ -1,4 +1,4 @@
-"""The end-to-end demo: the product-inventory CDC example, in one workspace folder."""
+"""The end-to-end demo: CDC upserts of a product inventory, then a document corpus through ingest and extraction."""
 
 from __future__ import annotations
 
@@ -94,7 +94,60 @@ def run_demo(workspace: Path) -> None:
         ["snapshot_id", "committed_at", "operation", "files"],
         [[r["snapshot_id"], r["committed_at"], r["operation"], ", ".join(r["files"])] for r in rows],
     )
+    _unstructured(spark, settings, workspace, say)
     say(
         f"\nDemo lake: {settings.workspace_dir} (catalog.db + warehouse/). Explore it with:\n"
-        f'  SHOAL_WORKSPACE={settings.workspace_dir} shoal sql "SELECT * FROM {table}"'
+        f'  SHOAL_WORKSPACE={settings.workspace_dir} shoal sql "SELECT * FROM {table}"\n'
+        f"  SHOAL_WORKSPACE={settings.workspace_dir} shoal catalog objects --has-pii"
     )
+
+
+def _unstructured(spark, settings, workspace: Path, say) -> None:
+    """Part two: a document corpus through ingest -> extract -> the metadata layer."""
+    from shoal.catalog import list_objects
+    from shoal.extract import run_extract
+    from shoal.ingest import ingest
+    from shoal.samples import write_corpus
+
+    corpus = workspace / "inbox"
+    write_corpus(corpus)
+    say("\n[bold]7. Ingest a document corpus[/] (reviews, an e-mail with an attachment, PDFs, HTML, office files)")
+    say(f"$ shoal ingest {corpus} --source-name inbox --tag team=ops")
+    ingested = ingest(spark, settings, str(corpus), source_name="inbox", tags={"team": "ops"})
+    output.print_kv("ingest", {k: v for k, v in ingested.to_dict().items() if k != "files"})
+
+    say("\n[bold]8. Extract[/] (text, tables, forms, OCR, language, entities, key phrases, sentiment, PII)\n$ shoal extract")
+    with output.progress(True, "extract") as progress:
+        result = run_extract(spark, settings, say=progress)
+    summary = result.to_dict()
+    output.print_kv("extract", {k: summary[k] for k in ("objects", "child_objects", "pages", "seconds")})
+    for p in summary["problems"]:
+        output.print_warning(f"{p['source_path']} [{p['extractor']}]: {p['error']}")
+
+    say("\n[bold]9. The metadata layer[/]\n$ shoal catalog objects")
+    rows = list_objects(spark, source_name="inbox")
+    output.print_rows(
+        "shoal.object_index",
+        ["path", "type", "status", "lang", "pii", "pages"],
+        [[r["source_path"], (r["media_type"] or "").split("/")[-1][:28], r["status"], ",".join(r["languages"]),
+          "yes" if r["has_pii"] else "", r["page_count"] or ""] for r in rows],
+    )
+    queries = [
+        ("Form values from the fillable PDF",
+         "SELECT f.field_name, f.value FROM shoal.form_fields f JOIN shoal.objects o USING (object_id) "
+         "WHERE o.source_path = 'forms/membership-form.pdf'"),
+        ("The invoice table, cell by cell (row 1)",
+         "SELECT t.column_index, t.value FROM shoal.tables t JOIN shoal.objects o USING (object_id) "
+         "WHERE o.source_path = 'invoices/invoice-1001.pdf' AND t.row_index = 1 ORDER BY t.column_index"),
+        ("OCR of the scanned letter",
+         "SELECT t.part, t.text FROM shoal.text t JOIN shoal.objects o USING (object_id) "
+         "WHERE o.source_path = 'scans/audit-letter.pdf'"),
+        ("Sentiment of the reviews",
+         "SELECT source_path, sentiment, languages FROM shoal.object_index WHERE source_path LIKE 'reviews/%'"),
+        ("PII types per object (values are never copied)",
+         "SELECT o.source_path, collect_set(p.pii_type) AS pii_types FROM shoal.pii p "
+         "JOIN shoal.objects o USING (object_id) GROUP BY o.source_path ORDER BY 1"),
+    ]
+    for title, sql in queries:
+        say(f'\n[bold]{title}[/]\n$ shoal sql "{sql}"')
+        output.print_query(run_sql(spark, sql), "table")

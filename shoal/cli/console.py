@@ -408,7 +408,7 @@ def demo(
         "demo-workspace"
     ),
 ) -> None:
-    """Run the product-inventory CDC demo end to end."""
+    """Run the demo end to end: CDC upserts, then documents through ingest, extraction and the catalog."""
     from shoal.demo import run_demo
 
     run_demo(workspace)
