@@ -30,6 +30,31 @@ class TextPart:
     text: str
 
 
+class Sections:
+    """Text split into parts at headings: lines accumulate under the current heading."""
+
+    def __init__(self, first: str = "document") -> None:
+        self.heading = first
+        self.lines: list[str] = []
+        self.parts: list[TextPart] = []
+
+    def start(self, heading: str) -> None:
+        self._flush()
+        self.heading = heading
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+
+    def _flush(self) -> None:
+        if any(line.strip() for line in self.lines):
+            self.parts.append(TextPart(self.heading, "\n".join(self.lines).strip()))
+        self.lines = []
+
+    def done(self) -> list[TextPart]:
+        self._flush()
+        return self.parts
+
+
 @dataclass
 class ExtractedTable:
     part: str

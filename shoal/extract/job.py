@@ -150,7 +150,8 @@ def run_extract(
         if touched:
             say(f"updating the metadata layer for {len(touched)} objects")
             refresh_index(spark, touched)
-        storage.delete(journal_path(settings)) if storage.exists(journal_path(settings)) else None
+        if storage.exists(journal_path(settings)):
+            storage.delete(journal_path(settings))  # every journaled object is now recorded
     result.seconds = time.monotonic() - started
     return result
 

@@ -1,9 +1,9 @@
-"""Run one object's extractor chain in a forked child under a time limit and a memory cap.
+"""Run objects' extractor chains in a forked child under a time limit and a memory cap.
 
 Parsers read untrusted bytes: one may hang, exhaust memory or crash the interpreter. The
 child inherits the models already loaded in the worker (fork shares them copy-on-write), so
-isolation costs a fork per object, not a model load. Results stream back step by step:
-when the child is killed, the steps it finished are kept.
+isolation costs one fork per worker (and one more after each failure), not a model load.
+Results stream back step by step: when the child is killed, the steps it finished are kept.
 """
 
 from __future__ import annotations
@@ -40,102 +40,162 @@ def _vm_bytes() -> int:
         return 0
 
 
-def _child(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Router) -> None:
+def _run_chain(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Router) -> bool:
+    """Run one object's chain, streaming each step to the parent. False: this child must retire."""
     settings = router.settings
+    ctx = Context(obj, data, settings)
+    blocked: str | None = None
+    healthy = True
+    for name in chain:
+        ext = router.extractors[name]
+        conn.send(("start", name))
+        t0 = time.monotonic()
+        if blocked is not None:
+            conn.send(("step", StepResult(name, "skipped", f"no text: {blocked}")))
+            continue
+        try:
+            result = ext.run(ctx)
+        except ExtractionSkipped as exc:
+            step = StepResult(name, "skipped", str(exc))
+        except ExtractionRefused as exc:
+            step = StepResult(name, "error", f"refused: {exc}")
+        except MemoryError:
+            step = StepResult(name, "error", f"memory limit of {settings.memory_mb} MiB exceeded")
+            healthy = False  # the heap may be fragmented: start the next object in a fresh child
+        except RecursionError:
+            step = StepResult(name, "error", "document nesting too deep (recursion limit)")
+        except Exception as exc:  # any parser failure is this object's error, never the job's
+            step = StepResult(name, "error", f"{type(exc).__name__}: {exc}"[:2000])
+        else:
+            ctx.text.extend(result.text)
+            ctx.properties.update(result.properties)
+            step = StepResult(name, "ok", None, result)
+        step.duration_ms = int((time.monotonic() - t0) * 1000)
+        if step.status != "ok" and ext.stage == "extract":
+            blocked = f"{name} {step.status}"
+        conn.send(("step", step))
+    conn.send(("done", healthy))
+    return healthy
+
+
+def _serve(conn, router: Router) -> None:
+    """The child's loop: objects in, step results out, until the parent closes the pipe."""
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         faulthandler.disable()  # a parser's crash is reported by the parent, not dumped to the log
-        limit = _vm_bytes() + (settings.memory_mb << 20)
+        limit = _vm_bytes() + (router.settings.memory_mb << 20)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        ctx = Context(obj, data, settings)
-        blocked: str | None = None
-        for name in chain:
-            ext = router.extractors[name]
-            conn.send(("start", name))
-            t0 = time.monotonic()
-            if blocked is not None:
-                conn.send(("step", StepResult(name, "skipped", f"no text: {blocked}")))
-                continue
+        while True:
             try:
-                result = ext.run(ctx)
-            except ExtractionSkipped as exc:
-                step = StepResult(name, "skipped", str(exc))
-            except ExtractionRefused as exc:
-                step = StepResult(name, "error", f"refused: {exc}")
-            except MemoryError:
-                step = StepResult(name, "error", f"memory limit of {settings.memory_mb} MiB exceeded")
-            except RecursionError:
-                step = StepResult(name, "error", "document nesting too deep (recursion limit)")
-            except Exception as exc:  # any parser failure is this object's error, never the job's
-                step = StepResult(name, "error", f"{type(exc).__name__}: {exc}"[:2000])
-            else:
-                ctx.text.extend(result.text)
-                ctx.properties.update(result.properties)
-                step = StepResult(name, "ok", None, result)
-            step.duration_ms = int((time.monotonic() - t0) * 1000)
-            if step.status != "ok" and ext.stage == "extract":
-                blocked = f"{name} {step.status}"
-            conn.send(("step", step))
-        conn.send(("done",))
-    except BaseException:  # noqa: BLE001 - the parent reports a child that dies without "done"
+                obj, data, chain = conn.recv()
+            except EOFError:
+                break
+            if not _run_chain(conn, obj, data, chain, router):
+                break
+    except BaseException:  # noqa: BLE001 - the parent reports a child that dies mid-object
         pass
     finally:
         conn.close()
         os._exit(0)
 
 
-def run_isolated(obj: ObjectInfo, data: bytes, chain: list[str], router: Router) -> list[StepResult]:
-    settings: ExtractSettings = router.settings
-    parent, child = _fork.Pipe(duplex=False)
-    proc = _fork.Process(target=_child, args=(child, obj, data, chain, router), daemon=True)
-    proc.start()
-    child.close()
-    results: dict[str, StepResult] = {}
-    current: str | None = None
-    started = time.monotonic()
-    deadline = started + settings.timeout_s
-    finished = False
-    failure: tuple[str, str] | None = None
-    try:
-        while True:
+class Sandbox:
+    """A forked child that extracts objects one at a time, replaced whenever one goes wrong.
+
+    Forking once per worker (not per object) keeps the lazy state parsers build on first use
+    (font tables, templates, compiled patterns) warm across objects. The child is replaced
+    after a timeout, a crash, a memory error, or `RECYCLE_AFTER` objects (bounding leaks).
+    """
+
+    RECYCLE_AFTER = 500
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.proc = None
+        self.conn = None
+        self.served = 0
+
+    def _start(self) -> None:
+        self.close()
+        parent, child = _fork.Pipe(duplex=True)
+        self.proc = _fork.Process(target=_serve, args=(child, self.router), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn, self.served = parent, 0
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        if self.proc is not None:
+            if self.proc.is_alive():
+                self.proc.join(0.2)
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join(5)
+        self.proc = self.conn = None
+
+    def run(self, obj: ObjectInfo, data: bytes, chain: list[str]) -> list[StepResult]:
+        settings: ExtractSettings = self.router.settings
+        if self.proc is None or not self.proc.is_alive() or self.served >= self.RECYCLE_AFTER:
+            self._start()
+        proc, conn = self.proc, self.conn
+        assert proc is not None and conn is not None
+        self.served += 1
+        results: dict[str, StepResult] = {}
+        current: str | None = None
+        step_start = time.monotonic()
+        deadline = time.monotonic() + settings.timeout_s
+        failure: tuple[str, str] | None = None
+        try:
+            conn.send((obj, data, chain))
+        except (BrokenPipeError, OSError):
+            failure = ("error", _death_reason(proc, settings))
+        while failure is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 failure = ("timeout", f"time limit of {settings.timeout_s:g} s exceeded")
                 break
-            if parent.poll(min(remaining, 0.5)):
+            if conn.poll(min(remaining, 0.5)):
                 try:
-                    msg = parent.recv()
+                    msg = conn.recv()
                 except (EOFError, OSError):
                     failure = ("error", _death_reason(proc, settings))
                     break
                 if msg[0] == "start":
-                    current = msg[1]
-                    step_start = time.monotonic()
+                    current, step_start = msg[1], time.monotonic()
                 elif msg[0] == "step":
                     results[msg[1].extractor] = msg[1]
                     current = None
                 elif msg[0] == "done":
-                    finished = True
+                    if not msg[1]:
+                        self.close()  # the child retires after this object
                     break
-            elif not proc.is_alive() and not parent.poll():
+            elif not proc.is_alive() and not conn.poll():
                 failure = ("error", _death_reason(proc, settings))
                 break
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join(5)
-        parent.close()
-    if not finished and failure is not None:
-        status, reason = failure
-        for name in chain:
-            if name in results:
-                continue
-            if name == current:
-                ms = int((time.monotonic() - step_start) * 1000)
-                results[name] = StepResult(name, status, reason, None, ms)
-            else:
-                results[name] = StepResult(name, "skipped", f"not run: an earlier step failed ({reason})")
-    return [results[n] for n in chain]
+        if failure is not None:
+            self.close()  # killed or dead: the next object gets a fresh child
+            status, reason = failure
+            for name in chain:
+                if name in results:
+                    continue
+                if name == current:
+                    ms = int((time.monotonic() - step_start) * 1000)
+                    results[name] = StepResult(name, status, reason, None, ms)
+                else:
+                    results[name] = StepResult(name, "skipped", f"not run: an earlier step failed ({reason})")
+        return [results[n] for n in chain]
+
+
+_sandboxes: dict[int, Sandbox] = {}
+
+
+def run_isolated(obj: ObjectInfo, data: bytes, chain: list[str], router: Router) -> list[StepResult]:
+    """Extract one object in this process's sandbox child for `router` (started on first use)."""
+    box = _sandboxes.get(id(router))
+    if box is None or box.router is not router:
+        box = _sandboxes[id(router)] = Sandbox(router)
+    return box.run(obj, data, chain)
 
 
 def _death_reason(proc, settings: ExtractSettings) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 
-from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionSkipped, Extractor, TextPart
+from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionSkipped, Extractor, Sections, TextPart
 from shoal.extract.safety import check_zip
 
 MAX_SHEET_TEXT_ROWS = 5_000
@@ -28,17 +28,13 @@ class Docx(Extractor):
 
         check_zip(ctx.data, ctx.settings, "DOCX")
         document = docx.Document(io.BytesIO(ctx.data))
-        parts: list[TextPart] = []
-        heading, buf = "document", []
+        sections = Sections()
         for p in document.paragraphs:
             style = (p.style.name or "") if p.style is not None else ""
             if style.startswith(("Heading", "Title")) and p.text.strip():
-                if buf:
-                    parts.append(TextPart(heading, "\n".join(buf)))
-                heading, buf = p.text.strip(), []
-            buf.append(p.text)
-        if buf:
-            parts.append(TextPart(heading, "\n".join(buf)))
+                sections.start(p.text.strip())
+            sections.add(p.text)
+        parts = sections.done()
         tables = [
             ExtractedTable(f"table {i + 1}", [[cell.text for cell in row.cells] for row in t.rows])
             for i, t in enumerate(document.tables)
@@ -120,17 +116,14 @@ class Odt(Extractor):
         if "META-INF/manifest.xml" in zf.namelist() and b"encryption-data" in zf.read("META-INF/manifest.xml"):
             raise ExtractionSkipped("encrypted ODT: a password is required")
         doc = load(io.BytesIO(ctx.data))
-        parts: list[TextPart] = []
-        heading, buf = "document", []
+        sections = Sections()
         for el in doc.text.childNodes:
             if el.qname == (TEXTNS, "h"):
-                if buf:
-                    parts.append(TextPart(heading, "\n".join(buf)))
-                heading, buf = teletype.extractText(el).strip() or heading, []
+                sections.start(teletype.extractText(el).strip() or sections.heading)
+                sections.add(teletype.extractText(el))
             elif el.qname == (TEXTNS, "p"):
-                buf.append(teletype.extractText(el))
-        if buf:
-            parts.append(TextPart(heading, "\n".join(buf)))
+                sections.add(teletype.extractText(el))
+        parts = sections.done()
         tables = []
         for i, t in enumerate(doc.getElementsByType(Table)):
             rows = [

@@ -7,7 +7,16 @@ import re
 import charset_normalizer
 from markdown_it import MarkdownIt
 
-from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionSkipped, Extractor, Link, TextPart
+from shoal.extract.base import (
+    Context,
+    ExtractedTable,
+    Extraction,
+    ExtractionSkipped,
+    Extractor,
+    Link,
+    Sections,
+    TextPart,
+)
 
 _BOMS = (
     (b"\x00\x00\xfe\xff", "utf-32-be"),
@@ -138,31 +147,26 @@ class ReStructuredText(Extractor):
     def run(self, ctx: Context) -> Extraction:
         source, encoding = read_text(ctx)
         lines = source.splitlines()
-        sections: list[TextPart] = []
+        sections = Sections("preamble")
         links: list[Link] = []
-        heading, buf, title = "preamble", [], None
+        title = None
         i = 0
         while i < len(lines):
             line = lines[i]
             nxt = lines[i + 1] if i + 1 < len(lines) else ""
             if line.strip() and _RST_ADORN.match(nxt) and len(nxt.strip()) >= len(line.strip()):
-                if any(b.strip() for b in buf):
-                    sections.append(TextPart(heading, "\n".join(buf).strip()))
-                heading, buf = line.strip(), []
-                title = title or heading
+                sections.start(line.strip())
+                title = title or line.strip()
                 i += 2
                 continue
             if _RST_ADORN.match(line) or line.strip().startswith(".. "):
                 i += 1
                 continue
             for m in _RST_LINK.finditer(line):
-                links.append(Link(heading, m.group(2), m.group(1)))
-            line = _RST_INLINE.sub(r"\2", _RST_LINK.sub(r"\1", line))
-            buf.append(line)
+                links.append(Link(sections.heading, m.group(2), m.group(1)))
+            sections.add(_RST_INLINE.sub(r"\2", _RST_LINK.sub(r"\1", line)))
             i += 1
-        if any(b.strip() for b in buf):
-            sections.append(TextPart(heading, "\n".join(buf).strip()))
-        return Extraction(text=sections, links=links, properties={"encoding": encoding, "title": title})
+        return Extraction(text=sections.done(), links=links, properties={"encoding": encoding, "title": title})
 
 
 class Org(Extractor):
@@ -171,10 +175,9 @@ class Org(Extractor):
 
     def run(self, ctx: Context) -> Extraction:
         source, encoding = read_text(ctx)
-        sections: list[TextPart] = []
+        sections = Sections("preamble")
         links: list[Link] = []
         props: dict[str, str] = {}
-        heading, buf = "preamble", []
         for line in source.splitlines():
             meta = _ORG_META.match(line)
             if meta:
@@ -182,16 +185,13 @@ class Org(Extractor):
                 continue
             m = _ORG_HEADING.match(line)
             if m:
-                if any(b.strip() for b in buf):
-                    sections.append(TextPart(heading, "\n".join(buf).strip()))
-                heading, buf = m.group(2).strip(), []
+                sections.start(m.group(2).strip())
                 continue
             for lm in _ORG_LINK.finditer(line):
-                links.append(Link(heading, lm.group(1), lm.group(2)))
-            buf.append(_ORG_LINK.sub(lambda lm: lm.group(2) or lm.group(1), line))
-        if any(b.strip() for b in buf):
-            sections.append(TextPart(heading, "\n".join(buf).strip()))
-        title = props.get("title") or (sections[0].part if sections and sections[0].part != "preamble" else None)
+                links.append(Link(sections.heading, lm.group(1), lm.group(2)))
+            sections.add(_ORG_LINK.sub(lambda lm: lm.group(2) or lm.group(1), line))
+        parts = sections.done()
+        title = props.get("title") or (parts[0].part if parts and parts[0].part != "preamble" else None)
         return Extraction(
-            text=sections, links=links, properties={"encoding": encoding, "title": title, "author": props.get("author")}
+            text=parts, links=links, properties={"encoding": encoding, "title": title, "author": props.get("author")}
         )
