@@ -8,12 +8,7 @@ from pyspark.sql import SparkSession
 from shoal.lake import metadata
 
 _INDEX_SQL = """
-WITH touched AS (
-  SELECT DISTINCT o.object_id FROM {objects} o
-  JOIN (SELECT source_name, source_path FROM {objects} WHERE object_id IN (SELECT object_id FROM shoal_index_ids)) a
-    ON o.source_name = a.source_name AND o.source_path = a.source_path
-  UNION SELECT object_id FROM shoal_index_ids
-),
+WITH touched AS (SELECT object_id FROM shoal_index_touched),
 obj AS (SELECT * FROM {objects} WHERE object_id IN (SELECT object_id FROM touched)),
 latest AS (
   SELECT source_name, source_path, max(version) AS version FROM {objects}
@@ -102,10 +97,15 @@ def refresh_index(spark: SparkSession, object_ids: list[str]) -> None:
     if not object_ids:
         return
     metadata.ensure_tables(spark)
-    spark.createDataFrame([(i,) for i in sorted(set(object_ids))], "object_id STRING").createOrReplaceTempView(
-        "shoal_index_ids"
-    )
     names = {t: metadata.table(t).sql for t in metadata.SCHEMAS}
+    ids = spark.createDataFrame([(i,) for i in sorted(set(object_ids))], "object_id STRING")
+    # Other versions of the same source paths change too (is_latest). Resolved once up front,
+    # so every part of the index query joins a small local list instead of recomputing it.
+    objects = spark.table(names["objects"])
+    paths = objects.join(ids, "object_id", "left_semi").select("source_name", "source_path")
+    siblings = objects.join(paths, ["source_name", "source_path"], "left_semi").select("object_id")
+    touched = sorted({r.object_id for r in siblings.collect()} | set(object_ids))
+    spark.createDataFrame([(i,) for i in touched], "object_id STRING").createOrReplaceTempView("shoal_index_touched")
     fresh = spark.sql(_INDEX_SQL.format(**names))
     columns = metadata.columns("object_index")
     fresh.select(*columns).createOrReplaceTempView("shoal_index_fresh")

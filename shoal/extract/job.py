@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -202,9 +203,12 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
             if child_ids:
                 new.writeTo(metadata.table("objects").sql).append()
             new.unpersist()
-        for table in metadata.RESULT_TABLES:
-            if counts.get(table):
-                rows(table).writeTo(metadata.table(table).sql).append()
+        # Independent tables commit independently: append them concurrently (Spark runs
+        # jobs from several threads), then record completion in `extractions` last.
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            for f in [pool.submit(lambda t: rows(t).writeTo(metadata.table(t).sql).append(), table)
+                      for table in metadata.RESULT_TABLES if counts.get(table)]:
+                f.result()
         extractions = rows("extractions").persist()
         summary = extractions.groupBy("extractor", "status").count().collect()
         problems = extractions.where(F.col("status").isin("error", "timeout")).select(
