@@ -114,6 +114,11 @@ def recall(rel: str, text: str) -> float:
     return sum(1 for w in want if w in got or w.rstrip(".") in got) / len(want) if want else 1.0
 
 
+def pdf_pages(files) -> int:
+    """PDF pages in the corpus (the same count for every contender)."""
+    return sum(samples.EXPECTED[s].get("pages", 1) for _r, s in files if s.endswith(".pdf"))
+
+
 def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: str) -> dict:
     from shoal.config import load_settings
     from shoal.extract import run_extract
@@ -141,8 +146,9 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
     finally:
         stop_spark()
     recalls = [recall(sample, texts.get(rel, "")) for rel, sample in files]
-    return {"label": label, "seconds": seconds, "files": len(files), "pages": result.pages,
-            "files_per_s": len(files) / seconds, "pages_per_s": result.pages / seconds,
+    pages = pdf_pages(files)
+    return {"label": label, "seconds": seconds, "files": len(files), "pages": pages,
+            "files_per_s": len(files) / seconds, "pages_per_s": pages / seconds,
             "recall": sum(recalls) / len(recalls), "problems": len(result.problems)}
 
 
@@ -166,7 +172,7 @@ def run_unstructured(python: str, corpus: Path, files, procs: int) -> dict:
     data = json.loads(proc.stdout)
     by_path = {f["path"]: f for f in data["files"]}
     recalls = [recall(sample, by_path[str(corpus / rel)]["text"]) for rel, sample in files]
-    pages = sum(samples.EXPECTED[s].get("pages", 1) for _r, s in files if s.endswith(".pdf"))
+    pages = pdf_pages(files)
     errors = [f for f in data["files"] if f["error"]]
     return {"label": "unstructured partition (fast)", "seconds": data["wall_s"], "files": len(files),
             "pages": pages, "files_per_s": len(files) / data["wall_s"], "pages_per_s": pages / data["wall_s"],
