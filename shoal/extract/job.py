@@ -13,9 +13,7 @@ import json
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -203,12 +201,11 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
             if child_ids:
                 new.writeTo(metadata.table("objects").sql).append()
             new.unpersist()
-        # Independent tables commit independently: append them concurrently (Spark runs
-        # jobs from several threads), then record completion in `extractions` last.
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            for f in [pool.submit(lambda t: rows(t).writeTo(metadata.table(t).sql).append(), table)
-                      for table in metadata.RESULT_TABLES if counts.get(table)]:
-                f.result()
+        # One table after another: concurrent commits make the SQLite catalog fail with
+        # SQLITE_BUSY (a read transaction cannot upgrade while another writer commits).
+        for table in metadata.RESULT_TABLES:
+            if counts.get(table):
+                rows(table).writeTo(metadata.table(table).sql).append()
         extractions = rows("extractions").persist()
         summary = extractions.groupBy("extractor", "status").count().collect()
         problems = extractions.where(F.col("status").isin("error", "timeout")).select(
@@ -227,14 +224,14 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
     result.children += len(child_ids)
     result.pages += int(pages or 0)
     for r in summary:
-        result.statuses.setdefault(r.extractor, Counter())[r.status] += r["count"]
+        by_status = result.statuses.setdefault(r.extractor, {})
+        by_status[r.status] = by_status.get(r.status, 0) + r["count"]
     paths = {o["object_id"]: o["source_path"] for o, _c in work}
     result.problems.extend(
         {"object_id": p.object_id, "source_path": paths.get(p.object_id), "extractor": p.extractor,
          "status": p.status, "error": p.error}
         for p in problems
     )
-    result.statuses = {k: dict(v) for k, v in result.statuses.items()}
     return child_ids
 
 

@@ -131,15 +131,10 @@ def ingest(
         if rows:
             existing = _existing_ids(spark, [r["object_id"] for r in rows])
             if existing:
-                kept = []
-                for r in rows:
-                    if r["object_id"] in existing:
-                        for f in result.files:
-                            if f.object_id == r["object_id"] and f.status in ("new", "new_version"):
-                                f.status = "duplicate"
-                    else:
-                        kept.append(r)
-                rows = kept
+                for f in result.files:
+                    if f.object_id in existing and f.status in ("new", "new_version"):
+                        f.status = "duplicate"
+                rows = [r for r in rows if r["object_id"] not in existing]
         if rows:
             say(f"recording {len(rows)} new objects")
             append_objects(spark, rows)
