@@ -102,6 +102,11 @@ def test_reingest_unchanged_does_nothing_and_changes_become_versions(spark, sett
     assert v1.raw_path != v2.raw_path  # nothing is overwritten in the raw zone
     assert storage.read_bytes(v1.raw_path) == b"first draft of the plan"
     assert storage.read_bytes(v2.raw_path) == b"second draft of the plan"
+    (folder / "notes" / "copy.txt").write_text("second draft of the plan")
+    dup = {f.source_path: f for f in ingest(spark, settings, str(folder), source_name="versions").files}
+    assert dup["notes/copy.txt"].status == "duplicate" and dup["notes/copy.txt"].object_id == v2.object_id
+    assert dup["notes/a.txt"].status == "unchanged"
+    assert not storage.exists(v1.raw_path.replace("/a.txt", "/copy.txt"))  # a duplicate is never copied
     index = {r.object_id: (r.version, r.is_latest) for r in spark.sql(
         "SELECT object_id, version, is_latest FROM shoal.object_index WHERE source_name = 'versions'").collect()}
     assert index == {v1.object_id: (1, False), v2.object_id: (2, True)}

@@ -118,23 +118,30 @@ def ingest(
     day = now.strftime("%Y/%m/%d")
     with table_lock(settings.workspace_dir, str(objects)):
         known = _known_versions(spark, name)
-        known_ids: set[str] = set()
-        rows: list[dict[str, Any]] = []
+        # Pass 1: hash everything, so content already stored (an earlier run, another path or
+        # source) is known to be a duplicate before anything is copied.
+        hashed: list[tuple[storage.FileEntry, str, bytes] | IngestedFile] = []
         for i, entry in enumerate(entries, 1):
-            say(f"ingest {i}/{len(entries)}: {entry.relative}")
+            say(f"hashing {i}/{len(entries)}: {entry.relative}")
             try:
-                f = _ingest_one(settings, entry, name, day, known, known_ids, rows, now, tags or {})
+                hashed.append((entry, *_hash(entry.uri)))
             except (OSError, SourceError) as exc:
-                f = IngestedFile(entry.relative, "error", error=f"cannot read {entry.uri}: {exc}")
+                hashed.append(IngestedFile(entry.relative, "error", error=f"cannot read {entry.uri}: {exc}"))
+        candidates = [object_id_for(h[1]) for h in hashed if isinstance(h, tuple)]
+        known_ids = _existing_ids(spark, candidates) if candidates else set()
+        # Pass 2: copy new content into the raw zone.
+        rows: list[dict[str, Any]] = []
+        for i, item in enumerate(hashed, 1):
+            if isinstance(item, IngestedFile):
+                result.files.append(item)
+                continue
+            entry, sha, head = item
+            say(f"copying {i}/{len(hashed)}: {entry.relative}")
+            try:
+                f = _ingest_one(settings, entry, sha, head, name, day, known, known_ids, rows, now, tags or {})
+            except (OSError, SourceError) as exc:
+                f = IngestedFile(entry.relative, "error", error=f"cannot copy {entry.uri}: {exc}")
             result.files.append(f)
-        # Content already stored under another path (an earlier run, another source) is a duplicate.
-        if rows:
-            existing = _existing_ids(spark, [r["object_id"] for r in rows])
-            if existing:
-                for f in result.files:
-                    if f.object_id in existing and f.status in ("new", "new_version"):
-                        f.status = "duplicate"
-                rows = [r for r in rows if r["object_id"] not in existing]
         if rows:
             say(f"recording {len(rows)} new objects")
             append_objects(spark, rows)
@@ -184,6 +191,8 @@ def _hash(uri: str) -> tuple[str, bytes]:
 def _ingest_one(
     settings: Settings,
     entry: storage.FileEntry,
+    sha: str,
+    head: bytes,
     source_name: str,
     day: str,
     known: dict[str, list[tuple[str, int, str]]],
@@ -192,7 +201,6 @@ def _ingest_one(
     now: datetime,
     tags: dict[str, str],
 ) -> IngestedFile:
-    sha, head = _hash(entry.uri)
     oid = object_id_for(sha)
     versions = known.get(entry.relative, [])
     if any(v[0] == sha for v in versions):
