@@ -62,6 +62,8 @@ def test_cli_errors_name_what_and_where(spark, cli_env, tmp_path, capsys, monkey
     assert code == 1 and "key=value" in err
     code, _, err = run_cli(["ingest", str(tmp_path), "--source-name", "../escape"], capsys, monkeypatch)
     assert code == 1 and "invalid source name" in err
+    code, _, err = run_cli(["extract", "--only", "pdf,spreadsheet"], capsys, monkeypatch)
+    assert code == 1 and "'spreadsheet'" in err and "application/pdf" in err
     code, out, _ = run_cli(["catalog", "show", "ffffffffffff", "--json"], capsys, monkeypatch)
     assert code == 1 and "no object" in json.loads(out)["error"]
 

@@ -123,6 +123,8 @@ def run_extract(
 
     started = time.monotonic()
     router = Router(settings.extract)  # validates routes before any work
+    if only:
+        router.check_selectors(only)
     metadata.ensure_tables(spark)
     result = ExtractResult(run_id=uuid.uuid4().hex[:16])
     touched: list[str] = []

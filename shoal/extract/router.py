@@ -123,6 +123,16 @@ class Router:
         """(name, version, stage) for each extractor of a chain."""
         return [(n, self.extractors[n].version, self.extractors[n].stage) for n in chain]
 
+    def check_selectors(self, selectors: list[str]) -> None:
+        """Refuse `--only` values that can never match: not a media type, glob or extractor name."""
+        bad = [s for s in selectors if "/" not in s and s not in self.extractors]
+        if bad:
+            raise ConfigError(
+                f"--only: unknown type or extractor {', '.join(repr(b) for b in bad)}",
+                hint="use a media type (application/pdf), a glob (text/*) or an extractor name: "
+                + ", ".join(sorted(self.extractors)),
+            )
+
     def matches(self, media_type: str | None, selectors: list[str]) -> bool:
         """`--only`: a media type, a glob ("text/*") or an extractor name ("pdf", "email")."""
         mt = media_type or ""
