@@ -118,7 +118,6 @@ def run_extract(
     only: list[str] | None = None,
     say: Callable[[str], None] = lambda _m: None,
 ) -> ExtractResult:
-    from shoal.catalog.index import refresh_index
     from shoal.extract.router import Router
 
     started = time.monotonic()
@@ -127,7 +126,6 @@ def run_extract(
         router.check_selectors(only)
     metadata.ensure_tables(spark)
     result = ExtractResult(run_id=uuid.uuid4().hex[:16])
-    touched: list[str] = []
     with table_lock(settings.workspace_dir, "shoal.extract"):
         interrupted = _read_journal(settings)
         ids: list[str] | None = None
@@ -136,21 +134,19 @@ def run_extract(
             work = plan(spark, router, force=force and result.rounds == 0, only=only if result.rounds == 0 else None,
                         ids=ids)
             if interrupted and result.rounds == 0:
+                # Journaled objects with their extractions committed were finished (that commit
+                # comes last); only the others left partial rows behind.
                 planned = {o["object_id"] for o, _c in work}
-                result.recovered = len(set(interrupted) & planned)
+                interrupted = [i for i in interrupted if i in planned]
+                result.recovered = len(interrupted)
             if not work or result.rounds > settings.extract.max_depth:
                 break
             result.rounds += 1
             new_children = _run_round(spark, settings, work, result, interrupted, say)
             interrupted = []
-            touched.extend(o["object_id"] for o, _c in work)
-            touched.extend(new_children)
             if not new_children:
                 break
             ids = new_children
-        if touched:
-            say(f"updating the metadata layer for {len(touched)} objects")
-            refresh_index(spark, touched)
         if storage.exists(journal_path(settings)):
             storage.delete(journal_path(settings))  # every journaled object is now recorded
     result.seconds = time.monotonic() - started
@@ -178,6 +174,7 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
     sc = spark.sparkContext
     slices = max(1, min(len(work), sc.defaultParallelism * 4))
     say(f"extracting {len(work)} objects in {slices} tasks")
+    from shoal.catalog.index import FACTS_SCHEMA, refresh_index
     from shoal.extract.runner import TIMESTAMP_FORMAT
 
     rdd = sc.parallelize(work, slices).mapPartitions(
@@ -187,10 +184,11 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
         out = spark.createDataFrame(rdd, "table STRING, row STRING").persist()
         counts = {r["table"]: r["count"] for r in out.groupBy("table").count().collect()}
     try:
-        def rows(table: str) -> DataFrame:
+        def rows(table: str, schema: str | None = None) -> DataFrame:
             return (
                 out.where(F.col("table") == table)
-                .select(F.from_json("row", metadata.schema(table), {"timestampFormat": TIMESTAMP_FORMAT}).alias("r"))
+                .select(F.from_json("row", schema or metadata.schema(table), {"timestampFormat": TIMESTAMP_FORMAT})
+                        .alias("r"))
                 .select("r.*")
             )
 
@@ -208,6 +206,14 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
         for table in metadata.RESULT_TABLES:
             if counts.get(table):
                 rows(table).writeTo(metadata.table(table).sql).append()
+        pages = (
+            rows("document_properties").agg(F.sum(F.coalesce("page_count", F.lit(0)))).first()[0]
+            if counts.get("document_properties")
+            else 0
+        )
+        say(f"updating the metadata layer for {len(work) + len(child_ids)} objects")
+        refresh_index(spark, work_ids + child_ids, facts=rows("index_facts", FACTS_SCHEMA))
+        # Last: the record of completed work. A crash before this commit redoes the objects.
         extractions = rows("extractions").persist()
         summary = extractions.groupBy("extractor", "status").count().collect()
         problems = extractions.where(F.col("status").isin("error", "timeout")).select(
@@ -215,11 +221,6 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
         ).collect()
         extractions.writeTo(metadata.table("extractions").sql).append()
         extractions.unpersist()
-        pages = (
-            rows("document_properties").agg(F.sum(F.coalesce("page_count", F.lit(0)))).first()[0]
-            if counts.get("document_properties")
-            else 0
-        )
     finally:
         out.unpersist()
     result.objects += len(work)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shoal import storage
+from shoal.catalog.index import object_facts
 from shoal.extract.base import Extraction, ObjectInfo
 from shoal.extract.router import Router
 from shoal.extract.sandbox import StepResult, run_isolated
@@ -79,7 +80,11 @@ def _rows(obj, info: ObjectInfo, steps: list[StepResult], router: Router, wareho
     out: list[tuple[str, str]] = []
     oid = info.object_id
 
+    own: dict[str, list[dict[str, Any]]] = {}  # this object's rows by table, for its index facts
+
     def emit(table: str, row: dict[str, Any], object_id: str | None = None) -> None:
+        if object_id is None:
+            own.setdefault(table, []).append(row)
         out.append((table, json.dumps({"object_id": object_id or oid, **row}, default=str, ensure_ascii=False)))
 
     props: dict[str, Any] = {}
@@ -117,6 +122,8 @@ def _rows(obj, info: ObjectInfo, steps: list[StepResult], router: Router, wareho
         emit("extractions", {"extractor": s.extractor, "extractor_version": ext.version, "stage": ext.stage,
                              "status": s.status, "error": s.error, "output_path": path,
                              "duration_ms": s.duration_ms, "extracted_at": iso(now), "run_id": run_id})
+    facts = object_facts(own.get("extractions", []), own, now)
+    emit("index_facts", {**facts, "extracted_at": iso(now)})
     return out
 
 
