@@ -100,13 +100,8 @@ def show_object(spark: SparkSession, object_id: str) -> dict[str, Any]:
     object_id = resolve_object_id(spark, object_id)
     args = {"oid": object_id}
     index = _records(spark.sql(f"SELECT * FROM {metadata.table('object_index').sql} WHERE object_id = :oid", args=args))
-    if not index:
-        obj = _records(spark.sql(f"SELECT * FROM {metadata.table('objects').sql} WHERE object_id = :oid", args=args))
-        if not obj:
-            raise ShoalError(
-                f"no object {object_id!r}", hint="find object ids with: shoal catalog objects"
-            )
-        index = obj
+    if not index:  # resolve_object_id found it in shoal.objects: not indexed yet
+        index = _records(spark.sql(f"SELECT * FROM {metadata.table('objects').sql} WHERE object_id = :oid", args=args))
     extractions = _records(
         spark.sql(
             f"SELECT extractor, extractor_version, stage, status, error, output_path, duration_ms, extracted_at "

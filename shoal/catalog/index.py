@@ -116,14 +116,14 @@ def refresh_index(spark: SparkSession, object_ids: list[str], facts: DataFrame |
         return
     metadata.ensure_tables(spark, ("objects", "object_index"))
     names = {t: metadata.table(t).sql for t in ("objects", "object_index")}
-    ids = spark.createDataFrame([(i,) for i in sorted(set(object_ids))], "object_id STRING")
+    ids = metadata.id_frame(spark, sorted(set(object_ids)))
     # Other versions of the same source paths change too (is_latest). Resolved once up front,
     # so every part of the index query joins a small local list instead of recomputing it.
     objects = spark.table(names["objects"])
     paths = objects.join(ids, "object_id", "left_semi").select("source_name", "source_path")
     siblings = objects.join(paths, ["source_name", "source_path"], "left_semi").select("object_id")
     touched = sorted({r.object_id for r in siblings.collect()} | set(object_ids))
-    spark.createDataFrame([(i,) for i in touched], "object_id STRING").createOrReplaceTempView("shoal_index_touched")
+    metadata.id_frame(spark, touched).createOrReplaceTempView("shoal_index_touched")
     if facts is None:
         facts = spark.createDataFrame([], FACTS_SCHEMA)
     facts.select("object_id", *FACTS).createOrReplaceTempView("shoal_index_facts")

@@ -92,7 +92,7 @@ def plan(spark: SparkSession, router, *, force: bool, only: list[str] | None, id
     """The objects that need work: any extractor of their chain missing or at another version."""
     objects = spark.table(metadata.table("objects").sql).select(*OBJECT_COLUMNS)
     if ids is not None:
-        objects = objects.join(spark.createDataFrame([(i,) for i in ids], "object_id STRING"), "object_id", "left_semi")
+        objects = objects.join(metadata.id_frame(spark, ids), "object_id", "left_semi")
     media_types = [r.media_type for r in objects.select("media_type").distinct().collect()]
     selected = [mt for mt in media_types if not only or router.matches(mt, only)]
     if not selected:
@@ -170,7 +170,8 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
         json.dumps({"run_id": result.run_id, "started_at": datetime.now(UTC).isoformat(),
                     "object_ids": sorted(set(work_ids) | set(interrupted))}).encode(),
     )
-    _purge(spark, sorted(_with_history(spark, work_ids) | set(interrupted)))
+    # Objects extracted before (version change, --force) get their old rows replaced.
+    _purge(spark, sorted(metadata.existing_ids(spark, "extractions", work_ids) | set(interrupted)))
     sc = spark.sparkContext
     slices = max(1, min(len(work), sc.defaultParallelism * 4))
     say(f"extracting {len(work)} objects in {slices} tasks")
@@ -238,18 +239,11 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
     return child_ids
 
 
-def _with_history(spark: SparkSession, ids: list[str]) -> set[str]:
-    """Objects extracted before (re-extraction: version change or --force): their rows get replaced."""
-    wanted = spark.createDataFrame([(i,) for i in ids], "object_id STRING")
-    done = spark.table(metadata.table("extractions").sql).select("object_id")
-    return {r.object_id for r in wanted.join(done, "object_id", "left_semi").distinct().collect()}
-
-
 def _purge(spark: SparkSession, ids: list[str]) -> None:
     """Delete earlier rows of objects about to be (re-)extracted, so no row is ever duplicated."""
     if not ids:
         return
-    spark.createDataFrame([(i,) for i in ids], "object_id STRING").createOrReplaceTempView("shoal_purge_ids")
+    metadata.id_frame(spark, ids).createOrReplaceTempView("shoal_purge_ids")
     for table in (*metadata.RESULT_TABLES, "extractions"):
         name = metadata.table(table).sql
         if spark.table(name).join(spark.table("shoal_purge_ids"), "object_id", "left_semi").limit(1).count():

@@ -65,7 +65,8 @@ def detect_language(text: str, settings: ExtractSettings) -> tuple[str | None, f
     return best["lang"], float(best["score"])
 
 
-def _parts(ctx: Context, *, english_only: bool) -> list[tuple[int, TextPart]]:
+def _parts(ctx: Context, *, english_only: bool) -> list[TextPart]:
+    """The non-empty text parts to analyse, cut to max_nlp_chars (English only for English models)."""
     languages: dict[str, str | None] = ctx.properties.get("part_languages", {})
     out = []
     for i, p in enumerate(ctx.text):
@@ -73,7 +74,7 @@ def _parts(ctx: Context, *, english_only: bool) -> list[tuple[int, TextPart]]:
             continue
         if english_only and languages.get(str(i)) not in (None, "en"):
             continue
-        out.append((i, TextPart(p.part, p.text[: ctx.settings.max_nlp_chars])))
+        out.append(TextPart(p.part, p.text[: ctx.settings.max_nlp_chars]))
     return out
 
 
@@ -119,7 +120,7 @@ class Entities(Extractor):
     def run(self, ctx: Context) -> Extraction:
         nlp = spacy_pipeline(ctx.settings)
         rows = []
-        for _i, p in _parts(ctx, english_only=True):
+        for p in _parts(ctx, english_only=True):
             doc = nlp(p.text)
             rows.extend(
                 {"part": p.part, "entity": e.text, "label": e.label_, "start_char": e.start_char, "end_char": e.end_char}
@@ -137,8 +138,7 @@ class KeyPhrases(Extractor):
     def run(self, ctx: Context) -> Extraction:
         import yake
 
-        parts = _parts(ctx, english_only=False)
-        text = "\n".join(p.text for _, p in parts)[: ctx.settings.max_nlp_chars]
+        text = "\n".join(p.text for p in _parts(ctx, english_only=False))[: ctx.settings.max_nlp_chars]
         if not text.strip():
             return Extraction(rows={"key_phrases": []})
         lang = ctx.properties.get("language") or "en"
@@ -179,16 +179,16 @@ class Sentiment(Extractor):
 
     def run(self, ctx: Context) -> Extraction:
         analyzer = self._analyzer()
+        parts = _parts(ctx, english_only=True)
         rows = []
-        for _i, p in _parts(ctx, english_only=True):
+        for p in parts:
             s = analyzer.polarity_scores(p.text)
             rows.append({"part": p.part, "sentiment": _label(s["compound"]), "compound": s["compound"],
                          "positive": s["pos"], "negative": s["neg"], "neutral": s["neu"]})
         overall = None
-        if rows:
-            total = sum(len(p.text) for _, p in _parts(ctx, english_only=True)) or 1
-            weighted = sum(r["compound"] * len(p.text) for r, (_, p) in zip(rows, _parts(ctx, english_only=True), strict=True))
-            overall = _label(weighted / total)
+        if rows:  # the document's sentiment: parts weighted by their length
+            total = sum(len(p.text) for p in parts) or 1
+            overall = _label(sum(r["compound"] * len(p.text) for r, p in zip(rows, parts, strict=True)) / total)
         return Extraction(rows={"sentiment": rows}, properties={"sentiment": overall})
 
 
@@ -205,7 +205,7 @@ class Pii(Extractor):
     def run(self, ctx: Context) -> Extraction:
         analyzer = pii_analyzer(ctx.settings)
         rows = []
-        for _i, p in _parts(ctx, english_only=True):
+        for p in _parts(ctx, english_only=True):
             for r in analyzer.analyze(text=p.text, language="en", score_threshold=ctx.settings.pii_min_score):
                 if r.entity_type in ctx.settings.pii_ignore:
                     continue

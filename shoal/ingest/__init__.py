@@ -128,7 +128,7 @@ def ingest(
             except (OSError, SourceError) as exc:
                 hashed.append(IngestedFile(entry.relative, "error", error=f"cannot read {entry.uri}: {exc}"))
         candidates = [object_id_for(h[1]) for h in hashed if isinstance(h, tuple)]
-        known_ids = _existing_ids(spark, candidates) if candidates else set()
+        known_ids = metadata.existing_ids(spark, "objects", candidates) if candidates else set()
         # Pass 2: copy new content into the raw zone.
         rows: list[dict[str, Any]] = []
         for i, item in enumerate(hashed, 1):
@@ -169,12 +169,6 @@ def _known_versions(spark: SparkSession, source_name: str) -> dict[str, list[tup
     for r in rows:
         out.setdefault(r.source_path, []).append((r.sha256, r.version or 1, r.raw_path))
     return out
-
-
-def _existing_ids(spark: SparkSession, ids: list[str]) -> set[str]:
-    wanted = spark.createDataFrame([(i,) for i in ids], "object_id STRING")
-    got = wanted.join(spark.table(metadata.table("objects").sql).select("object_id"), "object_id", "left_semi")
-    return {r.object_id for r in got.collect()}
 
 
 def _hash(uri: str) -> tuple[str, bytes]:

@@ -34,9 +34,8 @@ _TEXT_BY_EXTENSION = {
     ".rtf": "text/rtf",
     ".txt": "text/plain",
 }
-_TEXTUAL = {"text/plain", "text/x-c", "text/x-c++", "text/x-java", "text/x-script.python", "text/x-tex",
-            "application/csv", "text/csv", "application/json", "text/xml", "application/xml", "text/html",
-            "message/rfc822", "text/rtf", "text/x-makefile", "text/troff", "text/x-asm"}
+# Textual types outside text/* (every text/* type is textual too).
+_TEXTUAL = {"application/csv", "application/json", "application/xml", "message/rfc822"}
 _OOXML = {
     "word/": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     "xl/": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",

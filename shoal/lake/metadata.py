@@ -6,7 +6,7 @@ Every table keys its rows by `object_id`, the content hash of a raw object.
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from shoal.lake.tables import TableName
 
@@ -92,6 +92,17 @@ def columns(name: str) -> list[str]:
             out.append(ddl[start:i].split()[0])
             start = i + 1
     return out
+
+
+def id_frame(spark: SparkSession, ids: list[str]) -> DataFrame:
+    """A one-column DataFrame of object ids, to join metadata tables against."""
+    return spark.createDataFrame([(i,) for i in ids], "object_id STRING")
+
+
+def existing_ids(spark: SparkSession, name: str, ids: list[str]) -> set[str]:
+    """Which of these object ids have at least one row in metadata table `name`."""
+    found = id_frame(spark, ids).join(spark.table(table(name).sql).select("object_id"), "object_id", "left_semi")
+    return {r.object_id for r in found.distinct().collect()}
 
 
 def ensure_tables(spark: SparkSession, names: tuple[str, ...] | None = None) -> None:
