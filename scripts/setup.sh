@@ -26,6 +26,8 @@ command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 command -v tesseract >/dev/null || need+=(tesseract-ocr)
 [ -f /usr/share/tesseract-ocr/5/tessdata/eng.traineddata ] || [ -f /usr/share/tesseract-ocr/4.00/tessdata/eng.traineddata ] || need+=(tesseract-ocr-eng)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+# Workflows: Graphviz draws state machines (`shoal workflow graph`).
+command -v dot >/dev/null || need+=(graphviz)
 if [ "${#need[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "setup: installing Debian packages: ${need[*]}"

@@ -102,6 +102,41 @@ class ExtractSettings(BaseModel):
     routes: dict[str, list[str]] = Field(default_factory=dict)
 
 
+class WorkflowSettings(BaseModel):
+    """State machines, schedules and triggers (`shoal workflow`, `shoal scheduler`)."""
+
+    # Threads for Parallel branches and Map iterations (one SparkSession, FAIR pools).
+    max_concurrency: int = Field(default=8, ge=1)
+    # The scheduler wakes up this often to look for due slots and new files.
+    poll_s: float = Field(default=5, gt=0)
+    # Slots missed while the scheduler was down: run the latest once, skip them, or run all.
+    misfire_policy: Literal["fire_once", "skip", "fire_all"] = "fire_once"
+    # Missed slots older than this are never run (fire_once / fire_all).
+    misfire_grace_s: float = 24 * 3600
+    # A new file must keep its size and mtime this long before a trigger takes it.
+    settle_s: float = 2
+    # Topic told about every failed or timed-out execution (a run can name another).
+    failure_topic: str | None = None
+
+
+class SmtpSettings(BaseModel):
+    host: str = "localhost"
+    port: int = 25
+    user: str | None = None
+    password: SecretStr | None = None
+    # "starttls" upgrades a plain connection; "ssl" connects with TLS from the start.
+    security: Literal["none", "starttls", "ssl"] = "none"
+    sender: str = "shoal@localhost"
+    timeout_s: float = 10
+
+
+class NotifySettings(BaseModel):
+    smtp: SmtpSettings = Field(default_factory=SmtpSettings)
+    # Attempts per subscription before a delivery is recorded as failed.
+    attempts: int = Field(default=3, ge=1)
+    webhook_timeout_s: float = 10
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SHOAL_",
@@ -116,6 +151,8 @@ class Settings(BaseSettings):
     cdc: CdcSettings = Field(default_factory=CdcSettings)
     maintenance: MaintenanceSettings = Field(default_factory=MaintenanceSettings)
     extract: ExtractSettings = Field(default_factory=ExtractSettings)
+    workflows: WorkflowSettings = Field(default_factory=WorkflowSettings)
+    notify: NotifySettings = Field(default_factory=NotifySettings)
 
     @classmethod
     def settings_customise_sources(

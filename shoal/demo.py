@@ -116,7 +116,9 @@ def _unstructured(spark, settings, workspace: Path, say) -> None:
     ingested = ingest(spark, settings, str(corpus), source_name="inbox", tags={"team": "ops"})
     output.print_kv("ingest", {k: v for k, v in ingested.to_dict().items() if k != "files"})
 
-    say("\n[bold]8. Extract[/] (text, tables, forms, OCR, language, entities, key phrases, sentiment, PII)\n$ shoal extract")
+    say(
+        "\n[bold]8. Extract[/] (text, tables, forms, OCR, language, entities, key phrases, sentiment, PII)\n$ shoal extract"
+    )
     with output.progress(True, "extract") as progress:
         result = run_extract(spark, settings, say=progress)
     summary = result.to_dict()
@@ -129,24 +131,43 @@ def _unstructured(spark, settings, workspace: Path, say) -> None:
     output.print_rows(
         "shoal.object_index",
         ["path", "type", "status", "lang", "pii", "pages"],
-        [[r["source_path"], (r["media_type"] or "").split("/")[-1][:28], r["status"], ",".join(r["languages"]),
-          "yes" if r["has_pii"] else "", r["page_count"] or ""] for r in rows],
+        [
+            [
+                r["source_path"],
+                (r["media_type"] or "").split("/")[-1][:28],
+                r["status"],
+                ",".join(r["languages"]),
+                "yes" if r["has_pii"] else "",
+                r["page_count"] or "",
+            ]
+            for r in rows
+        ],
     )
     queries = [
-        ("Form values from the fillable PDF",
-         "SELECT f.field_name, f.value FROM shoal.form_fields f JOIN shoal.objects o USING (object_id) "
-         "WHERE o.source_path = 'forms/membership-form.pdf'"),
-        ("The invoice table, cell by cell (row 1)",
-         "SELECT t.column_index, t.value FROM shoal.tables t JOIN shoal.objects o USING (object_id) "
-         "WHERE o.source_path = 'invoices/invoice-1001.pdf' AND t.row_index = 1 ORDER BY t.column_index"),
-        ("OCR of the scanned letter",
-         "SELECT t.part, t.text FROM shoal.text t JOIN shoal.objects o USING (object_id) "
-         "WHERE o.source_path = 'scans/audit-letter.pdf'"),
-        ("Sentiment of the reviews",
-         "SELECT source_path, sentiment, languages FROM shoal.object_index WHERE source_path LIKE 'reviews/%'"),
-        ("PII types per object (values are never copied)",
-         "SELECT o.source_path, collect_set(p.pii_type) AS pii_types FROM shoal.pii p "
-         "JOIN shoal.objects o USING (object_id) GROUP BY o.source_path ORDER BY 1"),
+        (
+            "Form values from the fillable PDF",
+            "SELECT f.field_name, f.value FROM shoal.form_fields f JOIN shoal.objects o USING (object_id) "
+            "WHERE o.source_path = 'forms/membership-form.pdf'",
+        ),
+        (
+            "The invoice table, cell by cell (row 1)",
+            "SELECT t.column_index, t.value FROM shoal.tables t JOIN shoal.objects o USING (object_id) "
+            "WHERE o.source_path = 'invoices/invoice-1001.pdf' AND t.row_index = 1 ORDER BY t.column_index",
+        ),
+        (
+            "OCR of the scanned letter",
+            "SELECT t.part, t.text FROM shoal.text t JOIN shoal.objects o USING (object_id) "
+            "WHERE o.source_path = 'scans/audit-letter.pdf'",
+        ),
+        (
+            "Sentiment of the reviews",
+            "SELECT source_path, sentiment, languages FROM shoal.object_index WHERE source_path LIKE 'reviews/%'",
+        ),
+        (
+            "PII types per object (values are never copied)",
+            "SELECT o.source_path, collect_set(p.pii_type) AS pii_types FROM shoal.pii p "
+            "JOIN shoal.objects o USING (object_id) GROUP BY o.source_path ORDER BY 1",
+        ),
     ]
     for title, sql in queries:
         say(f'\n[bold]{title}[/]\n$ shoal sql "{sql}"')

@@ -46,34 +46,69 @@ REPORT_TABLE = [["Region", "Orders"], ["North", "1200"], ["South", "950"]]
 
 # source path -> facts the extraction must find (used by tests, the demo and the benchmark's recall).
 EXPECTED: dict[str, dict] = {
-    "reviews/grinder-positive.txt": {"media_type": "text/plain", "text": POSITIVE_REVIEW, "sentiment": "positive",
-                                     "language": "en"},
-    "reviews/grinder-negative.txt": {"media_type": "text/plain", "text": NEGATIVE_REVIEW, "sentiment": "negative",
-                                     "language": "en", "encoding": "cp1252"},
-    "reviews/moulin-fr.txt": {"media_type": "text/plain", "text": FRENCH_REVIEW, "language": "fr",
-                              "encoding": "utf-16-le"},
-    "mail/order-1001.eml": {"media_type": "message/rfc822", "text": EMAIL_BODY, "pii": ["EMAIL_ADDRESS", "PERSON"],
-                            "children": ["order-1001.csv"]},
-    "invoices/invoice-1001.pdf": {"media_type": "application/pdf", "table": INVOICE_ROWS, "pages": 1,
-                                  "text": "Invoice 1001 Burr grinder Espresso cups Descaler"},
-    "forms/membership-form.pdf": {"media_type": "application/pdf", "form": FORM_VALUES,
-                                  "text": "Membership application"},
+    "reviews/grinder-positive.txt": {
+        "media_type": "text/plain",
+        "text": POSITIVE_REVIEW,
+        "sentiment": "positive",
+        "language": "en",
+    },
+    "reviews/grinder-negative.txt": {
+        "media_type": "text/plain",
+        "text": NEGATIVE_REVIEW,
+        "sentiment": "negative",
+        "language": "en",
+        "encoding": "cp1252",
+    },
+    "reviews/moulin-fr.txt": {
+        "media_type": "text/plain",
+        "text": FRENCH_REVIEW,
+        "language": "fr",
+        "encoding": "utf-16-le",
+    },
+    "mail/order-1001.eml": {
+        "media_type": "message/rfc822",
+        "text": EMAIL_BODY,
+        "pii": ["EMAIL_ADDRESS", "PERSON"],
+        "children": ["order-1001.csv"],
+    },
+    "invoices/invoice-1001.pdf": {
+        "media_type": "application/pdf",
+        "table": INVOICE_ROWS,
+        "pages": 1,
+        "text": "Invoice 1001 Burr grinder Espresso cups Descaler",
+    },
+    "forms/membership-form.pdf": {
+        "media_type": "application/pdf",
+        "form": FORM_VALUES,
+        "text": "Membership application",
+    },
     "scans/audit-letter.pdf": {"media_type": "application/pdf", "text": SCANNED_SENTENCE, "ocr": True},
     "web/governed-raw-files.html": {"media_type": "text/html", "title": ARTICLE_TITLE, "text": ARTICLE_PARAGRAPH},
     "office/quarterly-report.docx": {
         "media_type": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-        "text": REPORT_PARAGRAPH, "table": REPORT_TABLE, "title": "Quarterly report"},
+        "text": REPORT_PARAGRAPH,
+        "table": REPORT_TABLE,
+        "title": "Quarterly report",
+    },
     "office/regional-sales.xlsx": {
         "media_type": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
         "table": [["Region", "Revenue"], ["North", "48000"], ["South", "39500"]],
-        "text": "North 48000 South 39500"},
+        "text": "North 48000 South 39500",
+    },
     "office/roadmap.pptx": {
         "media_type": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-        "text": "Roadmap 2027 Launch the semantic search service"},
-    "notes/meeting-notes.md": {"media_type": "text/markdown",
-                               "text": "Decide on the retention policy for raw scans", "title": "Meeting notes"},
-    "data/suppliers.json": {"media_type": "application/json", "text": "Rotterdam Beans BV",
-                            "table": [["name", "city"], ["Rotterdam Beans BV", "Rotterdam"], ["Oslo Roasters", "Oslo"]]},
+        "text": "Roadmap 2027 Launch the semantic search service",
+    },
+    "notes/meeting-notes.md": {
+        "media_type": "text/markdown",
+        "text": "Decide on the retention policy for raw scans",
+        "title": "Meeting notes",
+    },
+    "data/suppliers.json": {
+        "media_type": "application/json",
+        "text": "Rotterdam Beans BV",
+        "table": [["name", "city"], ["Rotterdam Beans BV", "Rotterdam"], ["Oslo Roasters", "Oslo"]],
+    },
 }
 
 
@@ -110,8 +145,14 @@ def invoice_pdf() -> bytes:
     styles = getSampleStyleSheet()
     table = Table(INVOICE_ROWS)
     table.setStyle(TableStyle([("GRID", (0, 0), (-1, -1), 0.8, colors.black)]))
-    doc.build([Paragraph("Invoice 1001", styles["Title"]), Paragraph("Northwind Coffee, Rotterdam", styles["Normal"]),
-               Spacer(1, 12), table])
+    doc.build(
+        [
+            Paragraph("Invoice 1001", styles["Title"]),
+            Paragraph("Northwind Coffee, Rotterdam", styles["Normal"]),
+            Spacer(1, 12),
+            table,
+        ]
+    )
     return buf.getvalue()
 
 

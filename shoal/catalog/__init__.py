@@ -17,8 +17,21 @@ from shoal.lake import metadata
 from shoal.sql import to_json_value
 
 LIST_COLUMNS = (
-    "object_id", "source_name", "source_path", "media_type", "status", "languages", "has_pii", "page_count",
-    "size_bytes", "raw_path", "extracted_paths", "enriched_paths", "tags", "is_latest", "parent_object_id",
+    "object_id",
+    "source_name",
+    "source_path",
+    "media_type",
+    "status",
+    "languages",
+    "has_pii",
+    "page_count",
+    "size_bytes",
+    "raw_path",
+    "extracted_paths",
+    "enriched_paths",
+    "tags",
+    "is_latest",
+    "parent_object_id",
 )
 
 
@@ -84,9 +97,13 @@ def resolve_object_id(spark: SparkSession, prefix: str) -> str:
     prefix = prefix.strip().lower()
     if len(prefix) < 6 or not all(c in "0123456789abcdef" for c in prefix):
         raise ShoalError(f"invalid object id {prefix!r}", hint="give at least 6 hex characters of an object id")
-    found = [r.object_id for r in spark.sql(
-        f"SELECT object_id FROM {metadata.table('objects').sql} WHERE startswith(object_id, :p) LIMIT 2",
-        args={"p": prefix}).collect()]
+    found = [
+        r.object_id
+        for r in spark.sql(
+            f"SELECT object_id FROM {metadata.table('objects').sql} WHERE startswith(object_id, :p) LIMIT 2",
+            args={"p": prefix},
+        ).collect()
+    ]
     if not found:
         raise ShoalError(f"no object {prefix!r}", hint="find object ids with: shoal catalog objects")
     if len(found) > 1:

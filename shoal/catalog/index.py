@@ -50,6 +50,7 @@ def object_facts(steps: list[dict[str, Any]], rows: dict[str, list[dict[str, Any
     `steps`: dicts with extractor, stage, status, error, output_path;
     `rows`: table name -> that object's rows (text, pii, entities, sentiment, document_properties...).
     """
+
     def failed(stage: str | None, statuses: tuple[str, ...]) -> bool:
         return any(s["status"] in statuses and (stage is None or s["stage"] == stage) for s in steps)
 
@@ -67,8 +68,9 @@ def object_facts(steps: list[dict[str, Any]], rows: dict[str, list[dict[str, Any
         "status": status,
         "extracted_paths": sorted(s["output_path"] for s in steps if s["stage"] == "extract" and s["status"] == "ok"),
         "enriched_paths": sorted(s["output_path"] for s in steps if s["stage"] == "enrich" and s["status"] == "ok"),
-        "errors": sorted(f"{s['extractor']} {s['status']}: {s['error'] or ''}" for s in steps
-                         if s["status"] in ("error", "timeout")),
+        "errors": sorted(
+            f"{s['extractor']} {s['status']}: {s['error'] or ''}" for s in steps if s["status"] in ("error", "timeout")
+        ),
         "languages": sorted({t["language"] for t in rows.get("text", []) if t.get("language")}),
         "has_pii": bool(pii_types),
         "pii_types": pii_types,

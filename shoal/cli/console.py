@@ -11,7 +11,8 @@ import typer
 
 from shoal import __version__
 from shoal.cli import output
-from shoal.config import Settings, load_settings
+from shoal.cli.context import settings
+from shoal.cli.context import state as _state
 from shoal.exceptions import ShoalError
 
 app = typer.Typer(
@@ -29,12 +30,6 @@ app.add_typer(cdc_app, name="cdc")
 app.add_typer(table_app, name="table")
 app.add_typer(config_app, name="config")
 app.add_typer(catalog_app, name="catalog")
-
-_state: dict[str, object] = {"config": None, "json": False}
-
-
-def settings() -> Settings:
-    return load_settings(_state["config"])  # type: ignore[arg-type]
 
 
 @app.callback()
@@ -173,7 +168,10 @@ def ingest(
             output.print_warning(f"{f['source_path']}: {f['error']}")
     output.print_kv(
         f"Ingested {source} as source {result.source_name}",
-        {k: data[k] for k in ("files_seen", "new", "new_versions", "unchanged", "duplicates", "errors", "bytes_ingested")},
+        {
+            k: data[k]
+            for k in ("files_seen", "new", "new_versions", "unchanged", "duplicates", "errors", "bytes_ingested")
+        },
     )
     if data["errors"]:
         raise typer.Exit(1)
@@ -212,13 +210,18 @@ def extract(
     output.print_rows(
         "Steps by status",
         ["extractor", "ok", "error", "skipped", "timeout"],
-        [[name, *(st.get(k, 0) for k in ("ok", "error", "skipped", "timeout"))] for name, st in sorted(data["statuses"].items())],
+        [
+            [name, *(st.get(k, 0) for k in ("ok", "error", "skipped", "timeout"))]
+            for name, st in sorted(data["statuses"].items())
+        ],
     )
 
 
 @catalog_app.command("objects")
 def catalog_objects(
-    media_type: Annotated[str | None, typer.Option("--type", help="Media type, glob (text/*) or subtype (pdf).")] = None,
+    media_type: Annotated[
+        str | None, typer.Option("--type", help="Media type, glob (text/*) or subtype (pdf).")
+    ] = None,
     lang: Annotated[str | None, typer.Option("--lang", help="Language code found in the object, e.g. en.")] = None,
     has_pii: Annotated[bool, typer.Option("--has-pii", help="Only objects where PII was found.")] = False,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="key=value (repeatable; all must match).")] = None,
@@ -236,8 +239,15 @@ def catalog_objects(
     _state["json"] = json_out
     tags = parse_tags(tag or [])
     rows = list_objects(
-        get_spark(settings()), media_type=media_type, language=lang, has_pii=True if has_pii else None, tags=tags,
-        text=text, source_name=source_name, all_versions=all_versions, limit=limit,
+        get_spark(settings()),
+        media_type=media_type,
+        language=lang,
+        has_pii=True if has_pii else None,
+        tags=tags,
+        text=text,
+        source_name=source_name,
+        all_versions=all_versions,
+        limit=limit,
     )
     if json_out:
         output.print_json(rows)
@@ -245,15 +255,29 @@ def catalog_objects(
     output.print_rows(
         f"{len(rows)} object(s) (ids shortened; catalog show accepts a prefix)",
         ["id", "source", "path", "type", "status", "lang", "pii", "pages"],
-        [[r["object_id"][:12], r["source_name"], r["source_path"], _short_type(r["media_type"]), r["status"],
-          ",".join(r["languages"] or []), "yes" if r["has_pii"] else "",
-          r["page_count"] if r["page_count"] is not None else ""] for r in rows],
+        [
+            [
+                r["object_id"][:12],
+                r["source_name"],
+                r["source_path"],
+                _short_type(r["media_type"]),
+                r["status"],
+                ",".join(r["languages"] or []),
+                "yes" if r["has_pii"] else "",
+                r["page_count"] if r["page_count"] is not None else "",
+            ]
+            for r in rows
+        ],
     )
 
 
 _SHORT_TYPES = {
-    "wordprocessingml.document": "docx", "spreadsheetml.sheet": "xlsx", "presentationml.presentation": "pptx",
-    "opendocument.text": "odt", "ms-outlook": "msg", "rfc822": "eml",
+    "wordprocessingml.document": "docx",
+    "spreadsheetml.sheet": "xlsx",
+    "presentationml.presentation": "pptx",
+    "opendocument.text": "odt",
+    "ms-outlook": "msg",
+    "rfc822": "eml",
 }
 
 
@@ -278,13 +302,18 @@ def catalog_show(
         return
     output.print_kv(f"Object {object_id}", data["object"])
     if data["children"]:
-        output.print_rows("Child objects", ["object_id", "file_name", "media_type", "size_bytes"],
-                          [list(c.values()) for c in data["children"]])
+        output.print_rows(
+            "Child objects",
+            ["object_id", "file_name", "media_type", "size_bytes"],
+            [list(c.values()) for c in data["children"]],
+        )
     output.print_rows(
         "Extractions",
         ["extractor", "version", "status", "ms", "output / error"],
-        [[e["extractor"], e["extractor_version"], e["status"], e["duration_ms"], e["output_path"] or e["error"]]
-         for e in data["extractions"]],
+        [
+            [e["extractor"], e["extractor_version"], e["status"], e["duration_ms"], e["output_path"] or e["error"]]
+            for e in data["extractions"]
+        ],
     )
     for e in data["extractions"]:
         result = e.get("result") or {}
@@ -299,18 +328,32 @@ class SqlFormat(StrEnum):
     csv = "csv"
 
 
+class Dialect(StrEnum):
+    spark = "spark"
+    athena = "athena"
+    trino = "trino"
+    presto = "presto"
+    hive = "hive"
+
+
 @app.command()
 def sql(
-    query: Annotated[str, typer.Argument(help="Spark SQL; time travel: TIMESTAMP/VERSION AS OF, FOR ... AS OF.")],
+    query: Annotated[str, typer.Argument(help="SQL; time travel: TIMESTAMP/VERSION AS OF, FOR ... AS OF.")],
     fmt: Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format.")] = SqlFormat.table,
     limit: Annotated[int | None, typer.Option("--limit", help="Return at most this many rows.")] = None,
+    dialect: Annotated[
+        Dialect, typer.Option("--dialect", help="Dialect the SQL is written in (translated to Spark SQL).")
+    ] = Dialect.spark,
+    database: Annotated[str | None, typer.Option("--database", help="Database for unqualified table names.")] = None,
 ) -> None:
-    """Run SQL on the lake catalog."""
-    from shoal import sql as lake_sql
+    """Run SQL on the lake catalog and the external tables (CREATE EXTERNAL TABLE, MSCK REPAIR TABLE, ...)."""
     from shoal.spark import get_spark
+    from shoal.sql.external import SqlRunner
 
     _state["json"] = fmt == SqlFormat.json
-    result = lake_sql.run(get_spark(settings()), query, limit=limit)
+    s = settings()
+    runner = SqlRunner(get_spark(s), s, dialect=dialect.value, database_name=database)
+    result, _ = runner.execute(query, limit=limit)
     output.print_query(result, fmt.value)
 
 
@@ -412,6 +455,11 @@ def demo(
     from shoal.demo import run_demo
 
     run_demo(workspace)
+
+
+from shoal.cli import workflows as _workflows  # noqa: E402 - registers the workflow commands on `app`
+
+_workflows.register(app)
 
 
 def main() -> None:

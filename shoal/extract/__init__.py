@@ -19,6 +19,17 @@ from shoal.extract.job import ExtractResult, run_extract
 from shoal.extract.router import Router
 
 __all__ = [
-    "Child", "Context", "ExtractResult", "ExtractedTable", "Extraction", "ExtractionRefused", "ExtractionSkipped",
-    "Extractor", "FormField", "Link", "Router", "TextPart", "run_extract",
+    "Child",
+    "Context",
+    "ExtractResult",
+    "ExtractedTable",
+    "Extraction",
+    "ExtractionRefused",
+    "ExtractionSkipped",
+    "Extractor",
+    "FormField",
+    "Link",
+    "Router",
+    "TextPart",
+    "run_extract",
 ]

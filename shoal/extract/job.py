@@ -28,7 +28,15 @@ from shoal.lake import metadata
 from shoal.lake.locks import table_lock
 
 OBJECT_COLUMNS = (
-    "object_id", "raw_path", "media_type", "file_name", "size_bytes", "depth", "source_name", "source_path", "tags",
+    "object_id",
+    "raw_path",
+    "media_type",
+    "file_name",
+    "size_bytes",
+    "depth",
+    "source_name",
+    "source_path",
+    "tags",
     "parent_object_id",
 )
 
@@ -131,8 +139,9 @@ def run_extract(
         ids: list[str] | None = None
         while True:
             say("planning" if result.rounds == 0 else f"planning round {result.rounds + 1} (child objects)")
-            work = plan(spark, router, force=force and result.rounds == 0, only=only if result.rounds == 0 else None,
-                        ids=ids)
+            work = plan(
+                spark, router, force=force and result.rounds == 0, only=only if result.rounds == 0 else None, ids=ids
+            )
             if interrupted and result.rounds == 0:
                 # Journaled objects with their extractions committed were finished (that commit
                 # comes last); only the others left partial rows behind.
@@ -167,8 +176,13 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
     work_ids = [o["object_id"] for o, _c in work]
     storage.write_bytes(
         journal_path(settings),
-        json.dumps({"run_id": result.run_id, "started_at": datetime.now(UTC).isoformat(),
-                    "object_ids": sorted(set(work_ids) | set(interrupted))}).encode(),
+        json.dumps(
+            {
+                "run_id": result.run_id,
+                "started_at": datetime.now(UTC).isoformat(),
+                "object_ids": sorted(set(work_ids) | set(interrupted)),
+            }
+        ).encode(),
     )
     # Objects extracted before (version change, --force) get their old rows replaced.
     _purge(spark, sorted(metadata.existing_ids(spark, "extractions", work_ids) | set(interrupted)))
@@ -185,11 +199,15 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
         out = spark.createDataFrame(rdd, "table STRING, row STRING").persist()
         counts = {r["table"]: r["count"] for r in out.groupBy("table").count().collect()}
     try:
+
         def rows(table: str, schema: str | None = None) -> DataFrame:
             return (
                 out.where(F.col("table") == table)
-                .select(F.from_json("row", schema or metadata.schema(table), {"timestampFormat": TIMESTAMP_FORMAT})
-                        .alias("r"))
+                .select(
+                    F.from_json("row", schema or metadata.schema(table), {"timestampFormat": TIMESTAMP_FORMAT}).alias(
+                        "r"
+                    )
+                )
                 .select("r.*")
             )
 
@@ -217,9 +235,11 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
         # Last: the record of completed work. A crash before this commit redoes the objects.
         extractions = rows("extractions").persist()
         summary = extractions.groupBy("extractor", "status").count().collect()
-        problems = extractions.where(F.col("status").isin("error", "timeout")).select(
-            "object_id", "extractor", "status", "error"
-        ).collect()
+        problems = (
+            extractions.where(F.col("status").isin("error", "timeout"))
+            .select("object_id", "extractor", "status", "error")
+            .collect()
+        )
         extractions.writeTo(metadata.table("extractions").sql).append()
         extractions.unpersist()
     finally:
@@ -232,8 +252,13 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
         by_status[r.status] = by_status.get(r.status, 0) + r["count"]
     paths = {o["object_id"]: o["source_path"] for o, _c in work}
     result.problems.extend(
-        {"object_id": p.object_id, "source_path": paths.get(p.object_id), "extractor": p.extractor,
-         "status": p.status, "error": p.error}
+        {
+            "object_id": p.object_id,
+            "source_path": paths.get(p.object_id),
+            "extractor": p.extractor,
+            "status": p.status,
+            "error": p.error,
+        }
         for p in problems
     )
     return child_ids

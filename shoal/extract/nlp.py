@@ -123,7 +123,13 @@ class Entities(Extractor):
         for p in _parts(ctx, english_only=True):
             doc = nlp(p.text)
             rows.extend(
-                {"part": p.part, "entity": e.text, "label": e.label_, "start_char": e.start_char, "end_char": e.end_char}
+                {
+                    "part": p.part,
+                    "entity": e.text,
+                    "label": e.label_,
+                    "start_char": e.start_char,
+                    "end_char": e.end_char,
+                }
                 for e in doc.ents
             )
         return Extraction(rows={"entities": rows}, details={"model": ctx.settings.spacy_model})
@@ -183,8 +189,16 @@ class Sentiment(Extractor):
         rows = []
         for p in parts:
             s = analyzer.polarity_scores(p.text)
-            rows.append({"part": p.part, "sentiment": _label(s["compound"]), "compound": s["compound"],
-                         "positive": s["pos"], "negative": s["neg"], "neutral": s["neu"]})
+            rows.append(
+                {
+                    "part": p.part,
+                    "sentiment": _label(s["compound"]),
+                    "compound": s["compound"],
+                    "positive": s["pos"],
+                    "negative": s["neg"],
+                    "neutral": s["neu"],
+                }
+            )
         overall = None
         if rows:  # the document's sentiment: parts weighted by their length
             total = sum(len(p.text) for p in parts) or 1
@@ -209,8 +223,15 @@ class Pii(Extractor):
             for r in analyzer.analyze(text=p.text, language="en", score_threshold=ctx.settings.pii_min_score):
                 if r.entity_type in ctx.settings.pii_ignore:
                     continue
-                rows.append({"part": p.part, "pii_type": r.entity_type, "start_char": r.start, "end_char": r.end,
-                             "score": round(float(r.score), 4),
-                             "recognizer": (r.recognition_metadata or {}).get("recognizer_name")})
+                rows.append(
+                    {
+                        "part": p.part,
+                        "pii_type": r.entity_type,
+                        "start_char": r.start,
+                        "end_char": r.end,
+                        "score": round(float(r.score), 4),
+                        "recognizer": (r.recognition_metadata or {}).get("recognizer_name"),
+                    }
+                )
         types = sorted({r["pii_type"] for r in rows})
         return Extraction(rows={"pii": rows}, properties={"pii_types": types, "has_pii": bool(rows)})

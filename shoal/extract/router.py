@@ -46,8 +46,31 @@ class Unsupported(Extractor):
 
 
 BUILTIN: tuple[type[Extractor], ...] = (
-    PlainText, Markdown, ReStructuredText, Org, Html, Eml, OutlookMsg, Pdf, Docx, Pptx, Xlsx, Odt, Rtf, Epub,
-    Delimited, Json, NdJson, Xml, Archive, Unsupported, Language, Entities, KeyPhrases, Sentiment, Pii,
+    PlainText,
+    Markdown,
+    ReStructuredText,
+    Org,
+    Html,
+    Eml,
+    OutlookMsg,
+    Pdf,
+    Docx,
+    Pptx,
+    Xlsx,
+    Odt,
+    Rtf,
+    Epub,
+    Delimited,
+    Json,
+    NdJson,
+    Xml,
+    Archive,
+    Unsupported,
+    Language,
+    Entities,
+    KeyPhrases,
+    Sentiment,
+    Pii,
 )
 
 _DOCUMENT_ROUTES: dict[str, str] = {

@@ -102,16 +102,28 @@ def _rows(obj, info: ObjectInfo, steps: list[StepResult], router: Router, wareho
             path = output_path(warehouse, oid, s.extractor)
             storage.write_bytes(path, _document(oid, s, ext.version, x, children, part_index))
             for p in x.text:
-                emit("text", {"part": p.part, "part_index": part_index, "text": p.text,
-                              "language": part_languages.get(str(part_index)), "extractor": s.extractor})
+                emit(
+                    "text",
+                    {
+                        "part": p.part,
+                        "part_index": part_index,
+                        "text": p.text,
+                        "language": part_languages.get(str(part_index)),
+                        "extractor": s.extractor,
+                    },
+                )
                 part_index += 1
             for ti, t in enumerate(x.tables):
                 for ri, row in enumerate(t.rows):
                     for ci, value in enumerate(row):
-                        emit("tables", {"part": t.part, "table_index": ti, "row_index": ri, "column_index": ci,
-                                        "value": value})
+                        emit(
+                            "tables",
+                            {"part": t.part, "table_index": ti, "row_index": ri, "column_index": ci, "value": value},
+                        )
             for f in x.form_fields:
-                emit("form_fields", {"part": f.part, "field_name": f.name, "field_type": f.field_type, "value": f.value})
+                emit(
+                    "form_fields", {"part": f.part, "field_name": f.name, "field_type": f.field_type, "value": f.value}
+                )
             for link in x.links:
                 emit("links", {"part": link.part, "url": link.url, "text": link.text})
             for table, rows in x.rows.items():
@@ -119,9 +131,20 @@ def _rows(obj, info: ObjectInfo, steps: list[StepResult], router: Router, wareho
                     emit(table, r)
             if ext.stage == "extract":
                 emit("document_properties", _document_properties(s.extractor, x))
-        emit("extractions", {"extractor": s.extractor, "extractor_version": ext.version, "stage": ext.stage,
-                             "status": s.status, "error": s.error, "output_path": path,
-                             "duration_ms": s.duration_ms, "extracted_at": iso(now), "run_id": run_id})
+        emit(
+            "extractions",
+            {
+                "extractor": s.extractor,
+                "extractor_version": ext.version,
+                "stage": ext.stage,
+                "status": s.status,
+                "error": s.error,
+                "output_path": path,
+                "duration_ms": s.duration_ms,
+                "extracted_at": iso(now),
+                "run_id": run_id,
+            },
+        )
     facts = object_facts(own.get("extractions", []), own, now)
     emit("index_facts", {**facts, "extracted_at": iso(now)})
     return out
@@ -152,11 +175,21 @@ def _document_properties(extractor: str, x: Extraction) -> dict[str, Any]:
     pages = p.get("page_count")
     if pages is None and x.text and all(t.part.startswith("page ") for t in x.text):
         pages = len(x.text)
-    scalars = {k: (v if isinstance(v, str) else json.dumps(v, default=str)) for k, v in p.items()
-               if k not in ("title", "author", "page_count", "encoding") and v is not None}
-    return {"extractor": extractor, "title": p.get("title"), "author": p.get("author"), "page_count": pages,
-            "char_count": len(text), "word_count": len(text.split()), "encoding": p.get("encoding"),
-            "properties": scalars}
+    scalars = {
+        k: (v if isinstance(v, str) else json.dumps(v, default=str))
+        for k, v in p.items()
+        if k not in ("title", "author", "page_count", "encoding") and v is not None
+    }
+    return {
+        "extractor": extractor,
+        "title": p.get("title"),
+        "author": p.get("author"),
+        "page_count": pages,
+        "char_count": len(text),
+        "word_count": len(text.split()),
+        "encoding": p.get("encoding"),
+        "properties": scalars,
+    }
 
 
 def _children(obj, info: ObjectInfo, x: Extraction, router: Router, emit) -> list[dict[str, Any]]:
@@ -164,8 +197,9 @@ def _children(obj, info: ObjectInfo, x: Extraction, router: Router, emit) -> lis
     listed = []
     depth = info.depth + 1
     if depth > router.settings.max_depth:
-        return [{"name": c.name, "skipped": f"nesting depth limit {router.settings.max_depth} reached"}
-                for c in x.children]
+        return [
+            {"name": c.name, "skipped": f"nesting depth limit {router.settings.max_depth} reached"} for c in x.children
+        ]
     for i, child in enumerate(x.children):
         safe = _UNSAFE_NAME.sub("_", posixpath.basename(child.name.replace("\\", "/"))).strip(" .") or f"part-{i + 1}"
         sha = hashlib.sha256(child.data).hexdigest()
@@ -175,12 +209,27 @@ def _children(obj, info: ObjectInfo, x: Extraction, router: Router, emit) -> lis
             storage.write_bytes(raw_path, child.data)
         media_type = detect_media_type(child.data[:SNIFF_BYTES], safe, child.data)
         emit_row = {
-            "raw_path": raw_path, "source_path": f"{obj.get('source_path')}#{child.name}",
-            "source_name": obj.get("source_name"), "media_type": media_type, "size_bytes": len(child.data),
-            "sha256": sha, "ingested_at": iso(datetime.now(UTC)), "tags": obj.get("tags") or {},
-            "parent_object_id": info.object_id, "file_name": safe, "version": 1, "depth": depth,
+            "raw_path": raw_path,
+            "source_path": f"{obj.get('source_path')}#{child.name}",
+            "source_name": obj.get("source_name"),
+            "media_type": media_type,
+            "size_bytes": len(child.data),
+            "sha256": sha,
+            "ingested_at": iso(datetime.now(UTC)),
+            "tags": obj.get("tags") or {},
+            "parent_object_id": info.object_id,
+            "file_name": safe,
+            "version": 1,
+            "depth": depth,
         }
-        listed.append({"name": child.name, "object_id": cid, "raw_path": raw_path, "media_type": media_type,
-                       "size_bytes": len(child.data)})
+        listed.append(
+            {
+                "name": child.name,
+                "object_id": cid,
+                "raw_path": raw_path,
+                "media_type": media_type,
+                "size_bytes": len(child.data),
+            }
+        )
         emit("objects", emit_row, cid)
     return listed

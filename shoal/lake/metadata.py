@@ -29,21 +29,16 @@ SCHEMAS: dict[str, str] = {
         "object_id STRING, extractor STRING, title STRING, author STRING, page_count INT, "
         "char_count BIGINT, word_count BIGINT, encoding STRING, properties MAP<STRING, STRING>"
     ),
-    "entities": (
-        "object_id STRING, part STRING, entity STRING, label STRING, start_char INT, end_char INT"
-    ),
+    "entities": ("object_id STRING, part STRING, entity STRING, label STRING, start_char INT, end_char INT"),
     "key_phrases": "object_id STRING, rank INT, phrase STRING, score DOUBLE",
     "sentiment": (
         "object_id STRING, part STRING, sentiment STRING, compound DOUBLE, positive DOUBLE, "
         "negative DOUBLE, neutral DOUBLE"
     ),
     "pii": (
-        "object_id STRING, part STRING, pii_type STRING, start_char INT, end_char INT, score DOUBLE, "
-        "recognizer STRING"
+        "object_id STRING, part STRING, pii_type STRING, start_char INT, end_char INT, score DOUBLE, recognizer STRING"
     ),
-    "tables": (
-        "object_id STRING, part STRING, table_index INT, row_index INT, column_index INT, value STRING"
-    ),
+    "tables": ("object_id STRING, part STRING, table_index INT, row_index INT, column_index INT, value STRING"),
     "form_fields": "object_id STRING, part STRING, field_name STRING, field_type STRING, value STRING",
     "links": "object_id STRING, part STRING, url STRING, text STRING",
     "object_index": (

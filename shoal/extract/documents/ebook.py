@@ -49,6 +49,10 @@ class Epub(Extractor):
 
         return Extraction(
             text=parts,
-            properties={"title": first("title"), "author": first("creator"), "language": first("language"),
-                        "page_count": len(parts)},
+            properties={
+                "title": first("title"),
+                "author": first("creator"),
+                "language": first("language"),
+                "page_count": len(parts),
+            },
         )

@@ -51,8 +51,12 @@ class Eml(Extractor):
         return Extraction(
             text=parts,
             children=children,
-            properties={"title": headers.get("subject"), "author": headers.get("from"), "headers": headers,
-                        "attachments": [c.name for c in children]},
+            properties={
+                "title": headers.get("subject"),
+                "author": headers.get("from"),
+                "headers": headers,
+                "attachments": [c.name for c in children],
+            },
         )
 
 
@@ -93,6 +97,10 @@ class OutlookMsg(Extractor):
         return Extraction(
             text=parts,
             children=children,
-            properties={"title": headers.get("subject"), "author": headers.get("from"), "headers": headers,
-                        "attachments": [c.name for c in children]},
+            properties={
+                "title": headers.get("subject"),
+                "author": headers.get("from"),
+                "headers": headers,
+                "attachments": [c.name for c in children],
+            },
         )

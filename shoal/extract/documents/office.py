@@ -93,7 +93,9 @@ class Xlsx(Extractor):
                 while rows and not any(rows[-1]):
                     rows.pop()
                 tables.append(ExtractedTable(label, rows))
-                parts.append(TextPart(label, "\n".join(" ".join(c for c in r if c) for r in rows[:MAX_SHEET_TEXT_ROWS])))
+                parts.append(
+                    TextPart(label, "\n".join(" ".join(c for c in r if c) for r in rows[:MAX_SHEET_TEXT_ROWS]))
+                )
             props = _core(wb.properties)
             props["sheets"] = [ws.title for ws in wb.worksheets]
         finally:

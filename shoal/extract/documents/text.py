@@ -25,7 +25,17 @@ _BOMS = (
     (b"\xfe\xff", "utf-16-be"),
     (b"\xff\xfe", "utf-16-le"),
 )
-_CANDIDATES = ["utf_16_le", "utf_16_be", "utf_32_le", "utf_32_be", "cp1252", "latin_1", "cp1251", "shift_jis", "gb18030"]
+_CANDIDATES = [
+    "utf_16_le",
+    "utf_16_be",
+    "utf_32_le",
+    "utf_32_be",
+    "cp1252",
+    "latin_1",
+    "cp1251",
+    "shift_jis",
+    "gb18030",
+]
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
@@ -127,9 +137,7 @@ class Markdown(Extractor):
                 buf.append(tok.content)
         if buf:
             sections.append(TextPart(heading, "\n".join(buf)))
-        return Extraction(
-            text=sections, tables=tables, links=links, properties={"encoding": encoding, "title": title}
-        )
+        return Extraction(text=sections, tables=tables, links=links, properties={"encoding": encoding, "title": title})
 
 
 _RST_ADORN = re.compile(r"^([=\-~^\"'`#*+:.])\1{2,}\s*$")

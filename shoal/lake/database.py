@@ -1,0 +1,59 @@
+"""Shoal's own state lives in the catalog database, next to Iceberg's tables.
+
+One SQLAlchemy engine per catalog URL and process. Each capability declares its tables
+(prefixed `shoal_`) on its own `MetaData` and calls `engine(settings, metadata)`, which
+creates missing tables once. SQLite runs in WAL mode with a busy timeout, as the Iceberg
+JDBC catalog does, so CLI calls, the scheduler and Spark commits can share the file.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import Engine, MetaData, create_engine, event
+
+from shoal.config import Settings
+
+_engines: dict[str, Engine] = {}
+_created: set[tuple[str, int]] = set()
+_lock = threading.Lock()
+
+
+def engine(settings: Settings, metadata: MetaData | None = None) -> Engine:
+    url = settings.catalog_sqlalchemy_uri
+    with _lock:
+        eng = _engines.get(url)
+        if eng is None:
+            eng = _engines[url] = _create(url, settings)
+        if metadata is not None and (url, id(metadata)) not in _created:
+            metadata.create_all(eng)
+            _created.add((url, id(metadata)))
+    return eng
+
+
+def _create(url: str, settings: Settings) -> Engine:
+    if url.startswith("sqlite"):
+        settings.workspace_dir.mkdir(parents=True, exist_ok=True)
+        eng = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+        @event.listens_for(eng, "connect")
+        def _pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - runs per connection
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL stays durable across process crashes (not power loss) and keeps
+            # a state transition under a millisecond.
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute("PRAGMA busy_timeout=30000")
+            cur.close()
+
+        return eng
+    return create_engine(url, pool_pre_ping=True)
+
+
+def dispose() -> None:
+    """Close every pooled connection (tests that delete a workspace call this)."""
+    with _lock:
+        for eng in _engines.values():
+            eng.dispose()
+        _engines.clear()
+        _created.clear()

@@ -1,0 +1,445 @@
+"""Jobs: a recipe job (input dataset + recipe + outputs) or a Python job (an entry point).
+
+A job file is YAML or JSON. Keys are read case- and underscore-insensitively so a job
+exported from a cloud data-prep service (`Outputs`, `Format`, `CompressionFormat`,
+`PartitionColumns`, `Overwrite`) reads as well as Shoal's own spelling. Relative paths
+resolve against the job file's folder. Registered jobs live in the catalog database
+(`shoal_jobs`), which is how a state machine's job names find them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, insert, select, update
+
+from shoal.config import Settings
+from shoal.exceptions import ShoalError
+from shoal.lake import database
+
+metadata = MetaData()
+jobs_table = Table(
+    "shoal_jobs",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("definition", Text, nullable=False),
+    Column("source", Text),
+    Column("updated_at", DateTime, nullable=False),
+)
+
+INPUT_FORMATS = ("csv", "json", "parquet", "iceberg", "orc", "text")
+OUTPUT_FORMATS = ("parquet", "csv", "json", "iceberg", "orc")
+COMPRESSION = {
+    "none": "none",
+    "snappy": "snappy",
+    "gzip": "gzip",
+    "zstd": "zstd",
+    "lz4": "lz4",
+    "bzip2": "bzip2",
+    "deflate": "deflate",
+    "brotli": "brotli",
+}
+
+
+class JobError(ShoalError):
+    """A job definition is invalid or cannot run."""
+
+
+def _norm(d: dict[str, Any]) -> dict[str, Any]:
+    return {str(k).replace("_", "").replace("-", "").lower(): v for k, v in d.items()}
+
+
+@dataclass
+class Dataset:
+    format: str
+    path: str | None = None
+    table: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: Any, base: Path, where: str) -> Dataset:
+        if isinstance(raw, str):
+            raw = (
+                {"table": raw}
+                if "/" not in raw and "." in raw and not Path(raw).suffix.lstrip(".").isalpha()
+                else {"path": raw}
+            )
+        if not isinstance(raw, dict):
+            raise JobError(f"{where}: a dataset is an object with path or table")
+        d = _norm(raw)
+        location = d.get("location")
+        if isinstance(location, dict):
+            loc = _norm(location)
+            d.setdefault("path", loc.get("path") or "/".join(x for x in (loc.get("bucket"), loc.get("key")) if x))
+        elif isinstance(location, str):
+            d.setdefault("path", location)
+        table = d.get("table") or d.get("tablename")
+        path = d.get("path")
+        fmt = str(d.get("format") or ("iceberg" if table else _guess_format(path))).lower()
+        if fmt not in INPUT_FORMATS + OUTPUT_FORMATS:
+            raise JobError(
+                f"{where}: unknown format {fmt!r} (known: {', '.join(sorted(set(INPUT_FORMATS + OUTPUT_FORMATS)))})"
+            )
+        if fmt == "iceberg" and not table:
+            raise JobError(f"{where}: an iceberg dataset needs table: NS.TABLE")
+        if fmt != "iceberg" and not path:
+            raise JobError(f"{where}: needs path")
+        if path and "://" not in path and not Path(path).is_absolute():
+            path = str((base / path).resolve())
+        options = {str(k): v for k, v in (d.get("options") or d.get("formatoptions") or {}).items()}
+        return cls(format=fmt, path=path, table=table, options=options)
+
+    def describe(self) -> str:
+        return self.table if self.format == "iceberg" else f"{self.format}:{self.path}"
+
+
+def _guess_format(path: str | None) -> str:
+    suffix = Path(str(path or "")).suffix.lower().lstrip(".")
+    return {
+        "csv": "csv",
+        "tsv": "csv",
+        "json": "json",
+        "ndjson": "json",
+        "jsonl": "json",
+        "parquet": "parquet",
+        "orc": "orc",
+    }.get(suffix, "csv")
+
+
+@dataclass
+class Output:
+    format: str
+    path: str | None = None
+    table: str | None = None
+    compression: str | None = None
+    partition_columns: list[str] = field(default_factory=list)
+    mode: str = "replace"
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: Any, base: Path, where: str) -> Output:
+        ds = Dataset.parse(raw, base, where)
+        if ds.format not in OUTPUT_FORMATS:
+            raise JobError(f"{where}: cannot write format {ds.format!r} (known: {', '.join(OUTPUT_FORMATS)})")
+        d = _norm(raw)
+        mode = str(
+            d.get("mode") or ("replace" if d.get("overwrite", True) in (True, "true", "True") else "append")
+        ).lower()
+        mode = {"overwrite": "replace"}.get(mode, mode)
+        if mode not in ("replace", "append"):
+            raise JobError(f"{where}: mode must be replace or append, got {mode!r}")
+        comp = d.get("compression") or d.get("compressionformat")
+        if comp is not None:
+            comp = str(comp).lower()
+            if comp not in COMPRESSION:
+                raise JobError(f"{where}: unknown compression {comp!r} (known: {', '.join(COMPRESSION)})")
+        parts = d.get("partitioncolumns") or d.get("partitionby") or []
+        if isinstance(parts, str):
+            parts = [p.strip() for p in parts.split(",") if p.strip()]
+        return cls(
+            format=ds.format,
+            path=ds.path,
+            table=ds.table,
+            compression=comp,
+            partition_columns=list(parts),
+            mode=mode,
+            options=ds.options,
+        )
+
+    def describe(self) -> str:
+        return self.table if self.format == "iceberg" else f"{self.format}:{self.path}"
+
+
+@dataclass
+class Job:
+    name: str
+    kind: str  # "recipe" or "python"
+    input: Dataset | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[Output] = field(default_factory=list)
+    datasets: dict[str, Dataset] = field(default_factory=dict)
+    entry_point: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> Job:
+        d = json.loads(text)
+        return cls(
+            name=d["name"],
+            kind=d["kind"],
+            input=Dataset(**d["input"]) if d.get("input") else None,
+            steps=d.get("steps") or [],
+            outputs=[Output(**o) for o in d.get("outputs") or []],
+            datasets={k: Dataset(**v) for k, v in (d.get("datasets") or {}).items()},
+            entry_point=d.get("entry_point"),
+            arguments=d.get("arguments") or {},
+            source=d.get("source"),
+        )
+
+
+def read_recipe(raw: Any, base: Path, where: str) -> list[dict[str, Any]]:
+    """Recipe steps from a list, a file path, or an object holding `Steps`."""
+    if isinstance(raw, str):
+        path = Path(raw) if Path(raw).is_absolute() else base / raw
+        try:
+            raw = _load_file(path)
+        except OSError as exc:
+            raise JobError(f"{where}: cannot read recipe {path}: {exc.strerror}") from exc
+    if isinstance(raw, dict):
+        raw = raw.get("Steps") or raw.get("steps")
+    if not isinstance(raw, list):
+        raise JobError(
+            f"{where}: a recipe is a list of steps {{'Action': {{'Operation': ..., 'Parameters': {{...}}}}}}"
+        )
+    from shoal.recipes.operations import OPERATIONS
+
+    for i, step in enumerate(raw, 1):
+        action = step.get("Action") or step.get("RecipeAction") if isinstance(step, dict) else None
+        if not isinstance(action, dict) or "Operation" not in action:
+            raise JobError(f"{where}: step {i}: expected {{'Action': {{'Operation': ..., 'Parameters': {{...}}}}}}")
+        op = str(action["Operation"]).upper()
+        if op not in OPERATIONS:
+            raise JobError(
+                f"{where}: step {i}: unknown operation {action['Operation']!r}",
+                hint=f"supported operations: {', '.join(sorted(OPERATIONS))}",
+            )
+    return raw
+
+
+def _load_file(path: Path) -> Any:
+    text = path.read_text(encoding="utf-8")
+    try:
+        return json.loads(text) if text.lstrip()[:1] in "[{" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise JobError(f"{path}: not valid JSON or YAML: {exc}") from exc
+
+
+def parse_job(raw: dict[str, Any], *, base: Path, source: str | None = None, default_name: str | None = None) -> Job:
+    if not isinstance(raw, dict):
+        raise JobError(f"{source or 'job'}: a job is an object")
+    d = _norm(raw)
+    name = d.get("name") or default_name
+    if not name:
+        raise JobError(f"{source or 'job'}: a job needs a name")
+    where = f"job {name!r}"
+    kind = str(d.get("type") or ("python" if d.get("entrypoint") else "recipe")).lower()
+    if kind == "python":
+        if not d.get("entrypoint"):
+            raise JobError(f"{where}: a python job needs entry_point: 'module:function'")
+        return Job(
+            name=name, kind="python", entry_point=d["entrypoint"], arguments=d.get("arguments") or {}, source=source
+        )
+    if kind != "recipe":
+        raise JobError(f"{where}: type must be recipe or python, got {kind!r}")
+    if "input" not in d:
+        raise JobError(f"{where}: needs input (a dataset)")
+    outputs = d.get("outputs") or []
+    if not isinstance(outputs, list) or not outputs:
+        raise JobError(f"{where}: needs at least one output")
+    return Job(
+        name=name,
+        kind="recipe",
+        input=Dataset.parse(d["input"], base, f"{where} input"),
+        steps=read_recipe(d.get("recipe") or d.get("steps") or [], base, where),
+        outputs=[Output.parse(o, base, f"{where} output {i + 1}") for i, o in enumerate(outputs)],
+        datasets={k: Dataset.parse(v, base, f"{where} dataset {k!r}") for k, v in (d.get("datasets") or {}).items()},
+        source=source,
+    )
+
+
+def load_job_file(path: str | Path) -> Job:
+    p = Path(path).resolve()
+    try:
+        raw = _load_file(p)
+    except OSError as exc:
+        raise JobError(f"cannot read job file {p}: {exc.strerror}") from exc
+    return parse_job(raw, base=p.parent, source=str(p), default_name=p.name.split(".")[0])
+
+
+class JobRegistry:
+    def __init__(self, settings: Settings) -> None:
+        self.engine = database.engine(settings, metadata)
+
+    def register(self, job: Job) -> None:
+        values = {
+            "kind": job.kind,
+            "definition": job.to_json(),
+            "source": job.source,
+            "updated_at": dt.datetime.now(dt.UTC).replace(tzinfo=None),
+        }
+        with self.engine.begin() as conn:
+            if not conn.execute(update(jobs_table).where(jobs_table.c.name == job.name).values(**values)).rowcount:
+                conn.execute(insert(jobs_table).values(name=job.name, **values))
+
+    def get(self, name: str) -> Job | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(jobs_table.c.definition).where(jobs_table.c.name == name)).first()
+        return Job.from_json(row.definition) if row else None
+
+    def list(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(jobs_table).order_by(jobs_table.c.name)).all()
+        return [
+            {"name": r.name, "kind": r.kind, "source": r.source, "updated_at": r.updated_at.isoformat() + "Z"}
+            for r in rows
+        ]
+
+    def resolve(self, ref: str) -> Job:
+        """A job file (registered on the way) or a registered name."""
+        if Path(ref).is_file():
+            job = load_job_file(ref)
+            self.register(job)
+            return job
+        job = self.get(ref)
+        if job is None:
+            raise JobError(f"no job named {ref!r} and no such file", hint="register it with `shoal job register FILE`")
+        return job
+
+
+@dataclass
+class OutputResult:
+    target: str
+    rows: int
+    files: int
+
+
+@dataclass
+class JobResult:
+    job: str
+    run_id: str
+    rows_in: int
+    rows_out: int
+    outputs: list[OutputResult]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "run_id": self.run_id,
+            "state": "SUCCEEDED",
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "outputs": [asdict(o) for o in self.outputs],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def read_dataset(spark, ds: Dataset):
+    from shoal.lake.tables import TableName
+
+    if ds.format == "iceberg":
+        return spark.table(TableName.parse(ds.table).sql)
+    options = {"header": "true", "inferSchema": "true"} if ds.format == "csv" else {}
+    options.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in ds.options.items()})
+    if ds.format == "json" and "multiLine" not in options and Path(str(ds.path)).suffix.lower() == ".json":
+        options.setdefault("multiLine", "false")
+    path = ds.path
+    if "://" not in str(path) and not any(ch in str(path) for ch in "*?[") and not Path(str(path)).exists():
+        raise JobError(f"input {path} does not exist")
+    reader = spark.read.options(**options)
+    # A bad row never kills a read silently: FAILFAST names the record in its error.
+    if ds.format in ("csv", "json"):
+        reader = reader.option("mode", options.get("mode", "FAILFAST"))
+    return reader.format(ds.format).load(path)
+
+
+def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobResult:
+    from shoal.recipes.apply import apply_recipe
+
+    if job.kind != "recipe":
+        raise JobError(f"job {job.name!r} is a {job.kind} job, not a recipe job")
+    started = time.monotonic()
+    run_id = f"{job.name}-{uuid.uuid4().hex[:12]}"
+    say(f"{job.name}: reading {job.input.describe()}")
+    source = read_dataset(spark, job.input)
+
+    def load(ref: Any):
+        if isinstance(ref, str) and ref in job.datasets:
+            return read_dataset(spark, job.datasets[ref])
+        base = Path(job.source).parent if job.source else Path.cwd()
+        return read_dataset(spark, Dataset.parse(ref, base, f"job {job.name!r} secondary dataset"))
+
+    df = apply_recipe(source, job.steps, load)
+    # One pass computes the output once for every target and the counts.
+    df = df.persist()
+    try:
+        rows_in = source.count()
+        rows_out = df.count()
+        results = []
+        for out in job.outputs:
+            say(f"{job.name}: writing {out.describe()}")
+            results.append(write_output(spark, settings, df, out))
+    finally:
+        df.unpersist()
+    return JobResult(job.name, run_id, rows_in, rows_out, results, time.monotonic() - started)
+
+
+def write_output(spark, settings: Settings, df, out: Output) -> OutputResult:
+    missing = [c for c in out.partition_columns if c not in df.columns]
+    if missing:
+        raise JobError(
+            f"output {out.describe()}: partition column(s) {', '.join(missing)} not in the data ({', '.join(df.columns)})"
+        )
+    if out.format == "iceberg":
+        from shoal.lake.tables import TableName
+
+        name = TableName.parse(out.table)
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{name.namespace}`")
+        writer = df.writeTo(name.sql)
+        if out.partition_columns:
+            from pyspark.sql import functions as F
+
+            writer = writer.partitionedBy(*[F.col(c) for c in out.partition_columns])
+        if out.mode == "append" and spark.catalog.tableExists(str(name)):
+            writer.append()
+        else:
+            writer.createOrReplace()  # one atomic Iceberg commit
+        return OutputResult(out.table, df.count(), 0)
+    writer = df.write.format(out.format)
+    if out.compression:
+        writer = writer.option("compression", COMPRESSION[out.compression])
+    if out.partition_columns:
+        writer = writer.partitionBy(*out.partition_columns)
+    for k, v in out.options.items():
+        writer = writer.option(k, str(v))
+    if out.format == "csv":
+        writer = writer.option("header", out.options.get("header", "true"))
+    target = out.path
+    if "://" in target:
+        writer.mode("overwrite" if out.mode == "replace" else "append").save(target)
+        return OutputResult(target, df.count(), 0)
+    final = Path(target)
+    if out.mode == "append":
+        writer.mode("append").save(str(final))
+        return OutputResult(target, df.count(), _count_files(final))
+    # Replace: write beside the target, then swap folders, so a failed write leaves the
+    # previous output whole and readers never see a half-written folder.
+    staging = final.with_name(f".{final.name}.staging-{uuid.uuid4().hex[:8]}")
+    writer.mode("errorifexists").save(str(staging))
+    old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
+    if final.exists():
+        final.rename(old)
+    staging.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    return OutputResult(
+        target,
+        spark.read.format(out.format).load(str(final)).count() if out.format != "csv" else df.count(),
+        _count_files(final),
+    )
+
+
+def _count_files(path: Path) -> int:
+    return sum(1 for p in path.rglob("*") if p.is_file() and not p.name.startswith((".", "_")))

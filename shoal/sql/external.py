@@ -1,0 +1,422 @@
+"""SQL steps written for serverless query engines (Athena/Presto/Trino style), run on Spark.
+
+- `CREATE EXTERNAL TABLE ... PARTITIONED BY ... STORED AS PARQUET LOCATION ...` registers
+  an external table: its definition is stored in the catalog database
+  (`shoal_external_tables`) and materialised in each Spark process's session catalog
+  (`spark_catalog.DB.TABLE`) on first use, so it survives across processes.
+- `MSCK REPAIR TABLE` discovers partitions; the table remembers it was repaired, and a new
+  process repeats the discovery when it first uses the table.
+- `DROP TABLE [IF EXISTS]` forgets an external table (its files stay, as with any external
+  table) or drops a lake table.
+- `CREATE TABLE ... WITH (format=..., external_location=..., partitioned_by=ARRAY[...]) AS
+  SELECT` writes files and registers an external table; without `WITH` it creates an
+  Iceberg table in the lake.
+- Every other statement is parsed with sqlglot in the source dialect, its references to
+  external tables pointed at the session catalog, and generated as Spark SQL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlglot
+from sqlalchemy import Boolean, Column, DateTime, MetaData, String, Table, Text, delete, insert, select, update
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from shoal.config import Settings
+from shoal.exceptions import SqlError
+from shoal.lake import database
+from shoal.sql import QueryResult, run, split_statements
+
+metadata = MetaData()
+external_tables = Table(
+    "shoal_external_tables",
+    metadata,
+    Column("name", String(300), primary_key=True),
+    Column("columns", Text, nullable=False),
+    Column("partition_columns", Text, nullable=False),
+    Column("format", String(32), nullable=False),
+    Column("location", Text, nullable=False),
+    Column("options", Text, nullable=False),
+    Column("repaired", Boolean, nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("ddl", Text),
+)
+
+SESSION_CATALOG = "spark_catalog"
+_SERDE_FORMATS = {
+    "org.apache.hadoop.hive.ql.io.parquet.serde.parquethiveserde": "parquet",
+    "org.openx.data.jsonserde.jsonserde": "json",
+    "org.apache.hive.hcatalog.data.jsonserde": "json",
+    "org.apache.hadoop.hive.serde2.opencsvserde": "csv",
+    "org.apache.hadoop.hive.serde2.lazy.lazysimpleserde": "csv",
+    "org.apache.hadoop.hive.ql.io.orc.orcserde": "orc",
+}
+_STORED_AS = {"PARQUET": "parquet", "ORC": "orc", "TEXTFILE": "csv", "JSON": "json", "AVRO": "avro"}
+
+
+@dataclass
+class ExternalTable:
+    name: str  # db.table, lower case
+    columns: list[tuple[str, str]]
+    partition_columns: list[tuple[str, str]]
+    format: str
+    location: str
+    options: dict[str, str]
+    repaired: bool = False
+
+    @property
+    def spark_name(self) -> str:
+        db, table = self.name.split(".")
+        return f"{SESSION_CATALOG}.`{db}`.`{table}`"
+
+    def spark_ddl(self) -> str:
+        cols = ", ".join(f"`{n}` {t}" for n, t in self.columns + self.partition_columns)
+        ddl = f"CREATE TABLE IF NOT EXISTS {self.spark_name} ({cols}) USING {self.format}"
+        if self.options:
+            ddl += " OPTIONS (" + ", ".join(f"'{_q(k)}' = '{_q(v)}'" for k, v in self.options.items()) + ")"
+        if self.partition_columns:
+            ddl += " PARTITIONED BY (" + ", ".join(f"`{n}`" for n, _ in self.partition_columns) + ")"
+        return ddl + f" LOCATION '{_q(self.location)}'"
+
+
+def _q(text: str) -> str:
+    return str(text).replace("\\", "\\\\").replace("'", "\\'")
+
+
+class Registry:
+    """External table definitions in the catalog database."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.engine = database.engine(settings, metadata)
+
+    def get(self, name: str) -> ExternalTable | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(external_tables).where(external_tables.c.name == name.lower())).first()
+        if row is None:
+            return None
+        return ExternalTable(
+            name=row.name,
+            columns=[tuple(c) for c in json.loads(row.columns)],
+            partition_columns=[tuple(c) for c in json.loads(row.partition_columns)],
+            format=row.format,
+            location=row.location,
+            options=json.loads(row.options),
+            repaired=row.repaired,
+        )
+
+    def names(self) -> set[str]:
+        with self.engine.connect() as conn:
+            return {r.name for r in conn.execute(select(external_tables.c.name))}
+
+    def list(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(external_tables).order_by(external_tables.c.name)).all()
+        return [
+            {
+                "name": r.name,
+                "format": r.format,
+                "location": r.location,
+                "partition_columns": [c[0] for c in json.loads(r.partition_columns)],
+                "repaired": r.repaired,
+            }
+            for r in rows
+        ]
+
+    def put(self, table: ExternalTable) -> None:
+        values = {
+            "columns": json.dumps(table.columns),
+            "partition_columns": json.dumps(table.partition_columns),
+            "format": table.format,
+            "location": table.location,
+            "options": json.dumps(table.options),
+            "repaired": table.repaired,
+            "created_at": dt.datetime.now(dt.UTC).replace(tzinfo=None),
+            "ddl": table.spark_ddl(),
+        }
+        with self.engine.begin() as conn:
+            if not conn.execute(
+                update(external_tables).where(external_tables.c.name == table.name).values(**values)
+            ).rowcount:
+                conn.execute(insert(external_tables).values(name=table.name, **values))
+
+    def mark_repaired(self, name: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(external_tables).where(external_tables.c.name == name).values(repaired=True))
+
+    def remove(self, name: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(external_tables).where(external_tables.c.name == name))
+
+
+class SqlRunner:
+    """Runs SQL scripts in a source dialect against the lake and the external tables."""
+
+    def __init__(self, spark, settings: Settings, *, dialect: str = "athena", database_name: str | None = None) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.dialect = dialect
+        self.database = database_name.lower() if database_name else None
+        self.registry = Registry(settings)
+
+    def execute(self, sql: str, *, limit: int | None = None) -> tuple[QueryResult, int]:
+        """Run every statement; returns the last result and how many statements ran."""
+        statements = split_statements(sql)
+        if not statements:
+            raise SqlError("no SQL statement given")
+        result = QueryResult([], [], [])
+        for i, statement in enumerate(statements, 1):
+            try:
+                result = self.statement(statement, limit=limit)
+            except SqlError as exc:
+                where = f"statement {i} of {len(statements)}: " if len(statements) > 1 else ""
+                raise SqlError(f"{where}{exc}", hint=exc.hint) from exc
+        return result, len(statements)
+
+    # ---- one statement ------------------------------------------------------------------------
+    def statement(self, sql: str, *, limit: int | None = None) -> QueryResult:
+        head = " ".join(sql.split()[:3]).upper()
+        if head.startswith("MSCK REPAIR TABLE"):
+            return self._repair(sql.split()[3].strip('`"; '))
+        try:
+            tree = sqlglot.parse_one(sql, read=self.dialect)
+        except ParseError:
+            tree = None
+        if isinstance(tree, exp.Create) and self._is_external_create(tree):
+            return self._create_external(tree)
+        if isinstance(tree, exp.Create) and isinstance(tree.expression, exp.Query | exp.Select):
+            return self._ctas(tree)
+        if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "TABLE":
+            name = self._name(tree.this)
+            ext = self.registry.get(name) if name else None
+            if ext is not None:
+                self.spark.sql(f"DROP TABLE IF EXISTS {ext.spark_name}")
+                self.registry.remove(ext.name)
+                return _message(f"dropped external table {ext.name} (its files at {ext.location} are kept)")
+        if tree is None or isinstance(tree, exp.Command):
+            return run(self.spark, sql, limit=limit)  # Spark understands it, or says why not
+        rewritten, changed = self._rewrite(tree)
+        if self.dialect == "spark" and not changed:
+            return run(self.spark, sql, limit=limit)  # Spark SQL as written (no round trip)
+        return run(self.spark, rewritten, limit=limit)
+
+    def to_spark(self, tree: exp.Expression) -> str:
+        """Spark SQL for `tree`, with references to external tables made to resolve."""
+        return self._rewrite(tree)[0]
+
+    def _rewrite(self, tree: exp.Expression) -> tuple[str, bool]:
+        changed = False
+        tree = tree.copy()
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        externals = self.registry.names()
+        for table in tree.find_all(exp.Table):
+            if not table.name or table.args.get("catalog") is not None:
+                continue
+            if not table.args.get("db"):
+                if table.name.lower() in ctes:
+                    continue
+                if self.database:
+                    table.set("db", exp.to_identifier(self.database))
+            name = self._name(table)
+            if name in externals:
+                self.materialize(self.registry.get(name))
+                table.set("catalog", exp.to_identifier(SESSION_CATALOG))
+                changed = True
+        return tree.sql(dialect="spark"), changed
+
+    def _name(self, table: exp.Expression) -> str | None:
+        if not isinstance(table, exp.Table) or not table.name:
+            return None
+        db = table.text("db") or self.database
+        return f"{db}.{table.name}".lower() if db else None
+
+    # ---- external tables ----------------------------------------------------------------------
+    def materialize(self, table: ExternalTable) -> None:
+        """Make the external table exist in this process's session catalog."""
+        if self.spark.catalog.tableExists(f"{SESSION_CATALOG}.{table.name}"):
+            return
+        db = table.name.split(".")[0]
+        self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {SESSION_CATALOG}.`{db}`")
+        self.spark.sql(table.spark_ddl())
+        if table.repaired and table.partition_columns:
+            self.spark.sql(f"MSCK REPAIR TABLE {table.spark_name}")
+
+    def _is_external_create(self, tree: exp.Create) -> bool:
+        props = tree.args.get("properties")
+        if tree.expression is not None or props is None:
+            return False
+        return any(isinstance(p, exp.ExternalProperty | exp.LocationProperty) for p in props.expressions)
+
+    def _create_external(self, tree: exp.Create) -> QueryResult:
+        schema = tree.this
+        name = self._name(schema.this if isinstance(schema, exp.Schema) else schema)
+        if not name:
+            raise SqlError("CREATE EXTERNAL TABLE needs a table name with a database (db.table)")
+        columns = [
+            (c.name, c.args["kind"].sql(dialect="spark")) for c in schema.expressions if isinstance(c, exp.ColumnDef)
+        ]
+        parts: list[tuple[str, str]] = []
+        fmt, location, options = None, None, {}
+        for prop in tree.args["properties"].expressions:
+            if isinstance(prop, exp.PartitionedByProperty):
+                inner = prop.this
+                parts = [
+                    (c.name, c.args["kind"].sql(dialect="spark"))
+                    for c in inner.expressions
+                    if isinstance(c, exp.ColumnDef)
+                ]
+            elif isinstance(prop, exp.FileFormatProperty):
+                stored = prop.this.name.upper() if prop.this is not None else ""
+                fmt = fmt or _STORED_AS.get(stored)
+                if stored and stored not in _STORED_AS and "parquet" in stored.lower():
+                    fmt = "parquet"
+            elif isinstance(prop, exp.RowFormatSerdeProperty):
+                fmt = _SERDE_FORMATS.get(prop.this.name.lower(), fmt)
+            elif isinstance(prop, exp.RowFormatDelimitedProperty):
+                fmt = fmt or "csv"
+                if prop.args.get("fields"):
+                    options["sep"] = prop.args["fields"].name
+            elif isinstance(prop, exp.LocationProperty):
+                location = prop.this.name
+            elif isinstance(prop, exp.Property) and prop.name.lower() == "skip.header.line.count":
+                options["header"] = "true" if str(prop.args["value"].name) != "0" else "false"
+        if not location:
+            raise SqlError(f"CREATE EXTERNAL TABLE {name}: LOCATION is required")
+        location = _local(location)
+        table = ExternalTable(name, columns, parts, fmt or "parquet", location, options)
+        existing = self.registry.get(name)
+        if existing is not None:
+            if tree.args.get("exists"):
+                return _message(f"external table {name} already exists")
+            raise SqlError(
+                f"table {name} already exists", hint="DROP TABLE it first, or use CREATE EXTERNAL TABLE IF NOT EXISTS"
+            )
+        self.registry.put(table)
+        self.spark.sql(f"DROP TABLE IF EXISTS {table.spark_name}")
+        try:
+            self.materialize(table)
+        except Exception as exc:
+            self.registry.remove(name)
+            raise SqlError(f"CREATE EXTERNAL TABLE {name}: {exc}".splitlines()[0]) from exc
+        return _message(f"created external table {name} ({table.format} at {location})")
+
+    def _repair(self, raw_name: str) -> QueryResult:
+        name = (
+            raw_name.lower()
+            if "." in raw_name
+            else (f"{self.database}.{raw_name.lower()}" if self.database else raw_name.lower())
+        )
+        ext = self.registry.get(name)
+        if ext is None:
+            return _message(f"{name} is not an external table; lake tables track their own partitions")
+        self.materialize(ext)
+        self.spark.sql(f"MSCK REPAIR TABLE {ext.spark_name}")
+        self.registry.mark_repaired(ext.name)
+        count = len(self.spark.sql(f"SHOW PARTITIONS {ext.spark_name}").collect()) if ext.partition_columns else 0
+        return QueryResult(["table", "partitions"], ["string", "int"], [(ext.name, count)])
+
+    def _ctas(self, tree: exp.Create) -> QueryResult:
+        target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+        name = self._name(target)
+        if not name:
+            raise SqlError("CREATE TABLE ... AS SELECT needs a table name with a database (db.table)")
+        props = {}
+        for prop in (tree.args.get("properties") or exp.Properties(expressions=[])).expressions:
+            if isinstance(prop, exp.Property):
+                props[prop.name.lower()] = prop.args.get("value")
+            elif isinstance(prop, exp.FileFormatProperty):
+                props["format"] = prop.this
+            elif isinstance(prop, exp.PartitionedByProperty):
+                props["partitioned_by"] = prop.this
+            elif isinstance(prop, exp.LocationProperty):
+                props["external_location"] = prop.this
+        query = self.to_spark(tree.expression)
+        if self.registry.get(name) is not None or (
+            not props.get("external_location") and self.spark.catalog.tableExists(name)
+        ):
+            if tree.args.get("exists"):
+                return _message(f"table {name} already exists")
+            raise SqlError(f"table {name} already exists", hint="DROP TABLE IF EXISTS it first")
+        if not props.get("external_location"):
+            db = name.split(".")[0]
+            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{db}`")
+            parts = _names(props.get("partitioned_by"))
+            partition = f" PARTITIONED BY ({', '.join(f'`{p}`' for p in parts)})" if parts else ""
+            fq = ".".join(f"`{p}`" for p in name.split("."))
+            run(self.spark, f"CREATE TABLE {fq} USING iceberg{partition} AS {query}")
+            return _message(f"created table {name}")
+        location = _local(_literal(props["external_location"]))
+        fmt = _literal(props.get("format") or "parquet").lower()
+        fmt = {"textfile": "csv"}.get(fmt, fmt)
+        parts = _names(props.get("partitioned_by"))
+        df = run_df(self.spark, query)
+        if Path(location).exists() and any(Path(location).iterdir()):
+            raise SqlError(
+                f"external_location {location} is not empty",
+                hint="choose an empty location, as the query engines require",
+            )
+        writer = df.write.format(fmt)
+        if parts:
+            writer = writer.partitionBy(*parts)
+        comp = props.get("write_compression") or props.get("parquet_compression")
+        if comp is not None:
+            writer = writer.option("compression", _literal(comp).lower())
+        staging = str(Path(location).with_name(f".{Path(location).name}.staging-{uuid.uuid4().hex[:8]}"))
+        writer.save(staging)
+        Path(location).parent.mkdir(parents=True, exist_ok=True)
+        if Path(location).exists():
+            Path(location).rmdir()
+        Path(staging).rename(location)
+        fields = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+        table = ExternalTable(
+            name,
+            [f for f in fields if f[0] not in parts],
+            [f for f in fields if f[0] in parts],
+            fmt,
+            location,
+            {"header": "true"} if fmt == "csv" else {},
+            repaired=True,
+        )
+        self.registry.put(table)
+        self.spark.sql(f"DROP TABLE IF EXISTS {table.spark_name}")
+        self.materialize(table)
+        return _message(f"created external table {name} ({fmt} at {location})")
+
+
+def run_df(spark, sql: str):
+    try:
+        return spark.sql(sql)
+    except Exception as exc:
+        raise SqlError(str(getattr(exc, "desc", exc)).strip().splitlines()[0]) from exc
+
+
+def _literal(node: Any) -> str:
+    if isinstance(node, exp.Expression):
+        return node.name if isinstance(node, exp.Literal | exp.Var | exp.Identifier) else node.sql()
+    return str(node)
+
+
+def _names(node: Any) -> list[str]:
+    if node is None:
+        return []
+    if isinstance(node, exp.Array | exp.Schema | exp.Tuple):
+        return [_literal(e) if not isinstance(e, exp.ColumnDef) else e.name for e in node.expressions]
+    return [_literal(node)]
+
+
+def _local(location: str) -> str:
+    if location.startswith("file://"):
+        return location.removeprefix("file://")
+    if "://" not in location:
+        return str(Path(location).expanduser().resolve())
+    return location
+
+
+def _message(text: str) -> QueryResult:
+    return QueryResult(["result"], ["string"], [(text,)])

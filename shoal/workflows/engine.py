@@ -1,0 +1,569 @@
+"""The state machine interpreter.
+
+One execution runs in one process. Parallel branches and Map iterations run on threads
+that share the process's SparkSession; each thread submits its Spark jobs to a FAIR
+scheduler pool of its own and under a job group, so a branch that must stop (a sibling
+failed, a timeout fired) has its running Spark jobs cancelled.
+
+Every transition is written to the store before the next state starts, which is what
+makes `resume` exact: finished states never run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from shoal.config import Settings
+from shoal.workflows import choice, errors, paths
+from shoal.workflows.definition import StateMachine, build
+from shoal.workflows.errors import StatesError, WorkflowError
+from shoal.workflows.store import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionRecord, Store, now, owner_alive
+
+MAX_PAYLOAD_BYTES = 256 * 1024
+
+
+def new_execution_id(workflow: str) -> str:
+    return f"{workflow}-{now().strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+class Cancelled(Exception):
+    """Raised inside a branch that must stop because a sibling failed or time ran out."""
+
+
+class CancelToken:
+    """A stop signal for one scope; setting a parent sets every child."""
+
+    def __init__(self, parent: CancelToken | None = None) -> None:
+        self._event = threading.Event()
+        self._callbacks: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+        self.reason: StatesError | None = None
+        if parent is not None:
+            parent.on_cancel(self.set)
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            fire = self._event.is_set()
+            if not fire:
+                self._callbacks.append(callback)
+        if fire:
+            callback()
+
+    def set(self, reason: StatesError | None = None) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.reason = reason
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for cb in callbacks:
+            # A failed Spark cancel must not mask the stop itself.
+            with contextlib.suppress(Exception):
+                cb()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def sleep(self, seconds: float) -> None:
+        if self._event.wait(max(0.0, seconds)):
+            raise Cancelled()
+
+    def check(self) -> None:
+        if self._event.is_set():
+            raise Cancelled()
+
+
+@dataclass
+class TaskContext:
+    """What a task resource gets besides its parameters."""
+
+    settings: Settings
+    execution_id: str
+    state: str
+    scope: str
+    cancel: CancelToken
+    say: Callable[[str], None]
+    _spark_pool: str = ""
+    _job_group: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def spark(self):
+        """The shared SparkSession, with this thread's jobs in the branch's FAIR pool."""
+        from shoal.spark import get_spark
+
+        spark = get_spark(self.settings)
+        sc = spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", self._spark_pool or "default")
+        sc.setJobGroup(self._job_group, f"{self.execution_id} {self.scope}/{self.state}", interruptOnCancel=True)
+        self.cancel.on_cancel(lambda: sc.cancelJobGroup(self._job_group))
+        return spark
+
+
+Resolver = Callable[[str], Callable[[TaskContext, Any], Any]]
+
+
+class Engine:
+    def __init__(
+        self,
+        settings: Settings,
+        resolve: Resolver,
+        *,
+        store: Store | None = None,
+        say: Callable[[str], None] = lambda _m: None,
+    ) -> None:
+        self.settings = settings
+        self.resolve = resolve
+        self.store = store or Store(settings)
+        self.say = say
+
+    def start(
+        self,
+        machine: StateMachine,
+        input_: Any,
+        *,
+        name: str | None = None,
+        trigger: Any = None,
+        execution_id: str | None = None,
+    ) -> ExecutionRecord:
+        execution_id = execution_id or new_execution_id(machine.name)
+        self.store.create_execution(execution_id, machine.name, name, machine.definition, input_, trigger)
+        self.store.event(execution_id, "ExecutionStarted", input=input_, trigger=trigger)
+        return self._drive(_Run(self, execution_id, machine, input_), resume=False)
+
+    def resume(self, execution_id: str) -> ExecutionRecord:
+        record = self.store.execution(execution_id)
+        if record.status == SUCCEEDED:
+            raise WorkflowError(f"execution {record.id} already succeeded; there is nothing to resume")
+        if record.status == "RUNNING" and owner_alive(record):
+            raise WorkflowError(
+                f"execution {record.id} is still running (process {record.pid} on {record.host})",
+                hint="wait for it, or stop that process first",
+            )
+        machine = build(record.definition, name=record.workflow)
+        self.store.claim(record.id)
+        self.store.event(record.id, "ExecutionResumed", previous_status=record.status)
+        return self._drive(
+            _Run(self, record.id, machine, record.input, started=record.started_at.isoformat() + "Z"), resume=True
+        )
+
+    def _drive(self, run: _Run, *, resume: bool) -> ExecutionRecord:
+        timer = None
+        if run.machine.timeout_s:
+            timer = threading.Timer(
+                run.machine.timeout_s,
+                lambda: run.root.set(
+                    StatesError(errors.TIMEOUT, f"the execution ran longer than {run.machine.timeout_s} s")
+                ),
+            )
+            timer.daemon = True
+            timer.start()
+        try:
+            output = run.machine_scope(run.machine.definition, run.input, "", resume=resume, cancel=run.root)
+        except (StatesError, Cancelled) as exc:
+            err = exc if isinstance(exc, StatesError) else (run.root.reason or StatesError("States.Aborted", "stopped"))
+            status = TIMED_OUT if err.error == errors.TIMEOUT and run.root.reason is err else FAILED
+            self.store.event(
+                run.id, f"Execution{'TimedOut' if status == TIMED_OUT else 'Failed'}", error=err.error, cause=err.cause
+            )
+            self.store.finish(run.id, status, error=err.error, cause=err.cause)
+        except KeyboardInterrupt:
+            self.store.event(run.id, "ExecutionAborted", cause="interrupted")
+            self.store.finish(
+                run.id, ABORTED, error="States.Aborted", cause="interrupted (resume it with shoal workflow resume)"
+            )
+            raise
+        else:
+            self.store.event(run.id, "ExecutionSucceeded", output=output)
+            self.store.finish(run.id, SUCCEEDED, output=output)
+        finally:
+            if timer:
+                timer.cancel()
+        return self.store.execution(run.id)
+
+
+class _Run:
+    """One execution's interpreter state."""
+
+    def __init__(
+        self, engine: Engine, execution_id: str, machine: StateMachine, input_: Any, started: str | None = None
+    ) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.id = execution_id
+        self.machine = machine
+        self.input = input_
+        self.root = CancelToken()
+        self.started = started or now().isoformat() + "Z"
+        self.limit = engine.settings.workflows.max_concurrency
+
+    # ---- scopes -----------------------------------------------------------------------------
+    def machine_scope(
+        self,
+        definition: dict[str, Any],
+        data: Any,
+        scope: str,
+        *,
+        resume: bool,
+        cancel: CancelToken,
+        extra: dict | None = None,
+    ) -> Any:
+        states = definition["States"]
+        current = definition["StartAt"]
+        if resume:
+            cp = self.store.checkpoint_of(self.id, scope)
+            if cp is not None and cp["done"]:
+                return cp["output"]
+            if cp is not None:
+                current, data = cp["next_state"], cp["input"]
+            else:
+                resume = False
+        if not resume:
+            self.store.checkpoint(self.id, scope, next_state=current, input_=data)
+        while True:
+            cancel.check()
+            next_name, data = self.run_state(
+                current, states[current], data, scope, resume=resume, cancel=cancel, extra=extra
+            )
+            resume = False
+            if next_name is None:
+                self.store.checkpoint(self.id, scope, next_state=None, done=True, output=data)
+                return data
+            self.store.checkpoint(self.id, scope, next_state=next_name, input_=data)
+            current = next_name
+
+    def context(self, state: str, extra: dict | None, retry_count: int = 0) -> dict[str, Any]:
+        ctx = {
+            "Execution": {"Id": self.id, "Input": self.input, "Name": self.id, "StartTime": self.started},
+            "StateMachine": {"Id": self.machine.name, "Name": self.machine.name},
+            "State": {"Name": state, "EnteredTime": now().isoformat() + "Z", "RetryCount": retry_count},
+        }
+        if extra:
+            ctx.update(extra)
+        return ctx
+
+    # ---- one state --------------------------------------------------------------------------
+    def run_state(
+        self,
+        name: str,
+        state: dict[str, Any],
+        raw: Any,
+        scope: str,
+        *,
+        resume: bool,
+        cancel: CancelToken,
+        extra: dict | None,
+    ) -> tuple[str | None, Any]:
+        kind = state["Type"]
+        self.engine.say(f"{scope}/{name}" if scope else name)
+        self.store.event(self.id, f"{kind}StateEntered", state=name, scope=scope, input=raw)
+        retriers = state.get("Retry") or []
+        attempts = [0] * len(retriers)
+        retry_count = 0
+        while True:
+            ctx = self.context(name, extra, retry_count)
+            try:
+                next_name, output = self._execute(kind, name, state, raw, scope, ctx, resume=resume, cancel=cancel)
+                self._check_size(output, name)
+                break
+            except Cancelled:
+                raise
+            except StatesError as err:
+                from_task = kind == "Task"
+                if kind == "Fail":
+                    self.store.event(
+                        self.id, "FailStateExited", state=name, scope=scope, error=err.error, cause=err.cause
+                    )
+                    raise
+                i = next(
+                    (i for i, r in enumerate(retriers) if errors.matches(err, r["ErrorEquals"], from_task=from_task)),
+                    None,
+                )
+                if i is not None and attempts[i] < retriers[i].get("MaxAttempts", 3):
+                    rule = retriers[i]
+                    delay = rule.get("IntervalSeconds", 1) * rule.get("BackoffRate", 2.0) ** attempts[i]
+                    if "MaxDelaySeconds" in rule:
+                        delay = min(delay, rule["MaxDelaySeconds"])
+                    if rule.get("JitterStrategy") == "FULL":
+                        delay = random.uniform(0, delay)
+                    attempts[i] += 1
+                    retry_count += 1
+                    self.store.event(
+                        self.id,
+                        "RetryScheduled",
+                        state=name,
+                        scope=scope,
+                        error=err.error,
+                        cause=err.cause,
+                        attempt=attempts[i],
+                        delay_s=round(delay, 3),
+                    )
+                    cancel.sleep(delay)
+                    resume = False
+                    continue
+                catcher = next(
+                    (c for c in state.get("Catch") or [] if errors.matches(err, c["ErrorEquals"], from_task=from_task)),
+                    None,
+                )
+                if catcher is not None:
+                    output = paths.write(raw, catcher.get("ResultPath", "$"), err.to_dict())
+                    self.store.event(
+                        self.id,
+                        "CaughtError",
+                        state=name,
+                        scope=scope,
+                        error=err.error,
+                        cause=err.cause,
+                        next=catcher["Next"],
+                    )
+                    self.store.event(self.id, f"{kind}StateExited", state=name, scope=scope, output=output)
+                    return catcher["Next"], output
+                self.store.event(
+                    self.id, f"{kind}StateFailed", state=name, scope=scope, error=err.error, cause=err.cause
+                )
+                raise
+        self.store.event(self.id, f"{kind}StateExited", state=name, scope=scope, output=output)
+        return next_name, output
+
+    def _check_size(self, output: Any, name: str) -> None:
+        size = len(json.dumps(output, default=str))
+        if size > MAX_PAYLOAD_BYTES:
+            raise StatesError(
+                errors.DATA_LIMIT_EXCEEDED, f"state {name!r} produced {size} bytes (the limit is {MAX_PAYLOAD_BYTES})"
+            )
+
+    def _execute(
+        self,
+        kind: str,
+        name: str,
+        state: dict[str, Any],
+        raw: Any,
+        scope: str,
+        ctx: dict,
+        *,
+        resume: bool,
+        cancel: CancelToken,
+    ) -> tuple[str | None, Any]:
+        nxt = None if state.get("End") else state.get("Next")
+        if kind == "Fail":
+            error = (
+                paths.read(state["ErrorPath"], raw, ctx) if "ErrorPath" in state else state.get("Error", "States.Fail")
+            )
+            cause = paths.read(state["CausePath"], raw, ctx) if "CausePath" in state else state.get("Cause", "")
+            raise StatesError(str(error), str(cause))
+        effective = paths.read(state.get("InputPath", "$"), raw, ctx)
+        if kind == "Succeed":
+            return None, paths.read(state.get("OutputPath", "$"), effective, ctx)
+        if kind == "Choice":
+            for rule in state["Choices"]:
+                if choice.matches(rule, effective, ctx):
+                    return rule["Next"], paths.read(state.get("OutputPath", "$"), effective, ctx)
+            if "Default" in state:
+                return state["Default"], paths.read(state.get("OutputPath", "$"), effective, ctx)
+            raise StatesError(
+                errors.NO_CHOICE_MATCHED, f"no choice rule of state {name!r} matched and it has no Default"
+            )
+        if kind == "Wait":
+            self._wait(state, effective, ctx, cancel)
+            return nxt, paths.read(state.get("OutputPath", "$"), effective, ctx)
+
+        if "Parameters" in state and kind != "Map":
+            effective = paths.render(state["Parameters"], effective, ctx)
+        if kind == "Pass":
+            result = state.get("Result", effective)
+        elif kind == "Task":
+            result = self._task(name, state, effective, scope, ctx, cancel)
+        elif kind == "Parallel":
+            result = self._parallel(name, state, effective, scope, resume=resume, cancel=cancel)
+        else:
+            result = self._map(name, state, effective, scope, ctx, resume=resume, cancel=cancel)
+        if "ResultSelector" in state:
+            result = paths.render(state["ResultSelector"], result, ctx, error=errors.RUNTIME)
+        output = paths.write(raw, state.get("ResultPath", "$"), result)
+        return nxt, paths.read(state.get("OutputPath", "$"), output, ctx)
+
+    def _wait(self, state: dict[str, Any], data: Any, ctx: dict, cancel: CancelToken) -> None:
+        if "Seconds" in state or "SecondsPath" in state:
+            seconds = state["Seconds"] if "Seconds" in state else paths.read(state["SecondsPath"], data, ctx)
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+                raise StatesError(errors.RUNTIME, f"SecondsPath gave {seconds!r}, not a non-negative number")
+            cancel.sleep(float(seconds))
+            return
+        stamp = state["Timestamp"] if "Timestamp" in state else paths.read(state["TimestampPath"], data, ctx)
+        when = choice._timestamp(stamp)
+        if when is None:
+            raise StatesError(errors.RUNTIME, f"{stamp!r} is not an RFC 3339 timestamp")
+        cancel.sleep(when.timestamp() - time.time())
+
+    # ---- task ---------------------------------------------------------------------------------
+    def _task(self, name: str, state: dict[str, Any], params: Any, scope: str, ctx: dict, cancel: CancelToken) -> Any:
+        resource = state["Resource"]
+        handler = self.engine.resolve(resource)
+        timeout = state.get("TimeoutSeconds")
+        if "TimeoutSecondsPath" in state:
+            timeout = paths.read(state["TimeoutSecondsPath"], params, ctx)
+        task_cancel = CancelToken(cancel)
+        tctx = TaskContext(
+            self.engine.settings,
+            self.id,
+            name,
+            scope,
+            task_cancel,
+            self.engine.say,
+            _spark_pool=f"shoal-{scope or 'main'}",
+        )
+        self.store.event(self.id, "TaskScheduled", state=name, scope=scope, resource=resource, parameters=params)
+        started = time.monotonic()
+        try:
+            if timeout:
+                result = self._with_timeout(handler, tctx, params, float(timeout), name)
+            else:
+                result = handler(tctx, params)
+        except Cancelled:
+            raise
+        except StatesError as err:
+            self.store.event(
+                self.id,
+                "TaskTimedOut" if err.error == errors.TIMEOUT else "TaskFailed",
+                state=name,
+                scope=scope,
+                error=err.error,
+                cause=err.cause,
+            )
+            raise
+        except Exception as exc:  # noqa: BLE001 - any task failure becomes a States error the definition can catch
+            err = errors.from_exception(exc)
+            self.store.event(self.id, "TaskFailed", state=name, scope=scope, error=err.error, cause=err.cause)
+            raise err from exc
+        result = json.loads(json.dumps(result, default=str)) if result is not None else None
+        self.store.event(
+            self.id,
+            "TaskSucceeded",
+            state=name,
+            scope=scope,
+            output=result,
+            duration_s=round(time.monotonic() - started, 3),
+        )
+        return result
+
+    def _with_timeout(self, handler, tctx: TaskContext, params: Any, timeout: float, name: str) -> Any:
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = handler(tctx, params)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, name=f"task-{name}", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        if worker.is_alive():
+            err = StatesError(errors.TIMEOUT, f"task {name!r} ran longer than {timeout:g} s")
+            # Stops its Spark jobs; Python code in the thread is abandoned (threads cannot be killed).
+            tctx.cancel.set(err)
+            raise err
+        if "error" in box:
+            raise box["error"]
+        return box.get("result")
+
+    # ---- parallel and map ---------------------------------------------------------------------
+    def _parallel(
+        self, name: str, state: dict[str, Any], data: Any, scope: str, *, resume: bool, cancel: CancelToken
+    ) -> list[Any]:
+        branches = state["Branches"]
+        prefix = f"{scope}/{name}["
+        if not resume:
+            self.store.clear_checkpoints(self.id, prefix)
+        jobs = [(f"{prefix}{i}]", branch, data, None) for i, branch in enumerate(branches)]
+        results, failures = self._fan_out(jobs, len(branches), resume=resume, cancel=cancel, tolerated=0)
+        if failures:
+            raise failures[0][1]
+        return results
+
+    def _map(
+        self, name: str, state: dict[str, Any], data: Any, scope: str, ctx: dict, *, resume: bool, cancel: CancelToken
+    ) -> list[Any]:
+        items = paths.read(state.get("ItemsPath", "$"), data, ctx)
+        if not isinstance(items, list):
+            raise StatesError(
+                errors.RUNTIME, f"ItemsPath of Map state {name!r} must select a list, got {type(items).__name__}"
+            )
+        processor = state.get("ItemProcessor", state.get("Iterator"))
+        body = {k: v for k, v in processor.items() if k != "ProcessorConfig"}
+        selector = state.get("ItemSelector", state.get("Parameters"))
+        prefix = f"{scope}/{name}["
+        if not resume:
+            self.store.clear_checkpoints(self.id, prefix)
+        jobs = []
+        for index, value in enumerate(items):
+            extra = {"Map": {"Item": {"Index": index, "Value": value}}}
+            item_input = paths.render(selector, data, {**ctx, **extra}) if selector is not None else value
+            jobs.append((f"{prefix}{index}]", body, item_input, extra))
+        limit = state.get("MaxConcurrency") or self.limit
+        tolerated = len(items)
+        if "ToleratedFailureCount" in state or "ToleratedFailurePercentage" in state:
+            tolerated = min(
+                state.get("ToleratedFailureCount", len(items)),
+                int(len(items) * state.get("ToleratedFailurePercentage", 100) / 100),
+            )
+        else:
+            tolerated = 0
+        results, failures = self._fan_out(
+            jobs, min(limit, self.limit), resume=resume, cancel=cancel, tolerated=tolerated
+        )
+        if len(failures) > tolerated:
+            if tolerated == 0:
+                raise failures[0][1]
+            raise StatesError(
+                errors.EXCEED_TOLERATED_FAILURE,
+                f"{len(failures)} of {len(items)} iterations failed (tolerated: {tolerated}); first: {failures[0][1].error}",
+            )
+        for index, err in failures:
+            results[index] = err.to_dict()
+        return results
+
+    def _fan_out(
+        self,
+        jobs: list[tuple[str, dict, Any, dict | None]],
+        workers: int,
+        *,
+        resume: bool,
+        cancel: CancelToken,
+        tolerated: int,
+    ) -> tuple[list[Any], list[tuple[int, StatesError]]]:
+        """Run each (scope, machine, input) concurrently; stop the rest once failures exceed `tolerated`."""
+        group = CancelToken(cancel)
+        results: list[Any] = [None] * len(jobs)
+        failures: list[tuple[int, StatesError]] = []
+        lock = threading.Lock()
+
+        def one(index: int) -> None:
+            scope, body, item, extra = jobs[index]
+            try:
+                results[index] = self.machine_scope(body, item, scope, resume=resume, cancel=group, extra=extra)
+            except StatesError as err:
+                with lock:
+                    failures.append((index, err))
+                    if len(failures) > tolerated:
+                        group.set(err)
+                raise
+
+        if not jobs:
+            return [], []
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(jobs))), thread_name_prefix="shoal-branch") as pool:
+            futures = [pool.submit(one, i) for i in range(len(jobs))]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for f in futures:
+                with contextlib.suppress(StatesError, Cancelled):
+                    f.result()
+        cancel.check()
+        failures.sort(key=lambda f: f[0])
+        return results, failures

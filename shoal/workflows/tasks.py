@@ -1,0 +1,224 @@
+"""Task resources: what a Task state's `Resource` runs.
+
+Shoal's own resources are `shoal:recipe`, `shoal:sql`, `shoal:cdc`, `shoal:extract`,
+`shoal:notify` and `shoal:python`. The service-integration ARNs that cloud definitions
+use are mapped onto them with their own parameter names:
+
+    arn:aws:states:::databrew:startJobRun[.sync]          -> shoal:recipe  {"Name": job}
+    arn:aws:states:::athena:startQueryExecution[.sync]    -> shoal:sql     {"QueryString", "QueryExecutionContext": {"Database"}}
+    arn:aws:states:::sns:publish                          -> shoal:notify  {"TopicArn", "Message", "Subject"}
+    arn:aws:states:::glue:startJobRun[.sync]              -> a registered job {"JobName", "Arguments"}
+    arn:aws:states:::lambda:invoke / arn:aws:lambda:...   -> shoal:python  {"FunctionName", "Payload"}
+
+Every handler runs synchronously (`.sync` semantics): the state finishes when the work has.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import uuid
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from shoal.workflows.engine import TaskContext
+from shoal.workflows.errors import StatesError
+
+Handler = Callable[[TaskContext, Any], Any]
+ENTRY_POINT_GROUP = "shoal.tasks"
+_ARN = re.compile(
+    r"^arn:aws[\w-]*:states:[^:]*:[^:]*:(?P<service>[\w-]+):(?P<api>\w+)(?P<suffix>\.sync(?::2)?|\.waitForTaskToken)?$"
+)
+_LAMBDA_ARN = re.compile(r"^arn:aws[\w-]*:lambda:[^:]*:[^:]*:function:(?P<name>[\w.-]+)(?::[\w$-]+)?$")
+
+
+def _params(params: Any) -> dict[str, Any]:
+    if params is None:
+        return {}
+    if not isinstance(params, dict):
+        raise StatesError("States.Runtime", f"task parameters must be an object, got {type(params).__name__}")
+    return params
+
+
+def _need(params: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if params.get(key) not in (None, ""):
+            return params[key]
+    raise StatesError("States.Runtime", f"the task needs parameter {' or '.join(keys)}")
+
+
+def recipe(ctx: TaskContext, params: Any) -> Any:
+    from shoal.recipes import JobRegistry, run_job
+
+    p = _params(params)
+    job = JobRegistry(ctx.settings).resolve(_need(p, "Job", "Name", "JobName"))
+    if job.kind == "python":
+        return _call_entry_point(job.entry_point, {**job.arguments, **(p.get("Arguments") or {})})
+    result = run_job(ctx.spark(), ctx.settings, job, say=ctx.say).to_dict()
+    return {"JobName": job.name, "RunId": result["run_id"], "State": "SUCCEEDED", **result}
+
+
+def sql(ctx: TaskContext, params: Any) -> Any:
+    from shoal.sql import to_json_value
+    from shoal.sql.external import SqlRunner
+
+    p = _params(params)
+    query = _need(p, "QueryString", "Query", "Sql")
+    db = p.get("Database") or (p.get("QueryExecutionContext") or {}).get("Database")
+    runner = SqlRunner(ctx.spark(), ctx.settings, dialect=str(p.get("Dialect", "athena")).lower(), database_name=db)
+    limit = int(p.get("MaxRows", 100))
+    result, statements = runner.execute(query, limit=limit)
+    rows = [{c: to_json_value(v) for c, v in zip(result.columns, row, strict=True)} for row in result.rows]
+    return {
+        "QueryExecutionId": uuid.uuid4().hex,
+        "Status": {"State": "SUCCEEDED"},
+        "Statements": statements,
+        "ResultSet": {"Columns": result.columns, "Rows": rows},
+    }
+
+
+def cdc(ctx: TaskContext, params: Any) -> Any:
+    from shoal.cdc import ApplyOptions, apply_changes
+
+    p = _params(params)
+    keys = _need(p, "Key", "Keys")
+    opts = ApplyOptions(
+        table=_need(p, "Table"),
+        keys=[keys] if isinstance(keys, str) else list(keys),
+        sequence=_need(p, "Sequence"),
+        partition_by=p.get("PartitionBy"),
+        op_column=p.get("OpColumn", ctx.settings.cdc.op_column),
+        on_error=p.get("OnError", ctx.settings.cdc.on_error),
+        write_mode=p.get("WriteMode"),
+    )
+    ctx.spark()
+    return apply_changes(ctx.settings, _need(p, "Source"), opts, progress=ctx.say).to_dict()
+
+
+def extract(ctx: TaskContext, params: Any) -> Any:
+    from shoal.extract import run_extract
+    from shoal.ingest import ingest
+
+    p = _params(params)
+    spark = ctx.spark()
+    out: dict[str, Any] = {}
+    if p.get("Source"):
+        tags = p.get("Tags") or {}
+        out["ingest"] = ingest(spark, ctx.settings, p["Source"], source_name=p.get("SourceName"), tags=tags).to_dict()
+    only = p.get("Only")
+    result = run_extract(
+        spark, ctx.settings, force=bool(p.get("Force")), only=[only] if isinstance(only, str) else only, say=ctx.say
+    )
+    out["extract"] = result.to_dict()
+    return out
+
+
+def notify(ctx: TaskContext, params: Any) -> Any:
+    from shoal.notify import Notifier, NotifyError
+
+    p = _params(params)
+    topic = _need(p, "Topic", "TopicArn", "TopicName")
+    message = p.get("Message", p.get("Payload", ""))
+    result = Notifier(ctx.settings).publish(topic, message, subject=p.get("Subject"))
+    if result.failed and not result.delivered:
+        raise NotifyError(
+            f"no subscriber of topic {result.topic!r} received the message: "
+            + "; ".join(d.error or "" for d in result.deliveries)
+        )
+    return result.to_dict()
+
+
+def python(ctx: TaskContext, params: Any) -> Any:
+    p = _params(params)
+    ref = _need(p, "EntryPoint", "FunctionName", "Function")
+    payload = p.get("Payload", {k: v for k, v in p.items() if k not in ("EntryPoint", "FunctionName", "Function")})
+    return _call_entry_point(str(ref), payload)
+
+
+def job(ctx: TaskContext, params: Any) -> Any:
+    """An ETL job run: any registered job, recipe or Python."""
+    from shoal.recipes import JobRegistry, run_job
+
+    p = _params(params)
+    registered = JobRegistry(ctx.settings).resolve(_need(p, "JobName", "Name"))
+    args = p.get("Arguments") or {}
+    if registered.kind == "python":
+        result = _call_entry_point(registered.entry_point, {**registered.arguments, **args})
+        return {"JobName": registered.name, "JobRunState": "SUCCEEDED", "Result": result}
+    out = run_job(ctx.spark(), ctx.settings, registered, say=ctx.say).to_dict()
+    return {"JobName": registered.name, "JobRunState": "SUCCEEDED", "Id": out["run_id"], **out}
+
+
+def _call_entry_point(ref: str, payload: Any) -> Any:
+    return load_callable(ref)(payload)
+
+
+def load_callable(ref: str) -> Callable[[Any], Any]:
+    """`module:attr` or the name of an entry point in the `shoal.tasks` group."""
+    if ":" in ref:
+        module_name, _, attr = ref.partition(":")
+        try:
+            target: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise StatesError("States.Runtime", f"cannot import {module_name!r} for {ref!r}: {exc}") from exc
+        for part in attr.split("."):
+            target = getattr(target, part, None)
+            if target is None:
+                raise StatesError("States.Runtime", f"{module_name!r} has no attribute {attr!r}")
+    else:
+        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == ref]
+        if not found:
+            raise StatesError(
+                "States.Runtime",
+                f"no entry point {ref!r} in group {ENTRY_POINT_GROUP!r} (and no module:function given)",
+            )
+        target = found[0].load()
+    if not callable(target):
+        raise StatesError("States.Runtime", f"{ref!r} is not callable")
+    return target
+
+
+NATIVE: dict[str, Handler] = {
+    "shoal:recipe": recipe,
+    "shoal:sql": sql,
+    "shoal:cdc": cdc,
+    "shoal:extract": extract,
+    "shoal:notify": notify,
+    "shoal:python": python,
+    "shoal:job": job,
+}
+_SERVICES: dict[tuple[str, str], Handler] = {
+    ("databrew", "startJobRun"): recipe,
+    ("athena", "startQueryExecution"): sql,
+    ("sns", "publish"): notify,
+    ("glue", "startJobRun"): job,
+    ("lambda", "invoke"): python,
+}
+
+
+def unsupported(resource: str) -> str | None:
+    """Why `resource` cannot run here, or None when it can (used by definition validation)."""
+    try:
+        resolve(resource)
+    except StatesError as exc:
+        return exc.cause
+    return None
+
+
+def resolve(resource: str) -> Handler:
+    if resource in NATIVE:
+        return NATIVE[resource]
+    m = _ARN.match(resource)
+    if m:
+        if m.group("suffix") == ".waitForTaskToken":
+            raise StatesError("States.Runtime", f"{resource}: callback tasks (.waitForTaskToken) are not supported")
+        handler = _SERVICES.get((m.group("service"), m.group("api")))
+        if handler is not None:
+            return handler
+    lam = _LAMBDA_ARN.match(resource)
+    if lam:
+        name = lam.group("name")
+        return lambda ctx, params: _call_entry_point(name, params)
+    known = ", ".join(sorted(NATIVE)) + ", " + ", ".join(f"arn:aws:states:::{s}:{a}" for s, a in _SERVICES)
+    raise StatesError("States.Runtime", f"unsupported resource {resource!r} (supported: {known})")
