@@ -79,8 +79,14 @@ def words(s: str) -> list[str]:
 # ---- text and encodings ------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("encoding", "bom"),
-    [("utf-8", b""), ("utf-8", b"\xef\xbb\xbf"), ("utf-16-le", b"\xff\xfe"), ("utf-16-be", b"\xfe\xff"),
-     ("utf-32-le", b"\xff\xfe\x00\x00"), ("cp1252", b"")],
+    [
+        ("utf-8", b""),
+        ("utf-8", b"\xef\xbb\xbf"),
+        ("utf-16-le", b"\xff\xfe"),
+        ("utf-16-be", b"\xfe\xff"),
+        ("utf-32-le", b"\xff\xfe\x00\x00"),
+        ("cp1252", b""),
+    ],
 )
 def test_plain_text_encodings(router, encoding, bom):
     text = "Café crème brûlée costs 5 € at the naïve bistro. " * 3

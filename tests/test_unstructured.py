@@ -65,8 +65,11 @@ def extracted(spark, settings, corpus):
 def test_ingest_copies_into_the_raw_zone_with_sniffed_types(spark, settings, corpus, extracted):
     ingested, _ = extracted
     assert ingested.count("new") == len(samples.EXPECTED) and ingested.count("error") == 0
-    rows = {r.source_path: r for r in spark.sql("SELECT * FROM shoal.objects WHERE source_name = :s",
-                                                 args={"s": SOURCE}).collect() if r.parent_object_id is None}
+    rows = {
+        r.source_path: r
+        for r in spark.sql("SELECT * FROM shoal.objects WHERE source_name = :s", args={"s": SOURCE}).collect()
+        if r.parent_object_id is None
+    }
     assert set(rows) == set(samples.EXPECTED)
     for path, facts in samples.EXPECTED.items():
         r = rows[path]
@@ -107,8 +110,12 @@ def test_reingest_unchanged_does_nothing_and_changes_become_versions(spark, sett
     assert dup["notes/copy.txt"].status == "duplicate" and dup["notes/copy.txt"].object_id == v2.object_id
     assert dup["notes/a.txt"].status == "unchanged"
     assert not storage.exists(v1.raw_path.replace("/a.txt", "/copy.txt"))  # a duplicate is never copied
-    index = {r.object_id: (r.version, r.is_latest) for r in spark.sql(
-        "SELECT object_id, version, is_latest FROM shoal.object_index WHERE source_name = 'versions'").collect()}
+    index = {
+        r.object_id: (r.version, r.is_latest)
+        for r in spark.sql(
+            "SELECT object_id, version, is_latest FROM shoal.object_index WHERE source_name = 'versions'"
+        ).collect()
+    }
     assert index == {v1.object_id: (1, False), v2.object_id: (2, True)}
 
 
@@ -118,8 +125,12 @@ def test_extracted_values_match_the_known_content(spark, settings, extracted):
     inv = oid_of(spark, "invoices/invoice-1001.pdf")
     assert table_rows(spark, inv) == samples.INVOICE_ROWS
     form = oid_of(spark, "forms/membership-form.pdf")
-    fields = {r.field_name: r.value for r in spark.sql(
-        "SELECT field_name, value FROM shoal.form_fields WHERE object_id = :o", args={"o": form}).collect()}
+    fields = {
+        r.field_name: r.value
+        for r in spark.sql(
+            "SELECT field_name, value FROM shoal.form_fields WHERE object_id = :o", args={"o": form}
+        ).collect()
+    }
     assert {k: fields[k] for k in samples.FORM_VALUES} == samples.FORM_VALUES
     scan = oid_of(spark, "scans/audit-letter.pdf")
     assert "quarterly audit found no material" in " ".join(text(spark, scan).split()).lower()
@@ -139,14 +150,17 @@ def test_email_attachment_is_a_linked_child_object(spark, extracted):
     assert len(child) == 1 and child[0].file_name == "order-1001.csv" and child[0].media_type == "text/csv"
     assert child[0].source_path == "mail/order-1001.eml#order-1001.csv" and child[0].depth == 1
     assert table_rows(spark, child[0].object_id) == [["sku", "quantity"], ["GR-200", "2"], ["CUP-6", "6"]]
-    idx = spark.sql("SELECT child_count, has_pii, pii_types FROM shoal.object_index WHERE object_id = :o",
-                    args={"o": mail}).first()
+    idx = spark.sql(
+        "SELECT child_count, has_pii, pii_types FROM shoal.object_index WHERE object_id = :o", args={"o": mail}
+    ).first()
     assert idx.child_count == 1 and idx.has_pii and "EMAIL_ADDRESS" in idx.pii_types
 
 
 def test_nlp_results_and_the_metadata_layer(spark, settings, extracted):
-    idx = {r.source_path: r for r in spark.sql(
-        "SELECT * FROM shoal.object_index WHERE source_name = :s", args={"s": SOURCE}).collect()}
+    idx = {
+        r.source_path: r
+        for r in spark.sql("SELECT * FROM shoal.object_index WHERE source_name = :s", args={"s": SOURCE}).collect()
+    }
     assert idx["reviews/grinder-positive.txt"].sentiment == "positive"
     assert idx["reviews/grinder-negative.txt"].sentiment == "negative"
     assert idx["reviews/moulin-fr.txt"].languages == ["fr"]
@@ -182,8 +196,10 @@ def test_forced_reextraction_replaces_rows_instead_of_duplicating(spark, setting
     oid = oid_of(spark, "invoices/invoice-1001.pdf")
 
     def counts():
-        return {t: spark.sql(f"SELECT count(*) FROM shoal.{t} WHERE object_id = :o", args={"o": oid}).first()[0]
-                for t in ("text", "tables", "entities", "extractions", "key_phrases", "object_index")}
+        return {
+            t: spark.sql(f"SELECT count(*) FROM shoal.{t} WHERE object_id = :o", args={"o": oid}).first()[0]
+            for t in ("text", "tables", "entities", "extractions", "key_phrases", "object_index")
+        }
 
     before = counts()
     result = run_extract(spark, settings, force=True, only=["pdf"])
@@ -208,9 +224,13 @@ def test_bad_files_get_clear_statuses_and_the_run_goes_on(spark, settings, tmp_p
         (folder / name).write_bytes(data)
     ingest(spark, settings, str(folder), source_name="bad")
     result = run_extract(spark, settings)
-    steps = {(r.source_path, r.extractor): (r.status, r.error) for r in spark.sql(
-        "SELECT o.source_path, e.extractor, e.status, e.error FROM shoal.extractions e "
-        "JOIN shoal.objects o USING (object_id) WHERE o.source_name = 'bad'").collect()}
+    steps = {
+        (r.source_path, r.extractor): (r.status, r.error)
+        for r in spark.sql(
+            "SELECT o.source_path, e.extractor, e.status, e.error FROM shoal.extractions e "
+            "JOIN shoal.objects o USING (object_id) WHERE o.source_name = 'bad'"
+        ).collect()
+    }
     assert steps[("good.txt", "text")] == ("ok", None)
     assert steps[("corrupt.pdf", "pdf")][0] == "error" and "PDF" in steps[("corrupt.pdf", "pdf")][1]
     assert steps[("locked.pdf", "pdf")][0] == "skipped" and "encrypted" in steps[("locked.pdf", "pdf")][1]
@@ -222,8 +242,10 @@ def test_bad_files_get_clear_statuses_and_the_run_goes_on(spark, settings, tmp_p
     assert steps[("corrupt.pdf", "language")][0] == "skipped"  # nothing to enrich without text
     problems = {(p["source_path"], p["extractor"]) for p in result.problems}
     assert ("corrupt.pdf", "pdf") in problems and ("bomb.zip", "archive") in problems
-    idx = {r.source_path: r.status for r in spark.sql(
-        "SELECT source_path, status FROM shoal.object_index WHERE source_name = 'bad'").collect()}
+    idx = {
+        r.source_path: r.status
+        for r in spark.sql("SELECT source_path, status FROM shoal.object_index WHERE source_name = 'bad'").collect()
+    }
     assert idx["good.txt"] == "ok" and idx["corrupt.pdf"] == "error" and idx["locked.pdf"] == "skipped"
 
 
@@ -231,8 +253,11 @@ def test_catalog_filters_and_show(spark, settings, extracted):
     def paths(**kw):
         return {r["source_path"] for r in list_objects(spark, source_name=SOURCE, **kw)}
 
-    assert paths(media_type="pdf") == {"invoices/invoice-1001.pdf", "forms/membership-form.pdf",
-                                        "scans/audit-letter.pdf"}
+    assert paths(media_type="pdf") == {
+        "invoices/invoice-1001.pdf",
+        "forms/membership-form.pdf",
+        "scans/audit-letter.pdf",
+    }
     assert paths(media_type="text/*") >= {"reviews/grinder-positive.txt", "notes/meeting-notes.md"}
     assert paths(language="fr") == {"reviews/moulin-fr.txt"}
     assert "mail/order-1001.eml" in paths(has_pii=True)

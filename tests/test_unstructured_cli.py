@@ -21,8 +21,11 @@ def test_ingest_extract_catalog_json_contracts(spark, cli_env, tmp_path, capsys,
     (folder / "docs").mkdir(parents=True)
     (folder / "docs" / "memo.txt").write_text("Please review the Lisbon shipment schedule by Friday.")
     (folder / "docs" / "invoice.pdf").write_bytes(samples.invoice_pdf())
-    code, out, _ = run_cli(["ingest", str(folder), "--source-name", "cli", "--tag", "dept=ops", "--tag", "tier=gold",
-                            "--json"], capsys, monkeypatch)
+    code, out, _ = run_cli(
+        ["ingest", str(folder), "--source-name", "cli", "--tag", "dept=ops", "--tag", "tier=gold", "--json"],
+        capsys,
+        monkeypatch,
+    )
     assert code == 0
     data = json.loads(out)
     assert (data["source_name"], data["files_seen"], data["new"], data["errors"]) == ("cli", 2, 2, 0)
@@ -41,8 +44,9 @@ def test_ingest_extract_catalog_json_contracts(spark, cli_env, tmp_path, capsys,
     objs = json.loads(out)
     assert [o["source_path"] for o in objs] == ["docs/invoice.pdf"]
     assert objs[0]["raw_path"].endswith("docs/invoice.pdf") and objs[0]["extracted_paths"]
-    code, out, _ = run_cli(["catalog", "objects", "--text", "lisbon shipment", "--lang", "en", "--json"],
-                           capsys, monkeypatch)
+    code, out, _ = run_cli(
+        ["catalog", "objects", "--text", "lisbon shipment", "--lang", "en", "--json"], capsys, monkeypatch
+    )
     assert [o["source_path"] for o in json.loads(out) if o["source_name"] == "cli"] == ["docs/memo.txt"]
     code, out, _ = run_cli(["catalog", "objects", "--source-name", "cli"], capsys, monkeypatch)
     assert code == 0 and "memo.txt" in out and "2 object(s)" in out
@@ -123,15 +127,22 @@ def test_extract_killed_mid_commit_then_rerun_leaves_no_duplicates(tmp_path):
     rerun = json.loads(out)
     if killed_in_window:
         assert rerun["recovered_from_interrupted_run"] == len(samples.EXPECTED)
-    proc = shoal_process(["sql", "--format", "json",
-                          "SELECT (SELECT count(*) FROM shoal.text) AS text_rows, "
-                          "(SELECT count(DISTINCT object_id, part_index) FROM shoal.text) AS distinct_parts, "
-                          "(SELECT count(*) FROM shoal.extractions) AS steps, "
-                          "(SELECT count(DISTINCT object_id, extractor) FROM shoal.extractions) AS distinct_steps, "
-                          "(SELECT count(*) FROM shoal.objects) AS objects, "
-                          "(SELECT count(DISTINCT object_id) FROM shoal.objects) AS distinct_objects, "
-                          "(SELECT count(*) FROM shoal.tables WHERE row_index = 0 AND column_index = 0) AS tables, "
-                          "(SELECT count(*) FROM shoal.object_index WHERE status = 'ok') AS ok"], env)
+    proc = shoal_process(
+        [
+            "sql",
+            "--format",
+            "json",
+            "SELECT (SELECT count(*) FROM shoal.text) AS text_rows, "
+            "(SELECT count(DISTINCT object_id, part_index) FROM shoal.text) AS distinct_parts, "
+            "(SELECT count(*) FROM shoal.extractions) AS steps, "
+            "(SELECT count(DISTINCT object_id, extractor) FROM shoal.extractions) AS distinct_steps, "
+            "(SELECT count(*) FROM shoal.objects) AS objects, "
+            "(SELECT count(DISTINCT object_id) FROM shoal.objects) AS distinct_objects, "
+            "(SELECT count(*) FROM shoal.tables WHERE row_index = 0 AND column_index = 0) AS tables, "
+            "(SELECT count(*) FROM shoal.object_index WHERE status = 'ok') AS ok",
+        ],
+        env,
+    )
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     counts = json.loads(out)[0]

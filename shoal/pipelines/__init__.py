@@ -1,0 +1,1 @@
+"""Sample pipelines shipped with Shoal (the demo, tests and benchmarks run them)."""
