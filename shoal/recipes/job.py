@@ -357,14 +357,36 @@ def read_dataset(spark, ds: Dataset):
 
 
 def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobResult:
-    from shoal.recipes.apply import apply_recipe
-
     if job.kind != "recipe":
         raise JobError(f"job {job.name!r} is a {job.kind} job, not a recipe job")
     started = time.monotonic()
     run_id = f"{job.name}-{uuid.uuid4().hex[:12]}"
-    say(f"{job.name}: reading {job.input.describe()}")
-    source = read_dataset(spark, job.input)
+    stage = f"reading {job.input.describe()}"
+    try:
+        return _run(spark, settings, job, run_id, started, say, stage)
+    except ShoalError:
+        raise
+    except Exception as exc:  # Spark/JVM errors: name the job and what it was doing
+        raise JobError(f"job {job.name!r} failed: {_first_line(exc)}", hint="fix the input or the recipe and run it again; outputs were left as they were") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)
+    text = str(java.getMessage()) if java is not None else str(exc)
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0][:500] if lines else type(exc).__name__
+
+
+def _run(spark, settings: Settings, job: Job, run_id: str, started: float, say, stage: str) -> JobResult:
+    from shoal.recipes.apply import apply_recipe
+
+    say(f"{job.name}: {stage}")
+    try:
+        source = read_dataset(spark, job.input)
+    except ShoalError:
+        raise
+    except Exception as exc:
+        raise JobError(f"job {job.name!r} failed while {stage}: {_first_line(exc)}") from exc
 
     def load(ref: Any):
         if isinstance(ref, str) and ref in job.datasets:
@@ -376,8 +398,11 @@ def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobR
     # One pass computes the output once for every target and the counts.
     df = df.persist()
     try:
-        rows_in = source.count()
-        rows_out = df.count()
+        try:
+            rows_in = source.count()
+            rows_out = df.count()
+        except Exception as exc:
+            raise JobError(f"job {job.name!r} failed while {stage}: {_first_line(exc)}") from exc
         results = []
         for out in job.outputs:
             say(f"{job.name}: writing {out.describe()}")
