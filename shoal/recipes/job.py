@@ -367,7 +367,10 @@ def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobR
     except ShoalError:
         raise
     except Exception as exc:  # Spark/JVM errors: name the job and what it was doing
-        raise JobError(f"job {job.name!r} failed: {_first_line(exc)}", hint="fix the input or the recipe and run it again; outputs were left as they were") from exc
+        raise JobError(
+            f"job {job.name!r} failed: {_first_line(exc)}",
+            hint="fix the input or the recipe and run it again; outputs were left as they were",
+        ) from exc
 
 
 def _first_line(exc: BaseException) -> str:

@@ -193,7 +193,8 @@ class SqlRunner:
         if isinstance(tree, exp.Create) and isinstance(tree.expression, exp.Query | exp.Select):
             return self._ctas(tree)
         if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "TABLE":
-            name = self._name(tree.this)
+            targets = tree.args.get("tables") or [tree.this]  # sqlglot >= 30 lists the tables
+            name = self._name(targets[0]) if len(targets) == 1 else None
             ext = self.registry.get(name) if name else None
             if ext is not None:
                 self.spark.sql(f"DROP TABLE IF EXISTS {ext.spark_name}")
@@ -328,14 +329,15 @@ class SqlRunner:
             raise SqlError("CREATE TABLE ... AS SELECT needs a table name with a database (db.table)")
         props = {}
         for prop in (tree.args.get("properties") or exp.Properties(expressions=[])).expressions:
-            if isinstance(prop, exp.Property):
-                props[prop.name.lower()] = prop.args.get("value")
-            elif isinstance(prop, exp.FileFormatProperty):
+            # The specific properties subclass exp.Property: test them first.
+            if isinstance(prop, exp.FileFormatProperty):
                 props["format"] = prop.this
             elif isinstance(prop, exp.PartitionedByProperty):
                 props["partitioned_by"] = prop.this
             elif isinstance(prop, exp.LocationProperty):
                 props["external_location"] = prop.this
+            elif isinstance(prop, exp.Property):
+                props[prop.name.lower()] = prop.args.get("value")
         query = self.to_spark(tree.expression)
         if self.registry.get(name) is not None or (
             not props.get("external_location") and self.spark.catalog.tableExists(name)
