@@ -70,3 +70,13 @@ def mark(payload: dict[str, Any]) -> dict[str, Any]:
 
 def big(payload: Any) -> str:
     return "x" * 300_000
+
+
+def slow_first(payload: dict[str, Any]) -> dict[str, Any]:
+    """Hangs on its first call (so a test can kill the process there); later calls return at once."""
+    counter = Path(payload["counter"])
+    calls = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(calls))
+    if calls == 1:
+        time.sleep(120)
+    return {"calls": calls}
