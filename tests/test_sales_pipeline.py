@@ -30,15 +30,22 @@ def test_sales_marketing_refresh(spark, settings, tmp_path):
         record = workflows.run(settings, str(files.definition))
         assert record.status == "SUCCEEDED", (record.error, record.cause)
         assert record.output["prepared"] == {"sales_rows": 3000, "marketing_rows": 120}
-        rows = spark.sql("SELECT year, month, total_weighted_revenue, total_paid_conversions, opportunities FROM sales_db.revenue_summary").collect()
-        got = {(r.year, r.month): (round(r.total_weighted_revenue, 2), r.total_paid_conversions, r.opportunities) for r in rows}
+        rows = spark.sql(
+            "SELECT year, month, total_weighted_revenue, total_paid_conversions, opportunities FROM sales_db.revenue_summary"
+        ).collect()
+        got = {
+            (r.year, r.month): (round(r.total_weighted_revenue, 2), r.total_paid_conversions, r.opportunities)
+            for r in rows
+        }
         assert got == expected
         message = json.loads(notes.read_text().splitlines()[-1])
         assert message["subject"] == "Sales and marketing data refreshed"
         assert f"{len(expected)} months" in message["message"] and "Prepared 3000 opportunities" in message["message"]
         assert len(notes.read_text().splitlines()) == run_number
 
-    parts = sorted(p.relative_to(files.output_root / "sales").parts[:3] for p in (files.output_root / "sales").rglob("*.parquet"))
+    parts = sorted(
+        p.relative_to(files.output_root / "sales").parts[:3] for p in (files.output_root / "sales").rglob("*.parquet")
+    )
     assert parts[0] == ("year=2024", "month=11", "day=1")
     sample = next((files.output_root / "marketing").rglob("*.parquet"))
     assert ".snappy." in sample.name and pq.ParquetFile(sample).metadata.row_group(0).column(0).compression == "SNAPPY"

@@ -253,7 +253,7 @@ SUMMARY_SQL = (
     "CREATE TABLE sales_db.revenue_summary AS "
     "SELECT CAST(s.year AS integer) AS year, CAST(s.month AS integer) AS month, "
     "m.total_paid_conversions, s.total_weighted_revenue, s.opportunities "
-    "FROM (SELECT year, month, SUM(weighted_revenue) AS total_weighted_revenue, COUNT(*) AS opportunities "
+    "FROM (SELECT year, month, ROUND(SUM(weighted_revenue), 2) AS total_weighted_revenue, COUNT(*) AS opportunities "
     "FROM sales_db.sales_data GROUP BY year, month) s "
     "JOIN (SELECT year, month, SUM(paid_conversion) AS total_paid_conversions "
     "FROM sales_db.marketing_data GROUP BY year, month) m "
