@@ -21,6 +21,13 @@ class ShoalError(Exception):
         return f"{base}\n  hint: {self.hint}" if self.hint else base
 
 
+def first_line(exc: BaseException) -> str:
+    """The reason in an exception's text (for Py4J errors, the JVM's own message)."""
+    java = getattr(exc, "java_exception", None)
+    text = (str(java.getMessage()) if java is not None else str(exc)).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class ConfigError(ShoalError):
     """shoal.toml or the environment holds an invalid or missing setting."""
 

@@ -8,6 +8,7 @@ JDBC catalog does, so CLI calls, the scheduler and Spark commits can share the f
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 
 from sqlalchemy import Engine, MetaData, create_engine, event
@@ -17,6 +18,11 @@ from shoal.config import Settings
 _engines: dict[str, Engine] = {}
 _created: set[tuple[str, int]] = set()
 _lock = threading.Lock()
+
+
+def utcnow() -> dt.datetime:
+    """Naive UTC: what the DateTime columns hold on every backend."""
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def engine(settings: Settings, metadata: MetaData | None = None) -> Engine:

@@ -8,7 +8,6 @@ host ever reach logs, errors and the delivery table.
 
 from __future__ import annotations
 
-import datetime as dt
 import fcntl
 import json
 import re
@@ -28,6 +27,7 @@ from tenacity import Retrying, stop_after_attempt, wait_exponential
 from shoal.config import Settings
 from shoal.exceptions import ShoalError
 from shoal.lake import database
+from shoal.lake.database import utcnow as _now
 
 metadata = MetaData()
 topics = Table(
@@ -68,10 +68,6 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 
 class NotifyError(ShoalError):
     """A topic or subscription is unknown or invalid."""
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def redact(protocol: str, endpoint: str) -> str:

@@ -9,7 +9,6 @@ resolve against the job file's folder. Registered jobs live in the catalog datab
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import shutil
 import time
@@ -22,7 +21,7 @@ import yaml
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, insert, select, update
 
 from shoal.config import Settings
-from shoal.exceptions import ShoalError
+from shoal.exceptions import ShoalError, first_line
 from shoal.lake import database
 
 metadata = MetaData()
@@ -278,7 +277,7 @@ class JobRegistry:
             "kind": job.kind,
             "definition": job.to_json(),
             "source": job.source,
-            "updated_at": dt.datetime.now(dt.UTC).replace(tzinfo=None),
+            "updated_at": database.utcnow(),
         }
         with self.engine.begin() as conn:
             if not conn.execute(update(jobs_table).where(jobs_table.c.name == job.name).values(**values)).rowcount:
@@ -368,16 +367,9 @@ def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobR
         raise
     except Exception as exc:  # Spark/JVM errors: name the job and what it was doing
         raise JobError(
-            f"job {job.name!r} failed: {_first_line(exc)}",
+            f"job {job.name!r} failed: {first_line(exc)}",
             hint="fix the input or the recipe and run it again; outputs were left as they were",
         ) from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    java = getattr(exc, "java_exception", None)
-    text = str(java.getMessage()) if java is not None else str(exc)
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[0][:500] if lines else type(exc).__name__
 
 
 def _run(spark, settings: Settings, job: Job, run_id: str, started: float, say, stage: str) -> JobResult:
@@ -389,7 +381,7 @@ def _run(spark, settings: Settings, job: Job, run_id: str, started: float, say, 
     except ShoalError:
         raise
     except Exception as exc:
-        raise JobError(f"job {job.name!r} failed while {stage}: {_first_line(exc)}") from exc
+        raise JobError(f"job {job.name!r} failed while {stage}: {first_line(exc)}") from exc
 
     def load(ref: Any):
         if isinstance(ref, str) and ref in job.datasets:
@@ -405,7 +397,7 @@ def _run(spark, settings: Settings, job: Job, run_id: str, started: float, say, 
             rows_in = source.count()
             rows_out = df.count()
         except Exception as exc:
-            raise JobError(f"job {job.name!r} failed while {stage}: {_first_line(exc)}") from exc
+            raise JobError(f"job {job.name!r} failed while {stage}: {first_line(exc)}") from exc
         results = []
         for out in job.outputs:
             say(f"{job.name}: writing {out.describe()}")

@@ -18,7 +18,7 @@ import sqlglot
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
-from shoal.exceptions import SqlError
+from shoal.exceptions import SqlError, first_line
 
 _TIME_KINDS = {"TIMESTAMP": "TIMESTAMP", "SYSTEM_TIME": "TIMESTAMP", "VERSION": "VERSION", "SYSTEM_VERSION": "VERSION"}
 
@@ -101,22 +101,16 @@ def run(spark, sql: str, *, limit: int | None = None) -> QueryResult:
             df = spark.sql(translate(stmt))
         except (ParseException, AnalysisException, PySparkException) as exc:
             where = f"statement {i}: " if len(statements) > 1 else ""
-            raise SqlError(f"{where}{_first_line(exc)}") from exc
+            raise SqlError(f"{where}{first_line(exc)}") from exc
         except Exception as exc:  # Py4J errors from the JVM carry the reason in their text
-            raise SqlError(_first_line(exc)) from exc
+            raise SqlError(first_line(exc)) from exc
     assert df is not None
     try:
         rows = (df.limit(limit) if limit else df).collect()
     except Exception as exc:
-        raise SqlError(_first_line(exc)) from exc
+        raise SqlError(first_line(exc)) from exc
     return QueryResult(
         columns=list(df.columns),
         types=[f.dataType.simpleString() for f in df.schema.fields],
         rows=[tuple(r) for r in rows],
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    java = getattr(exc, "java_exception", None)  # Py4JJavaError: the JVM's message says why
-    text = (str(java.getMessage()) if java is not None else str(exc)).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

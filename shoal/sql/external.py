@@ -17,7 +17,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import uuid
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from shoal.config import Settings
-from shoal.exceptions import SqlError
+from shoal.exceptions import SqlError, first_line
 from shoal.lake import database
 from shoal.sql import QueryResult, run, split_statements
 
@@ -137,7 +136,7 @@ class Registry:
             "location": table.location,
             "options": json.dumps(table.options),
             "repaired": table.repaired,
-            "created_at": dt.datetime.now(dt.UTC).replace(tzinfo=None),
+            "created_at": database.utcnow(),
             "ddl": table.spark_ddl(),
         }
         with self.engine.begin() as conn:
@@ -395,7 +394,7 @@ def run_df(spark, sql: str):
     try:
         return spark.sql(sql)
     except Exception as exc:
-        raise SqlError(str(getattr(exc, "desc", exc)).strip().splitlines()[0]) from exc
+        raise SqlError(first_line(exc)) from exc
 
 
 def _literal(node: Any) -> str:

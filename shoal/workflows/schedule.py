@@ -45,6 +45,7 @@ from sqlalchemy.exc import IntegrityError
 
 from shoal.config import Settings
 from shoal.lake import database
+from shoal.lake.database import utcnow
 from shoal.workflows.errors import WorkflowError
 from shoal.workflows.store import executions
 
@@ -76,10 +77,6 @@ _RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)
 _CLOUD_CRON = re.compile(r"^cron\((.*)\)$", re.I)
 _UNITS = {"minute": 60, "hour": 3600, "day": 86400}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 # ---- expressions -------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from sqlalchemy import (
 
 from shoal.config import Settings
 from shoal.lake import database
+from shoal.lake.database import utcnow as now
 from shoal.workflows.errors import WorkflowError
 
 metadata = MetaData()
@@ -90,10 +91,6 @@ checkpoints = Table(
 )
 
 RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED = "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def _dump(value: Any) -> str:
