@@ -345,6 +345,9 @@ def sql(
         Dialect, typer.Option("--dialect", help="Dialect the SQL is written in (translated to Spark SQL).")
     ] = Dialect.spark,
     database: Annotated[str | None, typer.Option("--database", help="Database for unqualified table names.")] = None,
+    as_: Annotated[
+        str | None, typer.Option("--as", help="Run governed: as this principal, with its grants (audited).")
+    ] = None,
 ) -> None:
     """Run SQL on the lake catalog and the external tables (CREATE EXTERNAL TABLE, MSCK REPAIR TABLE, ...)."""
     from shoal.spark import get_spark
@@ -352,6 +355,14 @@ def sql(
 
     _state["json"] = fmt == SqlFormat.json
     s = settings()
+    if as_ is not None:
+        from shoal.governance import GovernedSql, Principals
+
+        if dialect != Dialect.spark or database:
+            raise ShoalError("--as runs Spark SQL with qualified table names (no --dialect/--database)")
+        result = GovernedSql(get_spark(s), s, Principals(s).principal(as_)).execute(query, limit=limit)
+        output.print_query(result, fmt.value)
+        return
     runner = SqlRunner(get_spark(s), s, dialect=dialect.value, database_name=database)
     result, _ = runner.execute(query, limit=limit)
     output.print_query(result, fmt.value)
@@ -457,9 +468,11 @@ def demo(
     run_demo(workspace)
 
 
-from shoal.cli import workflows as _workflows  # noqa: E402 - registers the workflow commands on `app`
+from shoal.cli import governance as _governance  # noqa: E402 - registers commands on `app`
+from shoal.cli import workflows as _workflows  # noqa: E402
 
 _workflows.register(app)
+_governance.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,361 @@
+"""Commands for governance: principals, groups, tokens, grants, tags, owners, audit.
+
+The CLI runs as the workspace's operator (it can read the catalog database directly), so
+it acts as `admin` unless `--as PRINCIPAL` says otherwise; grants made with `--as` need
+that principal's authority (owner or WITH GRANT OPTION).
+"""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from typing import Annotated
+
+import typer
+
+from shoal.cli import output
+from shoal.cli.context import settings, state
+from shoal.exceptions import ShoalError
+
+principal_app = typer.Typer(help="Users: add, list, remove, passwords.", no_args_is_help=True)
+group_app = typer.Typer(help="Groups of users.", no_args_is_help=True)
+token_app = typer.Typer(help="API tokens (shown once, stored hashed).", no_args_is_help=True)
+tag_app = typer.Typer(help="Tags (keys with allowed values) on databases, tables and columns.", no_args_is_help=True)
+grants_app = typer.Typer(help="List grants.", no_args_is_help=True)
+audit_app = typer.Typer(help="The audit log (admins).", no_args_is_help=True)
+owner_app = typer.Typer(help="Table owners and descriptions.", no_args_is_help=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+AsOpt = Annotated[str, typer.Option("--as", help="Act as this principal (default: admin, the operator).")]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(principal_app, name="principal")
+    app.add_typer(group_app, name="group")
+    app.add_typer(token_app, name="token")
+    app.add_typer(tag_app, name="tag")
+    app.add_typer(grants_app, name="grants")
+    app.add_typer(audit_app, name="audit")
+    app.add_typer(owner_app, name="owner")
+    app.command("grant")(grant)
+    app.command("revoke")(revoke)
+
+
+def _principals():
+    from shoal.governance import Principals
+
+    return Principals(settings())
+
+
+def _gov():
+    from shoal.governance import Governance
+
+    return Governance(settings())
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+@principal_app.command("add")
+def principal_add(
+    name: Annotated[str, typer.Argument()],
+    admin: Annotated[bool, typer.Option("--admin", help="Full rights on everything.")] = False,
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="Read a password from stdin (for the web console).")
+    ] = False,
+) -> None:
+    """Add a user."""
+    password = sys.stdin.readline().rstrip("\n") if password_stdin else None
+    _principals().add(name, kind="user", admin=admin, password=password)
+    output.out.print(f"user {name} added")
+
+
+@principal_app.command("password")
+def principal_password(name: Annotated[str, typer.Argument()]) -> None:
+    """Set a user's password (prompted; or piped on stdin)."""
+    password = getpass.getpass(f"password for {name}: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+    if len(password) < 8:
+        raise ShoalError("a password needs at least 8 characters")
+    _principals().set_password(name, password)
+    output.out.print(f"password of {name} set")
+
+
+@principal_app.command("list")
+def principal_list(json_out: JsonOpt = False) -> None:
+    """Users and groups."""
+    state["json"] = json_out
+    rows = _principals().list()
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "Principals",
+        ["name", "kind", "admin", "groups", "password"],
+        [[r["name"], r["kind"], r["admin"], ", ".join(r["groups"]), r["has_password"]] for r in rows],
+    )
+
+
+@principal_app.command("remove")
+def principal_remove(name: Annotated[str, typer.Argument()]) -> None:
+    """Remove a user or group (its tokens are revoked)."""
+    _principals().remove(name)
+    output.out.print(f"{name} removed")
+
+
+@group_app.command("create")
+def group_create(name: Annotated[str, typer.Argument()]) -> None:
+    """Create a group."""
+    _principals().add(name, kind="group")
+    output.out.print(f"group {name} created")
+
+
+@group_app.command("add")
+def group_add(group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()]) -> None:
+    """Add a user to a group."""
+    _principals().add_member(group, user)
+    output.out.print(f"{user} is in {group}")
+
+
+@group_app.command("remove")
+def group_remove(group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()]) -> None:
+    """Remove a user from a group."""
+    _principals().remove_member(group, user)
+    output.out.print(f"{user} left {group}")
+
+
+@token_app.command("create")
+def token_create(
+    name: Annotated[str, typer.Argument(help="The user the token acts as.")],
+    description: Annotated[str | None, typer.Option("--description")] = None,
+    expires_days: Annotated[float | None, typer.Option("--expires-days", help="Expire after this many days.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Create an API token; it is printed once and stored only as a hash."""
+    state["json"] = json_out
+    token_id, token = _principals().create_token(name, description=description, expires_in_days=expires_days)
+    if json_out:
+        output.print_json({"id": token_id, "principal": name, "token": token})
+    else:
+        output.out.print(token)
+        output.err.print(f"token {token_id} for {name}: store it now, it is not shown again")
+
+
+@token_app.command("revoke")
+def token_revoke(token_id: Annotated[str, typer.Argument()]) -> None:
+    """Revoke a token by id."""
+    _principals().revoke_token(token_id)
+    output.out.print(f"token {token_id} revoked")
+
+
+@token_app.command("list")
+def token_list(name: Annotated[str | None, typer.Argument()] = None, json_out: JsonOpt = False) -> None:
+    """Tokens (ids and dates, never secrets)."""
+    state["json"] = json_out
+    rows = _principals().list_tokens(name)
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "Tokens",
+        ["id", "principal", "created", "expires", "revoked", "last used"],
+        [
+            [r["id"], r["principal"], r["created_at"], r["expires_at"] or "-", r["revoked"], r["last_used_at"] or "-"]
+            for r in rows
+        ],
+    )
+
+
+def grant(
+    privilege: Annotated[str, typer.Argument(help="SELECT, INSERT, ALTER, DROP, DESCRIBE or ALL.")],
+    on: Annotated[str, typer.Argument(metavar="ON")],
+    kind: Annotated[str, typer.Argument(metavar="TABLE|DATABASE|TAGS")],
+    target: Annotated[str, typer.Argument(metavar="NAME|TAG-EXPRESSION")],
+    to: Annotated[str, typer.Argument(metavar="TO")],
+    grantee: Annotated[str, typer.Argument(metavar="PRINCIPAL")],
+    columns: Annotated[str | None, typer.Option("--columns", help="Only these columns (a,b,c).")] = None,
+    exclude_columns: Annotated[str | None, typer.Option("--exclude-columns", help="All columns but these.")] = None,
+    row_filter: Annotated[
+        str | None, typer.Option("--row-filter", help="Only rows where this SQL predicate holds.")
+    ] = None,
+    mask: Annotated[
+        list[str] | None, typer.Option("--mask", help="COLUMN=hash|redact|null|last4|email (repeatable).")
+    ] = None,
+    with_grant_option: Annotated[
+        bool, typer.Option("--with-grant-option", help="The grantee may grant it on.")
+    ] = False,
+    as_: AsOpt = "admin",
+    json_out: JsonOpt = False,
+) -> None:
+    """Grant a privilege: shoal grant SELECT ON TABLE db.t TO analysts [--columns ...] [--row-filter ...]."""
+    from shoal.governance import AuditLog
+
+    state["json"] = json_out
+    if on.upper() != "ON" or to.upper() != "TO":
+        raise ShoalError("write: shoal grant PRIVILEGE ON TABLE|DATABASE|TAGS NAME TO PRINCIPAL")
+    masks = {}
+    for m in mask or []:
+        if "=" not in m:
+            raise ShoalError(f"--mask {m!r}: write COLUMN=KIND")
+        col, kind_ = m.split("=", 1)
+        masks[col.strip()] = kind_.strip()
+    s = settings()
+    gov = _gov()
+    by = gov.principals.principal(as_)
+    table_columns = None
+    if kind.upper() == "TABLE" and (columns or exclude_columns or row_filter or masks):
+        table_columns = _table_columns(s, target)
+    try:
+        g = gov.grant(
+            by,
+            privilege,
+            kind,
+            target,
+            grantee,
+            columns=_split(columns),
+            exclude_columns=_split(exclude_columns),
+            row_filter=row_filter,
+            masks=masks,
+            grantable=with_grant_option,
+            table_columns=table_columns,
+        )
+    except ShoalError as exc:
+        AuditLog(s).record(by.name, "grant", f"{kind.lower()} {target}", False, reason=str(exc).splitlines()[0])
+        raise
+    AuditLog(s).record(
+        by.name, "grant", f"{kind.lower()} {target}", True, grant_id=g.id, grantee=grantee, privilege=privilege.upper()
+    )
+    output.print_json(g.to_dict()) if json_out else output.print_kv(f"Grant {g.id}", g.to_dict())
+
+
+def _table_columns(s, target: str) -> list[str]:
+    from shoal.governance.grants import table_key
+    from shoal.spark import get_spark
+
+    db, name = table_key(target)
+    try:
+        return [f.name for f in get_spark(s).table(f"{s.catalog.name}.`{db}`.`{name}`").schema.fields]
+    except Exception as exc:  # noqa: BLE001 - a missing table is the user's error
+        raise ShoalError(
+            f"table {db}.{name} does not exist", hint="column, row and mask grants need the table's columns"
+        ) from exc
+
+
+def revoke(grant_id: Annotated[int, typer.Argument()], as_: AsOpt = "admin") -> None:
+    """Revoke a grant by id (see `shoal grants list`)."""
+    from shoal.governance import AuditLog
+
+    gov = _gov()
+    by = gov.principals.principal(as_)
+    gov.revoke(by, grant_id)
+    AuditLog(settings()).record(by.name, "revoke", str(grant_id), True)
+    output.out.print(f"grant {grant_id} revoked")
+
+
+@grants_app.command("list")
+def grants_list(
+    grantee: Annotated[str | None, typer.Option("--to", help="Only grants to this principal.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Grants, oldest first."""
+    state["json"] = json_out
+    rows = [g.to_dict() for g in _gov().list(grantee)]
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "Grants",
+        ["id", "privilege", "on", "to", "columns", "row filter", "masks", "grant option"],
+        [
+            [
+                r["id"],
+                r["privilege"],
+                r["on"],
+                r["grantee"],
+                ", ".join(r["columns"] or [])
+                or ("all but " + ", ".join(r["exclude_columns"]) if r["exclude_columns"] else "all"),
+                r["row_filter"] or "",
+                r["masks"] or "",
+                r["with_grant_option"],
+            ]
+            for r in rows
+        ],
+    )
+
+
+@tag_app.command("create")
+def tag_create(
+    key: Annotated[str, typer.Argument()],
+    values: Annotated[str, typer.Option("--values", help="Allowed values: a,b,c.")],
+) -> None:
+    """Create (or redefine) a tag key with its allowed values."""
+    _gov().create_tag(key, _split(values) or [])
+    output.out.print(f"tag {key}: {values}")
+
+
+@tag_app.command("assign")
+def tag_assign(
+    assignment: Annotated[str, typer.Argument(metavar="KEY=VALUE")],
+    table: Annotated[str | None, typer.Option("--table")] = None,
+    database_name: Annotated[str | None, typer.Option("--database")] = None,
+    column: Annotated[str | None, typer.Option("--column")] = None,
+) -> None:
+    """Tag a database, a table or a column (columns inherit their table's tags, tables their database's)."""
+    if "=" not in assignment:
+        raise ShoalError("write KEY=VALUE")
+    key, value = assignment.split("=", 1)
+    _gov().assign_tag(key.strip(), value.strip(), database_name=database_name, table=table, column=column)
+    output.out.print(f"{key}={value} on {table or database_name}{'.' + column if column else ''}")
+
+
+@tag_app.command("list")
+def tag_list(json_out: JsonOpt = False) -> None:
+    """Tag keys and allowed values."""
+    state["json"] = json_out
+    tags = _gov().tags()
+    output.print_json(tags) if json_out else output.print_rows(
+        "Tags", ["key", "allowed values"], [[k, ", ".join(v)] for k, v in tags.items()]
+    )
+
+
+@owner_app.command("set")
+def owner_set(
+    table: Annotated[str, typer.Argument()],
+    owner: Annotated[str | None, typer.Option("--owner")] = None,
+    description: Annotated[str | None, typer.Option("--description")] = None,
+) -> None:
+    """Set a table's owner (who approves access requests and may grant) and description."""
+    _gov().set_owner(table, owner, description)
+    output.out.print(f"{table}: owner {owner or '(unchanged)'}")
+
+
+@audit_app.command("list")
+def audit_list(
+    principal: Annotated[str | None, typer.Option("--principal")] = None,
+    decision: Annotated[str | None, typer.Option("--decision", help="allow or deny")] = None,
+    limit: Annotated[int, typer.Option("--limit")] = 100,
+    as_: AsOpt = "admin",
+    json_out: JsonOpt = False,
+) -> None:
+    """Recent authorization decisions, newest first (admins only)."""
+    from shoal.governance import AccessDenied, AuditLog
+
+    state["json"] = json_out
+    s = settings()
+    who = _principals().principal(as_)
+    log = AuditLog(s)
+    if not who.is_admin:
+        log.record(who.name, "audit.read", None, False, reason="not an admin")
+        raise AccessDenied(f"{who.name} may not read the audit log")
+    rows = log.list(principal=principal, decision=decision, limit=limit)
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "Audit",
+        ["id", "time", "principal", "action", "resource", "decision", "reason"],
+        [
+            [r["id"], r["ts"], r["principal"], r["action"], r["resource"] or "", r["decision"], r["reason"] or ""]
+            for r in rows
+        ],
+    )

@@ -1,0 +1,85 @@
+"""The audit log: every authorization decision and raw-object read, append-only.
+
+Queries are recorded by fingerprint (the statement with its literals replaced by `?`,
+hashed), so the log shows which query shapes ran without copying values into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import sqlglot
+from sqlalchemy import insert, select
+
+from shoal.config import Settings
+from shoal.governance.store import audit, metadata
+from shoal.lake import database
+from shoal.lake.database import utcnow
+
+
+def fingerprint(sql: str) -> str:
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+        shape = tree.transform(lambda n: sqlglot.exp.Placeholder() if isinstance(n, sqlglot.exp.Literal) else n).sql(
+            dialect="spark"
+        )
+    except Exception:  # noqa: BLE001 - unparsable text still gets a stable fingerprint
+        shape = " ".join(sql.split()).lower()
+    return hashlib.sha256(shape.encode()).hexdigest()[:32]
+
+
+class AuditLog:
+    def __init__(self, settings: Settings) -> None:
+        self.engine = database.engine(settings, metadata)
+
+    def record(
+        self,
+        principal: str,
+        action: str,
+        resource: str | None,
+        allowed: bool,
+        *,
+        reason: str | None = None,
+        sql: str | None = None,
+        **detail: Any,
+    ) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(audit).values(
+                    ts=utcnow(),
+                    principal=principal,
+                    action=action,
+                    resource=resource,
+                    decision="allow" if allowed else "deny",
+                    reason=(reason or "")[:1000] or None,
+                    fingerprint=fingerprint(sql) if sql else None,
+                    detail=json.dumps(detail, default=str) if detail else None,
+                )
+            )
+
+    def list(
+        self, *, principal: str | None = None, decision: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        q = select(audit).order_by(audit.c.id.desc()).limit(limit)
+        if principal:
+            q = q.where(audit.c.principal == principal)
+        if decision:
+            q = q.where(audit.c.decision == decision)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return [
+            {
+                "id": r.id,
+                "ts": r.ts.isoformat() + "Z",
+                "principal": r.principal,
+                "action": r.action,
+                "resource": r.resource,
+                "decision": r.decision,
+                "reason": r.reason,
+                "fingerprint": r.fingerprint,
+                **({"detail": json.loads(r.detail)} if r.detail else {}),
+            }
+            for r in rows
+        ]

@@ -1,0 +1,242 @@
+"""Users, groups and API tokens.
+
+Passwords are hashed with Argon2 (argon2-cffi). API tokens look like
+`shoal_<id>_<secret>`: the id finds the row, and only a SHA-256 of the 256-bit random
+secret is stored (a hash fit for high-entropy secrets; compared in constant time).
+`admin` is created with the governance tables; the group `everyone` holds every user.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerifyMismatchError
+from sqlalchemy import delete, insert, select, update
+
+from shoal.config import Settings
+from shoal.governance.errors import AuthError, GovernanceError
+from shoal.governance.store import members, metadata, principals, tokens
+from shoal.lake import database
+from shoal.lake.database import utcnow
+
+ADMIN = "admin"
+EVERYONE = "everyone"
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.@-]{0,199}$")
+_TOKEN = re.compile(r"^shoal_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+_hasher = PasswordHasher()
+
+
+@dataclass(frozen=True)
+class Principal:
+    name: str
+    is_admin: bool
+    groups: frozenset[str]
+
+    @property
+    def identities(self) -> set[str]:
+        """Names grants can be made to: the user, their groups, and everyone."""
+        return {self.name, *self.groups, EVERYONE}
+
+
+class Principals:
+    def __init__(self, settings: Settings) -> None:
+        self.engine = database.engine(settings, metadata)
+        self._bootstrap()
+
+    def _bootstrap(self) -> None:
+        with self.engine.begin() as conn:
+            have = {
+                r.name for r in conn.execute(select(principals.c.name).where(principals.c.name.in_([ADMIN, EVERYONE])))
+            }
+            if ADMIN not in have:
+                conn.execute(insert(principals).values(name=ADMIN, kind="user", is_admin=True, created_at=utcnow()))
+            if EVERYONE not in have:
+                conn.execute(
+                    insert(principals).values(name=EVERYONE, kind="group", is_admin=False, created_at=utcnow())
+                )
+
+    # ---- users and groups ---------------------------------------------------------------------
+    def add(self, name: str, *, kind: str = "user", admin: bool = False, password: str | None = None) -> None:
+        if not _NAME.match(name):
+            raise GovernanceError(
+                f"invalid principal name {name!r}", hint="start with a letter; letters, digits, '.', '_', '@', '-'"
+            )
+        if kind not in ("user", "group"):
+            raise GovernanceError("kind must be user or group")
+        with self.engine.begin() as conn:
+            if conn.execute(select(principals.c.name).where(principals.c.name == name)).first():
+                raise GovernanceError(f"principal {name!r} already exists")
+            conn.execute(
+                insert(principals).values(
+                    name=name,
+                    kind=kind,
+                    is_admin=admin and kind == "user",
+                    password_hash=_hasher.hash(password) if password else None,
+                    created_at=utcnow(),
+                )
+            )
+
+    def remove(self, name: str) -> None:
+        if name in (ADMIN, EVERYONE):
+            raise GovernanceError(f"{name!r} is built in and cannot be removed")
+        self.get_row(name)
+        with self.engine.begin() as conn:
+            conn.execute(delete(members).where((members.c.member == name) | (members.c.group_name == name)))
+            conn.execute(
+                update(tokens)
+                .where(tokens.c.principal == name, tokens.c.revoked_at.is_(None))
+                .values(revoked_at=utcnow())
+            )
+            conn.execute(delete(principals).where(principals.c.name == name))
+
+    def get_row(self, name: str) -> Any:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(principals).where(principals.c.name == name)).first()
+        if row is None:
+            raise GovernanceError(f"no principal named {name!r}", hint="list them with `shoal principal list`")
+        return row
+
+    def set_password(self, name: str, password: str) -> None:
+        row = self.get_row(name)
+        if row.kind != "user":
+            raise GovernanceError(f"{name!r} is a group; only users have passwords")
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(principals).where(principals.c.name == name).values(password_hash=_hasher.hash(password))
+            )
+
+    def add_member(self, group: str, member: str) -> None:
+        if group == EVERYONE:
+            raise GovernanceError("every user is in 'everyone' already")
+        if self.get_row(group).kind != "group":
+            raise GovernanceError(f"{group!r} is not a group")
+        if self.get_row(member).kind != "user":
+            raise GovernanceError(f"{member!r} is not a user (groups do not nest)")
+        with self.engine.begin() as conn:
+            if not conn.execute(
+                select(members).where(members.c.group_name == group, members.c.member == member)
+            ).first():
+                conn.execute(insert(members).values(group_name=group, member=member))
+
+    def remove_member(self, group: str, member: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(members).where(members.c.group_name == group, members.c.member == member))
+
+    def list(self) -> list[dict[str, Any]]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(principals).order_by(principals.c.kind.desc(), principals.c.name)).all()
+            mem = conn.execute(select(members)).all()
+        groups: dict[str, list[str]] = {}
+        for m in mem:
+            groups.setdefault(m.member, []).append(m.group_name)
+        return [
+            {
+                "name": r.name,
+                "kind": r.kind,
+                "admin": r.is_admin,
+                "groups": sorted(groups.get(r.name, [])),
+                "has_password": bool(r.password_hash),
+            }
+            for r in rows
+        ]
+
+    def principal(self, name: str) -> Principal:
+        row = self.get_row(name)
+        if row.kind != "user":
+            raise GovernanceError(f"{name!r} is a group; queries run as a user")
+        with self.engine.connect() as conn:
+            groups = frozenset(
+                r.group_name for r in conn.execute(select(members.c.group_name).where(members.c.member == name))
+            )
+        return Principal(name=name, is_admin=row.is_admin, groups=groups)
+
+    # ---- credentials ---------------------------------------------------------------------------
+    def check_password(self, name: str, password: str) -> Principal:
+        try:
+            row = self.get_row(name)
+        except GovernanceError:
+            _hasher.hash(password)  # same work whether or not the user exists
+            raise AuthError("wrong user name or password") from None
+        try:
+            if not row.password_hash or row.kind != "user":
+                raise VerifyMismatchError
+            _hasher.verify(row.password_hash, password)
+        except (VerifyMismatchError, InvalidHashError):
+            raise AuthError("wrong user name or password") from None
+        return self.principal(name)
+
+    def create_token(
+        self, name: str, *, description: str | None = None, expires_in_days: float | None = None
+    ) -> tuple[str, str]:
+        """Returns (token id, the token). The token is shown once and never stored."""
+        if self.get_row(name).kind != "user":
+            raise GovernanceError(f"{name!r} is a group; tokens belong to users")
+        token_id = secrets.token_hex(8)
+        secret = secrets.token_urlsafe(32)
+        expires = utcnow() + dt.timedelta(days=expires_in_days) if expires_in_days else None
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(tokens).values(
+                    id=token_id,
+                    principal=name,
+                    secret_hash=_digest(secret),
+                    description=description,
+                    created_at=utcnow(),
+                    expires_at=expires,
+                )
+            )
+        return token_id, f"shoal_{token_id}_{secret}"
+
+    def revoke_token(self, token_id: str) -> None:
+        with self.engine.begin() as conn:
+            n = conn.execute(
+                update(tokens).where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None)).values(revoked_at=utcnow())
+            ).rowcount
+        if not n:
+            raise GovernanceError(f"no active token {token_id!r}")
+
+    def list_tokens(self, name: str | None = None) -> list[dict[str, Any]]:
+        q = select(tokens).order_by(tokens.c.created_at)
+        if name:
+            q = q.where(tokens.c.principal == name)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).all()
+        return [
+            {
+                "id": r.id,
+                "principal": r.principal,
+                "description": r.description,
+                "created_at": r.created_at.isoformat() + "Z",
+                "expires_at": r.expires_at.isoformat() + "Z" if r.expires_at else None,
+                "revoked": r.revoked_at is not None,
+                "last_used_at": r.last_used_at.isoformat() + "Z" if r.last_used_at else None,
+            }
+            for r in rows
+        ]
+
+    def authenticate(self, token: str) -> Principal:
+        m = _TOKEN.match(token or "")
+        if not m:
+            raise AuthError("malformed token")
+        with self.engine.connect() as conn:
+            row = conn.execute(select(tokens).where(tokens.c.id == m.group(1))).first()
+        if row is None or not hmac.compare_digest(row.secret_hash, _digest(m.group(2))):
+            raise AuthError("invalid token")
+        if row.revoked_at is not None:
+            raise AuthError("token revoked")
+        if row.expires_at is not None and row.expires_at < utcnow():
+            raise AuthError("token expired")
+        with self.engine.begin() as conn:
+            conn.execute(update(tokens).where(tokens.c.id == row.id).values(last_used_at=utcnow()))
+        return self.principal(row.principal)
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()

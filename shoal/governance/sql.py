@@ -1,0 +1,351 @@
+"""Governed SQL: parse, resolve every table reference, check, rewrite, and only then run.
+
+Each real table reference becomes a subquery that selects only the cells the principal
+may see (columns, row filters, masks; see grants.TableAccess), so a hidden column or row
+cannot be reached by any expression over the query, however it is written. Common table
+expressions are renamed to private names first, following the language's scoping: a
+name that is not a CTE in scope is a real table and is governed; a mistake in either
+direction fails closed (a reference that does not resolve).
+
+Refused outright, before anything runs: file reads (`parquet.\\`/path\\``), functions
+that reveal files or reach the JVM, script transforms, `SET`/`RESET`/`USE`/`ADD JAR`,
+creating functions or views, DDL and DML without the privilege, metadata tables and
+time travel unless the principal sees the whole table.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from shoal.config import Settings
+from shoal.exceptions import SqlError
+from shoal.governance.audit import AuditLog
+from shoal.governance.errors import AccessDenied
+from shoal.governance.grants import FORBIDDEN_FUNCTIONS, Governance, TableAccess, table_key
+from shoal.governance.principals import Principal
+from shoal.sql import QueryResult, run, split_statements
+
+FILE_SOURCES = {
+    "parquet",
+    "csv",
+    "json",
+    "orc",
+    "text",
+    "avro",
+    "binaryfile",
+    "delta",
+    "iceberg",
+    "hive",
+    "jdbc",
+    "file",
+}
+_TABLE_FUNCTIONS = {"range"}
+_UNRESOLVED = re.compile(r"UNRESOLVED_COLUMN|cannot be resolved|cannot resolve", re.I)
+
+
+class GovernedSql:
+    def __init__(self, spark, settings: Settings, principal: Principal) -> None:
+        self.spark = spark
+        self.settings = settings
+        self.principal = principal
+        self.gov = Governance(settings)
+        self.audit = AuditLog(settings)
+        self.catalog = settings.catalog.name.lower()
+        self._ctes = itertools.count(1)
+
+    def execute(self, sql: str, *, limit: int | None = None) -> QueryResult:
+        statements = split_statements(sql)
+        if not statements:
+            raise SqlError("no SQL statement given")
+        result = QueryResult([], [], [])
+        for statement in statements:
+            result = self.statement(statement, limit=limit)
+        return result
+
+    # ---- one statement --------------------------------------------------------------------------
+    def statement(self, sql: str, *, limit: int | None = None) -> QueryResult:
+        tables: list[str] = []
+        try:
+            result, action = self._statement(sql, tables, limit)
+        except AccessDenied as exc:
+            self.audit.record(
+                self.principal.name, "query", ",".join(tables) or None, False, reason=str(exc).splitlines()[0], sql=sql
+            )
+            raise
+        self.audit.record(self.principal.name, action, ",".join(tables) or None, True, sql=sql, rows=len(result.rows))
+        return result
+
+    def _statement(self, sql: str, tables: list[str], limit: int | None) -> tuple[QueryResult, str]:
+        head = " ".join(sql.split()[:2]).upper()
+        if head.startswith(("SHOW TABLES", "SHOW DATABASES", "SHOW NAMESPACES", "SHOW SCHEMAS")):
+            return self._show(sql), "show"
+        try:
+            tree = sqlglot.parse_one(sql, read="spark")
+        except sqlglot.errors.ParseError as exc:
+            raise AccessDenied(f"cannot parse the statement, so it is not run: {str(exc).splitlines()[0]}") from exc
+        if self.principal.is_admin:
+            self._collect_tables(tree, tables)
+            return run(self.spark, sql, limit=limit), "admin"
+        self._forbid(tree)
+        if isinstance(tree, exp.Query):
+            governed = self.govern(tree, tables)
+            return self._run(governed.sql(dialect="spark"), limit), "select"
+        if isinstance(tree, exp.Describe):
+            return self._describe(tree, tables), "describe"
+        if (
+            isinstance(tree, exp.Insert)
+            and not tree.args.get("overwrite")
+            and isinstance(tree.this, exp.Table | exp.Schema)
+        ):
+            target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+            name = self._real_name(target)
+            tables.append(name)
+            self._require(name, "INSERT")
+            tree = tree.copy()
+            source = tree.expression
+            if isinstance(source, exp.Query):
+                tree.set("expression", self.govern(source, tables))
+            target_copy = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+            self._qualify(target_copy, name)
+            return self._run(tree.sql(dialect="spark"), limit), "insert"
+        if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "TABLE":
+            targets = tree.args.get("tables") or [tree.this]
+            for t in targets:
+                name = self._real_name(t)
+                tables.append(name)
+                self._require(name, "DROP")
+            return run(self.spark, sql, limit=limit), "drop"
+        if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
+            name = self._real_name(tree.this)
+            tables.append(name)
+            self._require(name, "ALTER")
+            return run(self.spark, sql, limit=limit), "alter"
+        kind = type(tree).__name__.upper() if not isinstance(tree, exp.Command) else str(tree.this).upper()
+        raise AccessDenied(
+            f"{kind} statements are not allowed for {self.principal.name}",
+            hint="only queries, INSERT INTO, DROP/ALTER TABLE with the privilege, DESCRIBE and SHOW TABLES run under governance",
+        )
+
+    def _run(self, sql: str, limit: int | None) -> QueryResult:
+        try:
+            return run(self.spark, sql, limit=limit)
+        except SqlError as exc:
+            m = re.search(r"name `?([^`\s]+)`? cannot be resolved", str(exc))
+            if m or _UNRESOLVED.search(str(exc)):
+                what = f"column {m.group(1)}" if m else "a column"
+                raise AccessDenied(
+                    f"{what} is not available: it does not exist or is not granted to {self.principal.name}"
+                ) from exc
+            raise
+
+    # ---- checks ---------------------------------------------------------------------------------
+    def _forbid(self, tree: exp.Expression) -> None:
+        if tree.find(exp.QueryTransform) is not None:
+            raise AccessDenied("script transforms (TRANSFORM ... USING) are not allowed")
+        for fn in tree.find_all(exp.Func):
+            name = (fn.name if isinstance(fn, exp.Anonymous) else fn.sql_name()).lower()
+            if name in FORBIDDEN_FUNCTIONS:
+                raise AccessDenied(f"function {name} is not allowed (it reveals files or reaches the JVM)")
+        for node in tree.find_all(
+            exp.Set, exp.Use, exp.Command, exp.Create, exp.Cache, exp.Uncache, exp.Merge, exp.Delete, exp.Update
+        ):
+            raise AccessDenied(f"{type(node).__name__.upper()} is not allowed for {self.principal.name}")
+
+    def _require(self, table: str, privilege: str) -> None:
+        if privilege not in self.gov.privileges(self.principal, table):
+            raise AccessDenied(
+                f"{self.principal.name} has no {privilege} on {table} (or it does not exist)",
+                hint=f"ask for it: shoal access request {table} --reason ...",
+            )
+
+    # ---- the rewrite ----------------------------------------------------------------------------
+    def govern(self, query: exp.Expression, tables: list[str]) -> exp.Expression:
+        tree = query.copy()
+        renames = self._rename_ctes(tree)
+        for table in list(tree.find_all(exp.Table)):
+            if id(table) in renames:
+                new, alias = renames[id(table)]
+                table.set("this", exp.to_identifier(new))
+                if not table.alias:
+                    table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+                continue
+            self._replace(table, tables)
+        return tree
+
+    def _rename_ctes(self, tree: exp.Expression) -> dict[int, tuple[str, str]]:
+        """Give every CTE a private name; map each reference (by node id) to it."""
+        renames: dict[int, tuple[str, str]] = {}
+        private: dict[int, dict[str, str]] = {}
+        for with_ in tree.find_all(exp.With):
+            names = {}
+            for cte in with_.expressions:
+                names[cte.alias_or_name.lower()] = f"__shoal_cte_{next(self._ctes)}"
+            private[id(with_)] = names
+        for table in tree.find_all(exp.Table):
+            if table.args.get("db") or table.args.get("catalog") or not isinstance(table.this, exp.Identifier):
+                continue
+            name = table.name.lower()
+            node = table.parent
+            while node is not None:
+                with_ = node.args.get("with_") or node.args.get("with")
+                if isinstance(with_, exp.With) and id(with_) in private and name in self._visible_ctes(with_, table):
+                    renames[id(table)] = (private[id(with_)][name], table.alias_or_name)
+                    break
+                node = node.parent
+        for with_ in tree.find_all(exp.With):
+            for cte in with_.expressions:
+                cte.set("alias", exp.TableAlias(this=exp.to_identifier(private[id(with_)][cte.alias_or_name.lower()])))
+        return renames
+
+    @staticmethod
+    def _visible_ctes(with_: exp.With, table: exp.Table) -> set[str]:
+        """CTEs of `with_` visible at `table`: all of them from the main query; inside a CTE's
+        own definition only the ones defined before it (a CTE does not see itself)."""
+        names = [c.alias_or_name.lower() for c in with_.expressions]
+        ancestors = set()
+        node = table.parent
+        while node is not None and node is not with_:
+            ancestors.add(id(node))
+            node = node.parent
+        if node is None:
+            return set(names)
+        for i, cte in enumerate(with_.expressions):
+            if id(cte) in ancestors:
+                return set(names[:i])
+        return set(names)
+
+    def _replace(self, table: exp.Table, tables: list[str]) -> None:
+        if not isinstance(table.this, exp.Identifier | exp.Dot):
+            fn = table.this
+            fname = (
+                (fn.name if isinstance(fn, exp.Anonymous) else type(fn).__name__).lower()
+                if isinstance(fn, exp.Func)
+                else ""
+            )
+            if fname in _TABLE_FUNCTIONS:
+                return
+            raise AccessDenied(f"table function {fname or table.sql()} is not allowed")
+        catalog = table.text("catalog").lower()
+        db = table.text("db").lower()
+        meta = None
+        if isinstance(table.this, exp.Dot):  # catalog.db.table.metadata
+            name, meta = table.this.this.name.lower(), table.this.expression.name.lower()
+        else:
+            name = table.name
+        if db in FILE_SOURCES and (table.this.args.get("quoted") or "/" in name or ":" in name):
+            raise AccessDenied(f"direct file reads ({db}.`...`) are not allowed; query tables")
+        if catalog and catalog not in (self.catalog, "spark_catalog") and meta is None:
+            # db.table.metadata parses as catalog.db.table
+            catalog, db, name, meta = "", catalog, db, name.lower()
+        elif catalog and catalog not in (self.catalog, "spark_catalog"):
+            raise AccessDenied(f"unknown catalog {catalog}")
+        db = db or "default"
+        full = f"{db}.{name.lower()}"
+        table_key(full)  # a valid identifier pair, or refuse
+        tables.append(full + (f".{meta}" if meta else ""))
+        access = self._access(full)
+        if meta is not None:
+            if not access.unrestricted:
+                raise AccessDenied(f"metadata tables of {full} reveal more than {self.principal.name} may see")
+            return
+        version = table.args.get("version")
+        if version is not None and not access.unrestricted:
+            raise AccessDenied(
+                f"time travel on {full} is allowed only with access to the whole table (filters and masks apply to the current table)"
+            )
+        select, where = access.projection()
+        source = f"{self.catalog}.`{db}`.`{name.lower()}`"
+        inner = sqlglot.parse_one(
+            f"SELECT {', '.join(select)} FROM {source}" + (f" WHERE {where}" if where else ""), read="spark"
+        )
+        if version is not None:
+            inner.args["from_"].this.set("version", version.copy())
+        alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name.lower()))
+        sub = exp.Subquery(this=inner, alias=alias)
+        for key in ("pivots", "laterals", "joins"):
+            if table.args.get(key):
+                sub.set(key, table.args[key])
+        table.replace(sub)
+
+    def _access(self, full: str) -> TableAccess:
+        columns = self._columns(full)
+        access = self.gov.access(self.principal, full, columns) if columns is not None else None
+        if access is None or not access.visible_columns:
+            raise AccessDenied(
+                f"{self.principal.name} has no SELECT on {full} (or it does not exist)",
+                hint=f"ask for it: shoal access request {full} --reason ...",
+            )
+        return access
+
+    def _columns(self, full: str) -> list[str] | None:
+        db, name = full.split(".")
+        try:
+            return [f.name for f in self.spark.table(f"{self.catalog}.`{db}`.`{name}`").schema.fields]
+        except Exception:  # noqa: BLE001 - a missing table reads as "not granted or does not exist"
+            return None
+
+    def _real_name(self, table: exp.Expression) -> str:
+        if not isinstance(table, exp.Table) or not table.name:
+            raise AccessDenied("the statement's target is not a table name")
+        catalog = table.text("catalog").lower()
+        if catalog and catalog != self.catalog:
+            raise AccessDenied(f"unknown catalog {catalog}")
+        return ".".join(table_key(f"{table.text('db') or 'default'}.{table.name}"))
+
+    def _qualify(self, table: exp.Table, full: str) -> None:
+        db, name = full.split(".")
+        table.set("catalog", exp.to_identifier(self.catalog))
+        table.set("db", exp.to_identifier(db))
+        table.set("this", exp.to_identifier(name))
+
+    @staticmethod
+    def _collect_tables(tree: exp.Expression, tables: list[str]) -> None:
+        tables.extend(
+            sorted({".".join(p for p in (t.text("db"), t.name) if p) for t in tree.find_all(exp.Table) if t.name})
+        )
+
+    # ---- catalog statements -------------------------------------------------------------------
+    def _describe(self, tree: exp.Describe, tables: list[str]) -> QueryResult:
+        target = tree.this
+        if not isinstance(target, exp.Table):
+            raise AccessDenied("DESCRIBE works on tables only")
+        name = self._real_name(target)
+        tables.append(name)
+        columns = self._columns(name)
+        if columns is None or not self.gov.discoverable(self.principal, name):
+            raise AccessDenied(f"{name} is not discoverable for {self.principal.name} (or it does not exist)")
+        schema = self.spark.table(f"{self.catalog}.{name}").schema
+        info = self.gov.info(name)
+        rows: list[tuple[Any, ...]] = [
+            (f.name, f.dataType.simpleString(), f.metadata.get("comment") if f.metadata else None)
+            for f in schema.fields
+        ]
+        rows += [("# owner", info["owner"] or "", None), ("# description", info["description"] or "", None)]
+        return QueryResult(["col_name", "data_type", "comment"], ["string", "string", "string"], rows)
+
+    def _show(self, sql: str) -> QueryResult:
+        words = sql.split()
+        if words[1].upper() in ("DATABASES", "NAMESPACES", "SCHEMAS"):
+            result = run(self.spark, "SHOW NAMESPACES")
+            names = [r[0] for r in result.rows]
+            visible = [
+                n for n in names if any(self.gov.discoverable(self.principal, f"{n}.{t}") for t in self._tables_in(n))
+            ]
+            return QueryResult(["namespace"], ["string"], [(n,) for n in visible])
+        m = re.match(r"(?is)SHOW\s+TABLES(?:\s+(?:IN|FROM)\s+`?([A-Za-z_][A-Za-z0-9_]*)`?)?\s*$", sql.strip())
+        if not m:
+            raise AccessDenied("only SHOW TABLES [IN db] and SHOW DATABASES are allowed")
+        db = (m.group(1) or "default").lower()
+        rows = [(db, t, False) for t in self._tables_in(db) if self.gov.discoverable(self.principal, f"{db}.{t}")]
+        return QueryResult(["namespace", "tableName", "isTemporary"], ["string", "string", "boolean"], rows)
+
+    def _tables_in(self, db: str) -> list[str]:
+        try:
+            return [r[1] for r in run(self.spark, f"SHOW TABLES IN {self.catalog}.`{db}`").rows]
+        except SqlError:
+            return []

@@ -1,0 +1,126 @@
+"""Governance state in the catalog database: principals, groups, tokens, grants, tags,
+table owners, and the append-only audit log."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    event,
+    text,
+)
+
+metadata = MetaData()
+
+principals = Table(
+    "shoal_principals",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("kind", String(8), nullable=False),  # user | group
+    Column("is_admin", Boolean, nullable=False, default=False),
+    Column("password_hash", Text),
+    Column("created_at", DateTime, nullable=False),
+)
+members = Table(
+    "shoal_group_members",
+    metadata,
+    Column("group_name", String(200), primary_key=True),
+    Column("member", String(200), primary_key=True),
+)
+tokens = Table(
+    "shoal_tokens",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("principal", String(200), nullable=False, index=True),
+    Column("secret_hash", String(128), nullable=False),
+    Column("description", Text),
+    Column("created_at", DateTime, nullable=False),
+    Column("expires_at", DateTime),
+    Column("revoked_at", DateTime),
+    Column("last_used_at", DateTime),
+)
+grants = Table(
+    "shoal_grants",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("grantee", String(200), nullable=False, index=True),
+    Column("privilege", String(16), nullable=False),
+    Column("target_kind", String(16), nullable=False),  # table | database | tags
+    Column("target", Text, nullable=False),  # db.table | db | canonical tag expression
+    Column("columns", Text),  # JSON list (include)
+    Column("exclude_columns", Text),  # JSON list
+    Column("row_filter", Text),
+    Column("masks", Text),  # JSON {column: mask}
+    Column("grantable", Boolean, nullable=False, default=False),
+    Column("granted_by", String(200), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)
+tag_keys = Table(
+    "shoal_tag_keys",
+    metadata,
+    Column("key", String(128), primary_key=True),
+    Column("allowed_values", Text, nullable=False),  # JSON list
+)
+tag_assignments = Table(
+    "shoal_tag_assignments",
+    metadata,
+    Column("key", String(128), nullable=False),
+    Column("value", String(256), nullable=False),
+    Column("database", String(200), nullable=False),
+    Column("table_name", String(200), nullable=False, default=""),  # "" = the database itself
+    Column("column_name", String(200), nullable=False, default=""),  # "" = the table itself
+    UniqueConstraint("key", "database", "table_name", "column_name", name="uq_tag_target"),
+)
+table_info = Table(
+    "shoal_table_info",
+    metadata,
+    Column("name", String(400), primary_key=True),
+    Column("owner", String(200)),
+    Column("description", Text),
+)
+audit = Table(
+    "shoal_audit",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("ts", DateTime, nullable=False, index=True),
+    Column("principal", String(200), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("resource", Text),
+    Column("decision", String(8), nullable=False),  # allow | deny
+    Column("reason", Text),
+    Column("fingerprint", String(64)),
+    Column("detail", Text),
+)
+
+
+@event.listens_for(audit, "after_create")
+def _append_only(target, connection, **kw) -> None:
+    """The audit log only grows: the database itself refuses updates and deletes."""
+    if connection.dialect.name == "sqlite":
+        for op in ("UPDATE", "DELETE"):
+            connection.execute(
+                text(
+                    f"CREATE TRIGGER IF NOT EXISTS shoal_audit_no_{op.lower()} BEFORE {op} ON shoal_audit "
+                    "BEGIN SELECT RAISE(ABORT, 'shoal_audit is append-only'); END"
+                )
+            )
+    elif connection.dialect.name == "postgresql":
+        connection.execute(
+            text(
+                "CREATE OR REPLACE FUNCTION shoal_audit_append_only() RETURNS trigger AS $$ "
+                "BEGIN RAISE EXCEPTION 'shoal_audit is append-only'; END; $$ LANGUAGE plpgsql"
+            )
+        )
+        connection.execute(
+            text(
+                "CREATE TRIGGER shoal_audit_append_only BEFORE UPDATE OR DELETE ON shoal_audit "
+                "FOR EACH ROW EXECUTE FUNCTION shoal_audit_append_only()"
+            )
+        )
