@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
 from shoal.config import Settings
-from shoal.exceptions import SqlError
+from shoal.exceptions import SqlError, first_line
 from shoal.governance.audit import AuditLog
 from shoal.governance.errors import AccessDenied
 from shoal.governance.grants import FORBIDDEN_FUNCTIONS, Governance, TableAccess, table_key
@@ -59,44 +60,50 @@ class GovernedSql:
         self._ctes = itertools.count(1)
 
     def execute(self, sql: str, *, limit: int | None = None) -> QueryResult:
+        """Check every statement first; run them only if all are allowed (never partially)."""
         statements = split_statements(sql)
         if not statements:
             raise SqlError("no SQL statement given")
+        planned = [self._planned(statement, limit) for statement in statements]
         result = QueryResult([], [], [])
-        for statement in statements:
-            result = self.statement(statement, limit=limit)
+        for statement, action, tables, runner in planned:
+            result = runner()
+            self.audit.record(
+                self.principal.name, action, ",".join(tables) or None, True, sql=statement, rows=len(result.rows)
+            )
         return result
 
     # ---- one statement --------------------------------------------------------------------------
-    def statement(self, sql: str, *, limit: int | None = None) -> QueryResult:
+    def _planned(self, sql: str, limit: int | None) -> tuple[str, str, list[str], Callable[[], QueryResult]]:
         tables: list[str] = []
         try:
-            result, action = self._statement(sql, tables, limit)
+            action, runner = self._plan(sql, tables, limit)
         except AccessDenied as exc:
-            self.audit.record(
-                self.principal.name, "query", ",".join(tables) or None, False, reason=str(exc).splitlines()[0], sql=sql
-            )
+            reason = str(exc).splitlines()[0]
+            self.audit.record(self.principal.name, "query", ",".join(tables) or None, False, reason=reason, sql=sql)
             raise
-        self.audit.record(self.principal.name, action, ",".join(tables) or None, True, sql=sql, rows=len(result.rows))
-        return result
+        return sql, action, tables, runner
 
-    def _statement(self, sql: str, tables: list[str], limit: int | None) -> tuple[QueryResult, str]:
+    def _plan(self, sql: str, tables: list[str], limit: int | None) -> tuple[str, Callable[[], QueryResult]]:
+        """All checks and the rewrite; returns the action and what runs it."""
         head = " ".join(sql.split()[:2]).upper()
         if head.startswith(("SHOW TABLES", "SHOW DATABASES", "SHOW NAMESPACES", "SHOW SCHEMAS")):
-            return self._show(sql), "show"
+            return "show", lambda: self._show(sql)
         try:
             tree = sqlglot.parse_one(sql, read="spark")
         except sqlglot.errors.ParseError as exc:
             raise AccessDenied(f"cannot parse the statement, so it is not run: {str(exc).splitlines()[0]}") from exc
         if self.principal.is_admin:
             self._collect_tables(tree, tables)
-            return run(self.spark, sql, limit=limit), "admin"
+            return "admin", lambda: run(self.spark, sql, limit=limit)
         self._forbid(tree)
         if isinstance(tree, exp.Query):
-            governed = self.govern(tree, tables)
-            return self._run(governed.sql(dialect="spark"), limit), "select"
+            governed = self.govern(tree, tables).sql(dialect="spark")
+            self._analyze(governed)
+            return "select", lambda: self._run(governed, limit)
         if isinstance(tree, exp.Describe):
-            return self._describe(tree, tables), "describe"
+            target = self._describable(tree, tables)
+            return "describe", lambda: self._describe(target)
         if (
             isinstance(tree, exp.Insert)
             and not tree.args.get("overwrite")
@@ -109,22 +116,23 @@ class GovernedSql:
             tree = tree.copy()
             source = tree.expression
             if isinstance(source, exp.Query):
-                tree.set("expression", self.govern(source, tables))
-            target_copy = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
-            self._qualify(target_copy, name)
-            return self._run(tree.sql(dialect="spark"), limit), "insert"
+                governed_source = self.govern(source, tables)
+                self._analyze(governed_source.sql(dialect="spark"))
+                tree.set("expression", governed_source)
+            self._qualify(tree.this.this if isinstance(tree.this, exp.Schema) else tree.this, name)
+            insert_sql = tree.sql(dialect="spark")
+            return "insert", lambda: self._run(insert_sql, limit)
         if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "TABLE":
-            targets = tree.args.get("tables") or [tree.this]
-            for t in targets:
+            for t in tree.args.get("tables") or [tree.this]:
                 name = self._real_name(t)
                 tables.append(name)
                 self._require(name, "DROP")
-            return run(self.spark, sql, limit=limit), "drop"
+            return "drop", lambda: run(self.spark, sql, limit=limit)
         if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
             name = self._real_name(tree.this)
             tables.append(name)
             self._require(name, "ALTER")
-            return run(self.spark, sql, limit=limit), "alter"
+            return "alter", lambda: run(self.spark, sql, limit=limit)
         kind = type(tree).__name__.upper() if not isinstance(tree, exp.Command) else str(tree.this).upper()
         raise AccessDenied(
             f"{kind} statements are not allowed for {self.principal.name}",
@@ -135,13 +143,29 @@ class GovernedSql:
         try:
             return run(self.spark, sql, limit=limit)
         except SqlError as exc:
-            m = re.search(r"name `?([^`\s]+)`? cannot be resolved", str(exc))
-            if m or _UNRESOLVED.search(str(exc)):
-                what = f"column {m.group(1)}" if m else "a column"
-                raise AccessDenied(
-                    f"{what} is not available: it does not exist or is not granted to {self.principal.name}"
-                ) from exc
-            raise
+            denied = self._denied_column(exc)
+            if denied is None:
+                raise
+            raise denied from exc
+
+    def _analyze(self, sql: str) -> None:
+        """Spark's analysis (names, types) without running anything."""
+        try:
+            self.spark.sql(sql)
+        except Exception as exc:  # noqa: BLE001 - analysis errors carry the reason in their text
+            err = SqlError(first_line(exc))
+            raise (self._denied_column(err) or err) from exc
+
+    def _denied_column(self, exc: SqlError) -> AccessDenied | None:
+        # A column outside the permitted projection does not resolve: say so without telling
+        # whether it exists.
+        m = re.search(r"name `?([^`\s]+)`? cannot be resolved", str(exc))
+        if m or _UNRESOLVED.search(str(exc)):
+            what = f"column {m.group(1)}" if m else "a column"
+            return AccessDenied(
+                f"{what} is not available: it does not exist or is not granted to {self.principal.name}"
+            )
+        return None
 
     # ---- checks ---------------------------------------------------------------------------------
     def _forbid(self, tree: exp.Expression) -> None:
@@ -166,6 +190,8 @@ class GovernedSql:
     # ---- the rewrite ----------------------------------------------------------------------------
     def govern(self, query: exp.Expression, tables: list[str]) -> exp.Expression:
         tree = query.copy()
+        for hint in list(tree.find_all(exp.Hint)):
+            hint.pop()  # hints name tables without reading them; the rewrite would misread them
         renames = self._rename_ctes(tree)
         for table in list(tree.find_all(exp.Table)):
             if id(table) in renames:
@@ -310,15 +336,17 @@ class GovernedSql:
         )
 
     # ---- catalog statements -------------------------------------------------------------------
-    def _describe(self, tree: exp.Describe, tables: list[str]) -> QueryResult:
+    def _describable(self, tree: exp.Describe, tables: list[str]) -> str:
         target = tree.this
         if not isinstance(target, exp.Table):
             raise AccessDenied("DESCRIBE works on tables only")
         name = self._real_name(target)
         tables.append(name)
-        columns = self._columns(name)
-        if columns is None or not self.gov.discoverable(self.principal, name):
+        if self._columns(name) is None or not self.gov.discoverable(self.principal, name):
             raise AccessDenied(f"{name} is not discoverable for {self.principal.name} (or it does not exist)")
+        return name
+
+    def _describe(self, name: str) -> QueryResult:
         schema = self.spark.table(f"{self.catalog}.{name}").schema
         info = self.gov.info(name)
         rows: list[tuple[Any, ...]] = [
