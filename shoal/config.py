@@ -137,6 +137,22 @@ class NotifySettings(BaseModel):
     webhook_timeout_s: float = 10
 
 
+class GovernanceSettings(BaseModel):
+    """Deny by default; catalog metadata open to every authenticated user unless turned off."""
+
+    metadata_visible_to_all: bool = True
+    # HMAC key for signed raw-object URLs; default: <workspace>/secrets/signing.key (0600).
+    signing_key: SecretStr | None = None
+    signed_url_max_s: int = Field(default=24 * 3600, ge=1)
+
+
+class ServerSettings(BaseModel):
+    """`shoal serve`: the HTTP API (and, later, the web console)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SHOAL_",
@@ -153,6 +169,8 @@ class Settings(BaseSettings):
     extract: ExtractSettings = Field(default_factory=ExtractSettings)
     workflows: WorkflowSettings = Field(default_factory=WorkflowSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
+    governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -473,6 +473,7 @@ from shoal.cli import workflows as _workflows  # noqa: E402
 
 _workflows.register(app)
 _governance.register(app)
+_governance.register_access(app)
 
 
 def main() -> None:

@@ -359,3 +359,167 @@ def audit_list(
             for r in rows
         ],
     )
+
+
+access_point_app = typer.Typer(
+    help="Access points: the only way raw objects leave the lake (read-only).", no_args_is_help=True
+)
+access_app = typer.Typer(help="Access requests: ask for a table; owners approve or reject.", no_args_is_help=True)
+
+
+def register_access(app: typer.Typer) -> None:
+    app.add_typer(access_point_app, name="access-point")
+    app.add_typer(access_app, name="access")
+    app.command("serve")(serve)
+
+
+@access_point_app.command("create")
+def access_point_create(
+    name: Annotated[str, typer.Argument()],
+    principal: Annotated[list[str], typer.Option("--principal", help="User or group allowed (repeatable).")],
+    prefix: Annotated[str, typer.Option("--prefix", help="Raw-zone prefix, e.g. inbox/2026 (default: all).")] = "",
+    tag: Annotated[
+        list[str] | None, typer.Option("--tag", help="Only objects with this tag KEY=VALUE (repeatable).")
+    ] = None,
+    cidr: Annotated[list[str] | None, typer.Option("--cidr", help="Only clients in this network (repeatable).")] = None,
+    as_: AsOpt = "admin",
+    json_out: JsonOpt = False,
+) -> None:
+    """Create a read-only access point over a raw-zone prefix and/or object tags."""
+    from shoal.governance.access import RawAccess
+
+    state["json"] = json_out
+    tags = dict(t.split("=", 1) for t in tag or [] if "=" in t)
+    ap = RawAccess(settings()).create(
+        _principals().principal(as_), name, prefix=prefix, principals=principal, tags=tags or None, cidrs=cidr or None
+    )
+    output.print_json(ap) if json_out else output.print_kv(f"Access point {name}", ap)
+
+
+@access_point_app.command("list")
+def access_point_list(json_out: JsonOpt = False) -> None:
+    """Access points."""
+    from shoal.governance.access import RawAccess
+
+    state["json"] = json_out
+    rows = RawAccess(settings()).list()
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "Access points",
+        ["name", "prefix", "tags", "principals", "networks"],
+        [
+            [
+                r["name"],
+                r["prefix"] or "(all)",
+                r["tags"] or "",
+                ", ".join(r["principals"]),
+                ", ".join(r["cidrs"]) or "any",
+            ]
+            for r in rows
+        ],
+    )
+
+
+@access_point_app.command("delete")
+def access_point_delete(name: Annotated[str, typer.Argument()], as_: AsOpt = "admin") -> None:
+    """Delete an access point."""
+    from shoal.governance.access import RawAccess
+
+    RawAccess(settings()).delete(_principals().principal(as_), name)
+    output.out.print(f"access point {name} deleted")
+
+
+@access_point_app.command("sign")
+def access_point_sign(
+    name: Annotated[str, typer.Argument()],
+    path: Annotated[str, typer.Argument(help="Object path under the raw zone.")],
+    expires_in: Annotated[int, typer.Option("--expires-in", help="Seconds the link stays valid.")] = 900,
+    as_: AsOpt = "admin",
+    json_out: JsonOpt = False,
+) -> None:
+    """A time-limited signed URL (path part; prefix it with the server's address)."""
+    from shoal.governance.access import RawAccess
+
+    state["json"] = json_out
+    signed = RawAccess(settings()).sign(_principals().principal(as_), name, path, expires_in=expires_in)
+    output.print_json(signed) if json_out else output.out.print(signed["url"])
+
+
+@access_app.command("request")
+def access_request(
+    table: Annotated[str, typer.Argument()],
+    reason: Annotated[str, typer.Option("--reason")],
+    as_: Annotated[str, typer.Option("--as", help="Who asks.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Ask for SELECT on a table; its owner (or an admin) decides."""
+    from shoal.governance.access import AccessRequests
+
+    state["json"] = json_out
+    req = AccessRequests(settings()).request(_principals().principal(as_), table, reason)
+    output.print_json(req) if json_out else output.out.print(f"request {req['id']} for {req['table']} is pending")
+
+
+@access_app.command("requests")
+def access_requests_list(
+    status: Annotated[str | None, typer.Option("--status", help="pending, approved or rejected")] = None,
+    as_: AsOpt = "admin",
+    json_out: JsonOpt = False,
+) -> None:
+    """Requests you made or may decide."""
+    from shoal.governance.access import AccessRequests
+
+    state["json"] = json_out
+    rows = AccessRequests(settings()).list(_principals().principal(as_), status)
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "Access requests",
+        ["id", "who", "table", "status", "reason", "decided by"],
+        [[r["id"], r["principal"], r["table"], r["status"], r["reason"], r["decided_by"] or ""] for r in rows],
+    )
+
+
+@access_app.command("approve")
+def access_approve(
+    request_id: Annotated[int, typer.Argument()],
+    note: Annotated[str | None, typer.Option("--note")] = None,
+    as_: AsOpt = "admin",
+) -> None:
+    """Approve a request: the requester gets SELECT on the table."""
+    from shoal.governance.access import AccessRequests
+
+    req = AccessRequests(settings()).decide(_principals().principal(as_), request_id, approve=True, note=note)
+    output.out.print(f"request {request_id} approved (grant {req['grant_id']})")
+
+
+@access_app.command("reject")
+def access_reject(
+    request_id: Annotated[int, typer.Argument()],
+    note: Annotated[str | None, typer.Option("--note")] = None,
+    as_: AsOpt = "admin",
+) -> None:
+    """Reject a request."""
+    from shoal.governance.access import AccessRequests
+
+    AccessRequests(settings()).decide(_principals().principal(as_), request_id, approve=False, note=note)
+    output.out.print(f"request {request_id} rejected")
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Address to bind (default [server] host, 127.0.0.1).")
+    ] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port (default [server] port, 8080).")] = None,
+) -> None:
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
+    import uvicorn
+
+    from shoal.web import create_app
+
+    s = settings()
+    output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port} (docs at /docs)")
+    uvicorn.run(create_app(s), host=host or s.server.host, port=port or s.server.port, log_level="warning")

@@ -438,7 +438,7 @@ class Governance:
 
     def discoverable(self, principal: Principal, table: str) -> bool:
         """Catalog metadata: everyone authenticated by default ([governance] metadata_visible_to_all)."""
-        if getattr(getattr(self.settings, "governance", None), "metadata_visible_to_all", True):
+        if self.settings.governance.metadata_visible_to_all:
             return True
         return bool(self.privileges(principal, table))
 

@@ -1,0 +1,244 @@
+"""The HTTP API (FastAPI; OpenAPI at /openapi.json): governed query, catalog browsing,
+access points, signed URLs, raw-object reads, access requests and audit.
+
+Every route but the raw read of a signed URL takes `Authorization: Bearer <token>`; a
+missing, wrong, expired or revoked token is a 401. Refusals are 403 with the reason.
+Raw bytes are served as attachments with `nosniff` and a sandboxing CSP: an uploaded
+HTML file must never run in the API's origin.
+"""
+
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+
+from shoal import __version__
+from shoal.config import Settings
+from shoal.exceptions import ShoalError, SqlError
+from shoal.governance import (
+    AccessDenied,
+    AuditLog,
+    AuthError,
+    Governance,
+    GovernanceError,
+    GovernedSql,
+    Principal,
+    Principals,
+)
+from shoal.governance.access import AccessRequests, RawAccess
+from shoal.sql import to_json_value
+
+RequestId = Annotated[int, Path(ge=1, le=2**31 - 1)]
+
+
+class QueryIn(BaseModel):
+    sql: str = Field(min_length=1, max_length=100_000)
+    limit: int = Field(default=1000, ge=1, le=100_000)
+
+
+class QueryOut(BaseModel):
+    columns: list[str]
+    types: list[str]
+    rows: list[list[Any]]
+
+
+class SignIn(BaseModel):
+    path: str = Field(min_length=1, max_length=4096)
+    expires_in: int = Field(default=900, ge=1, le=7 * 24 * 3600)
+
+
+class AccessPointIn(BaseModel):
+    name: str = Field(min_length=2, max_length=63)
+    prefix: str = Field(default="", max_length=4096)
+    principals: list[str] = Field(min_length=1, max_length=100)
+    tags: dict[str, str] = Field(default_factory=dict)
+    cidrs: list[str] = Field(default_factory=list, max_length=100)
+
+
+class AccessRequestIn(BaseModel):
+    table: str = Field(min_length=3, max_length=400)
+    reason: str = Field(min_length=5, max_length=2000)
+
+
+class DecisionIn(BaseModel):
+    note: str | None = Field(default=None, max_length=2000)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    app = FastAPI(title="Shoal API", version=__version__, description="Governed access to the Shoal lakehouse.")
+    bearer = HTTPBearer(auto_error=False)
+    principals = Principals(settings)
+
+    def current(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
+        if creds is None or creds.scheme.lower() != "bearer":
+            raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+        try:
+            return principals.authenticate(creds.credentials)
+        except AuthError as exc:
+            AuditLog(settings).record("anonymous", "api.auth", None, False, reason=str(exc).splitlines()[0])
+            raise HTTPException(401, str(exc).splitlines()[0], headers={"WWW-Authenticate": "Bearer"}) from None
+
+    Who = Annotated[Principal, Depends(current)]
+
+    @app.exception_handler(AccessDenied)
+    async def _denied(_request: Request, exc: AccessDenied) -> JSONResponse:
+        return JSONResponse({"detail": str(exc).splitlines()[0], "hint": exc.hint}, status_code=403)
+
+    @app.exception_handler(GovernanceError)
+    async def _invalid(_request: Request, exc: GovernanceError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc).splitlines()[0], "hint": exc.hint}, status_code=400)
+
+    @app.exception_handler(SqlError)
+    async def _sql(_request: Request, exc: SqlError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc).splitlines()[0]}, status_code=400)
+
+    @app.exception_handler(ShoalError)
+    async def _shoal(_request: Request, exc: ShoalError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc).splitlines()[0], "hint": exc.hint}, status_code=400)
+
+    def spark():
+        from shoal.spark import get_spark
+
+        return get_spark(settings)
+
+    @app.get("/api/v1/me")
+    def me(who: Who) -> dict[str, Any]:
+        return {"name": who.name, "admin": who.is_admin, "groups": sorted(who.groups)}
+
+    @app.post("/api/v1/query", response_model=QueryOut)
+    def query(body: QueryIn, who: Who) -> QueryOut:
+        result = GovernedSql(spark(), settings, who).execute(body.sql, limit=body.limit)
+        return QueryOut(
+            columns=result.columns, types=result.types, rows=[[to_json_value(v) for v in row] for row in result.rows]
+        )
+
+    @app.get("/api/v1/catalog/tables")
+    def tables(who: Who) -> list[dict[str, Any]]:
+        gov = Governance(settings)
+        out = []
+        for (db,) in spark().sql("SHOW NAMESPACES").collect():
+            for row in spark().sql(f"SHOW TABLES IN `{db}`").collect():
+                name = f"{db}.{row['tableName']}"
+                if gov.discoverable(who, name):
+                    out.append({"name": name, **gov.info(name), "privileges": sorted(gov.privileges(who, name))})
+        AuditLog(settings).record(who.name, "catalog.list", None, True, tables=len(out))
+        return out
+
+    @app.get("/api/v1/catalog/tables/{database}/{table}")
+    def table(database: str, table: str, who: Who) -> dict[str, Any]:
+        result = GovernedSql(spark(), settings, who).execute(
+            f"DESCRIBE `{database.replace('`', '')}`.`{table.replace('`', '')}`"
+        )
+        columns = [{"name": r[0], "type": r[1]} for r in result.rows if not str(r[0]).startswith("#")]
+        info = {str(r[0]).lstrip("# "): r[1] for r in result.rows if str(r[0]).startswith("#")}
+        return {"name": f"{database}.{table}".lower(), "columns": columns, **info}
+
+    @app.get("/api/v1/objects")
+    def objects(
+        who: Who,
+        type: Annotated[str | None, Query(max_length=200)] = None,
+        lang: Annotated[str | None, Query(max_length=20)] = None,
+        has_pii: bool | None = None,
+        text: Annotated[str | None, Query(max_length=500)] = None,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> list[dict[str, Any]]:
+        from shoal.catalog import list_objects
+
+        if not settings.governance.metadata_visible_to_all and not who.is_admin:
+            raise AccessDenied("the object inventory is not open to all users here")
+        rows = list_objects(spark(), media_type=type, language=lang, has_pii=has_pii, text=text, limit=limit)
+        AuditLog(settings).record(who.name, "catalog.objects", None, True, rows=len(rows))
+        return [{k: to_json_value(v) for k, v in r.items()} for r in rows]
+
+    @app.get("/api/v1/access-points")
+    def access_points(who: Who) -> list[dict[str, Any]]:
+        return RawAccess(settings).list(who)
+
+    @app.post("/api/v1/access-points", status_code=201)
+    def create_access_point(body: AccessPointIn, who: Who) -> dict[str, Any]:
+        return RawAccess(settings).create(
+            who,
+            body.name,
+            prefix=body.prefix,
+            principals=body.principals,
+            tags=body.tags or None,
+            cidrs=body.cidrs or None,
+        )
+
+    @app.delete("/api/v1/access-points/{name}", status_code=204)
+    def delete_access_point(name: str, who: Who) -> None:
+        RawAccess(settings).delete(who, name)
+
+    @app.post("/api/v1/access-points/{name}/sign")
+    def sign(name: str, body: SignIn, who: Who, request: Request) -> dict[str, Any]:
+        return RawAccess(settings).sign(who, name, body.path, expires_in=body.expires_in, client=_client(request))
+
+    @app.get("/raw/{name}/{path:path}")
+    def raw(
+        name: str,
+        path: str,
+        request: Request,
+        creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+        expires: Annotated[int | None, Query(ge=0, le=2**40)] = None,
+        principal: Annotated[str | None, Query(max_length=200)] = None,
+        signature: Annotated[str | None, Query(max_length=128)] = None,
+    ) -> FileResponse:
+        access = RawAccess(settings)
+        client = _client(request)
+        if signature is not None or expires is not None:
+            if signature is None or expires is None or principal is None:
+                raise AccessDenied("a signed URL needs expires, principal and signature")
+            target = access.verify(
+                name, path, expires=expires, principal_name=principal, signature=signature, client=client
+            )
+        else:
+            target = access.resolve(current(creds), name, path, client=client)
+        return FileResponse(
+            target,
+            media_type="application/octet-stream",
+            filename=target.name,
+            headers={
+                "X-Content-Type-Options": "nosniff",
+                "Content-Security-Policy": "sandbox; default-src 'none'",
+                "Cache-Control": "private, no-store",
+            },
+        )
+
+    @app.post("/api/v1/access-requests", status_code=201)
+    def request_access(body: AccessRequestIn, who: Who) -> dict[str, Any]:
+        return AccessRequests(settings).request(who, body.table, body.reason)
+
+    @app.get("/api/v1/access-requests")
+    def access_requests(
+        who: Who, status: Annotated[str | None, Query(pattern="^(pending|approved|rejected)$")] = None
+    ) -> list[dict[str, Any]]:
+        return AccessRequests(settings).list(who, status)
+
+    @app.post("/api/v1/access-requests/{request_id}/approve")
+    def approve(request_id: RequestId, who: Who, body: DecisionIn | None = None) -> dict[str, Any]:
+        return AccessRequests(settings).decide(who, request_id, approve=True, note=body.note if body else None)
+
+    @app.post("/api/v1/access-requests/{request_id}/reject")
+    def reject(request_id: RequestId, who: Who, body: DecisionIn | None = None) -> dict[str, Any]:
+        return AccessRequests(settings).decide(who, request_id, approve=False, note=body.note if body else None)
+
+    @app.get("/api/v1/audit")
+    def audit(
+        who: Who,
+        principal: Annotated[str | None, Query(max_length=200)] = None,
+        decision: Annotated[str | None, Query(pattern="^(allow|deny)$")] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+    ) -> list[dict[str, Any]]:
+        log = AuditLog(settings)
+        if not who.is_admin:
+            log.record(who.name, "audit.read", None, False, reason="not an admin")
+            raise AccessDenied(f"{who.name} may not read the audit log")
+        return log.list(principal=principal, decision=decision, limit=limit)
+
+    return app
+
+
+def _client(request: Request) -> str | None:
+    return request.client.host if request.client else None

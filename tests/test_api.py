@@ -1,0 +1,236 @@
+"""The HTTP API on a real server: authentication, governed query, catalog, access points,
+signed URLs, raw reads (traversal, symlink escape), access requests, audit; and a fuzz run
+driven by the API's own OpenAPI spec."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+import uvicorn
+
+from shoal.governance import Governance, Principals
+from shoal.web import create_app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Api:
+    def __init__(self, spark, settings) -> None:
+        u = uuid.uuid4().hex[:6]
+        self.settings = settings
+        self.db = f"api_{u}"
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.db}")
+        spark.sql(f"CREATE TABLE {self.db}.deals (id int, region string, amount double) USING iceberg")
+        spark.sql(f"INSERT INTO {self.db}.deals VALUES (1, 'EU', 5.0), (2, 'US', 7.0)")
+        p = Principals(settings)
+        self.names = {n: f"{n}_{u}" for n in ("alice", "bob", "carol")}
+        for n in self.names.values():
+            p.add(n)
+        g = Governance(settings)
+        g.grant(
+            p.principal("admin"),
+            "SELECT",
+            "TABLE",
+            f"{self.db}.deals",
+            self.names["alice"],
+            row_filter="region = 'EU'",
+            table_columns=["id", "region", "amount"],
+        )
+        g.set_owner(f"{self.db}.deals", self.names["carol"], "deals by region")
+        self.tokens = {n: p.create_token(full)[1] for n, full in self.names.items()}
+        self.tokens["admin"] = p.create_token("admin")[1]
+        # Raw zone content, a secret outside it, and a symlink pointing at the secret.
+        raw = Path(settings.warehouse_uri) / "raw" / f"apitest{u}"
+        (raw / "docs").mkdir(parents=True)
+        (raw / "docs" / "report.html").write_text("<script>alert('x')</script><p>quarterly report</p>")
+        (raw / "other.txt").write_text("not under the prefix")
+        secret = Path(settings.workspace_dir) / f"secret-{u}.txt"
+        secret.write_text("top secret")
+        os.symlink(secret, raw / "docs" / "escape.txt")
+        self.prefix = f"apitest{u}/docs"
+        self.ap = f"ap-{u}"
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def client(self, who: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {self.tokens[who]}"} if who else {}
+        return httpx.Client(base_url=self.base, headers=headers, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def api(spark, settings):
+    a = Api(spark, settings)
+    yield a
+    a.server.should_exit = True
+    a.thread.join(timeout=10)
+
+
+def test_authentication(api, settings):
+    assert api.client().get("/api/v1/me").status_code == 401
+    assert (
+        api.client()
+        .get("/api/v1/me", headers={"Authorization": "Bearer shoal_0123456789abcdef_" + "A" * 43})
+        .status_code
+        == 401
+    )
+    assert api.client().get("/api/v1/me", headers={"Authorization": "Basic YWRtaW46YWRtaW4="}).status_code == 401
+    p = Principals(settings)
+    _, expired = p.create_token(api.names["bob"], expires_in_days=-1)
+    r = api.client().get("/api/v1/me", headers={"Authorization": f"Bearer {expired}"})
+    assert r.status_code == 401 and r.json()["detail"] == "token expired" and r.headers["www-authenticate"] == "Bearer"
+    me = api.client("alice").get("/api/v1/me").json()
+    assert me == {"name": api.names["alice"], "admin": False, "groups": []}
+
+
+def test_governed_query_over_http(api):
+    ok = api.client("alice").post("/api/v1/query", json={"sql": f"SELECT id, amount FROM {api.db}.deals"})
+    assert ok.status_code == 200 and ok.json()["rows"] == [[1, 5.0]]
+    denied = api.client("bob").post("/api/v1/query", json={"sql": f"SELECT * FROM {api.db}.deals"})
+    assert denied.status_code == 403 and "has no SELECT" in denied.json()["detail"]
+    bad = api.client("alice").post("/api/v1/query", json={"sql": "SET x = 1"})
+    assert bad.status_code == 403
+    assert api.client("alice").post("/api/v1/query", json={"sql": ""}).status_code == 422
+
+
+def test_catalog_browsing(api):
+    tables = {t["name"]: t for t in api.client("bob").get("/api/v1/catalog/tables").json()}
+    deals = tables[f"{api.db}.deals"]
+    assert deals["owner"] == api.names["carol"] and deals["privileges"] == []
+    assert api.client("alice").get("/api/v1/catalog/tables").json() and "SELECT" in {
+        p
+        for t in api.client("alice").get("/api/v1/catalog/tables").json()
+        if t["name"] == f"{api.db}.deals"
+        for p in t["privileges"]
+    }
+    schema = api.client("bob").get(f"/api/v1/catalog/tables/{api.db}/deals").json()
+    assert [c["name"] for c in schema["columns"]] == ["id", "region", "amount"] and schema[
+        "description"
+    ] == "deals by region"
+
+
+def test_access_points_and_raw_reads(api):
+    admin, alice, bob = api.client("admin"), api.client("alice"), api.client("bob")
+    body = {"name": api.ap, "prefix": api.prefix, "principals": [api.names["alice"]]}
+    assert bob.post("/api/v1/access-points", json=body).status_code == 403  # admins only
+    created = admin.post("/api/v1/access-points", json=body)
+    assert created.status_code == 201 and created.json()["read_only"] is True
+    r = alice.get(f"/raw/{api.ap}/{api.prefix}/report.html")
+    assert r.status_code == 200 and b"quarterly report" in r.content
+    # Untrusted HTML never renders in the API's origin.
+    assert r.headers["content-type"] == "application/octet-stream" and r.headers["x-content-type-options"] == "nosniff"
+    assert "sandbox" in r.headers["content-security-policy"] and "attachment" in r.headers["content-disposition"]
+    assert bob.get(f"/raw/{api.ap}/{api.prefix}/report.html").status_code == 403
+    assert api.client().get(f"/raw/{api.ap}/{api.prefix}/report.html").status_code == 401
+    prefix_root = api.prefix.split("/")[0]
+    for path in (
+        f"{prefix_root}/other.txt",  # outside the prefix
+        f"{api.prefix}/escape.txt",  # a symlink out of the raw zone
+        f"{api.prefix}/%2e%2e/other.txt",  # traversal, encoded so the client keeps it
+        f"{api.prefix}/..%2f..%2f..%2fcatalog.db",
+        f"{api.prefix}/missing.txt",
+    ):
+        resp = alice.get(f"/raw/{api.ap}/{path}")
+        assert resp.status_code in (400, 403, 404), (path, resp.status_code)
+        assert b"top secret" not in resp.content and b"not under the prefix" not in resp.content
+
+
+def test_signed_urls(api):
+    alice, anon = api.client("alice"), api.client()
+    signed = alice.post(
+        f"/api/v1/access-points/{api.ap}/sign", json={"path": f"{api.prefix}/report.html", "expires_in": 60}
+    )
+    assert signed.status_code == 200
+    url = signed.json()["url"]
+    assert anon.get(url).status_code == 200
+    parts = urlsplit(url)
+    q = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    tampered = dict(q, signature=("0" if q["signature"][0] != "0" else "1") + q["signature"][1:])
+    assert anon.get(parts.path, params=tampered).status_code == 403
+    assert anon.get(parts.path, params=dict(q, expires=str(int(q["expires"]) + 3600))).status_code == 403
+    assert anon.get(parts.path.replace("report.html", "escape.txt"), params=q).status_code == 403
+    assert anon.get(parts.path, params=dict(q, principal=api.names["bob"])).status_code == 403
+    short = alice.post(
+        f"/api/v1/access-points/{api.ap}/sign", json={"path": f"{api.prefix}/report.html", "expires_in": 1}
+    ).json()["url"]
+    time.sleep(2.1)
+    expired = anon.get(short)
+    assert expired.status_code == 403 and "expired" in expired.json()["detail"]
+    # Only what the signer may read can be signed.
+    assert (
+        api.client("bob")
+        .post(f"/api/v1/access-points/{api.ap}/sign", json={"path": f"{api.prefix}/report.html"})
+        .status_code
+        == 403
+    )
+
+
+def test_access_request_flow(api):
+    bob, alice, carol = api.client("bob"), api.client("alice"), api.client("carol")
+    req = bob.post("/api/v1/access-requests", json={"table": f"{api.db}.deals", "reason": "quarterly revenue review"})
+    assert req.status_code == 201 and req.json()["status"] == "pending"
+    rid = req.json()["id"]
+    assert alice.post(f"/api/v1/access-requests/{rid}/approve").status_code == 403  # not the owner
+    assert any(r["id"] == rid for r in carol.get("/api/v1/access-requests", params={"status": "pending"}).json())
+    approved = carol.post(f"/api/v1/access-requests/{rid}/approve", json={"note": "ok for Q3"})
+    assert approved.status_code == 200 and approved.json()["grant_id"]
+    rows = bob.post("/api/v1/query", json={"sql": f"SELECT count(*) FROM {api.db}.deals"}).json()["rows"]
+    assert rows == [[2]]
+    assert carol.post(f"/api/v1/access-requests/{rid}/reject").status_code == 400  # already decided
+
+
+def test_audit_over_http(api):
+    assert api.client("alice").get("/api/v1/audit").status_code == 403
+    entries = api.client("admin").get("/api/v1/audit", params={"limit": 1000}).json()
+    reads = [e for e in entries if e["action"] == "raw.read" and e["principal"] == api.names["alice"]]
+    assert {e["decision"] for e in reads} == {"allow", "deny"}
+    assert any(e["action"] == "api.auth" and e["decision"] == "deny" for e in entries)
+
+
+def test_fuzz_the_api_from_its_openapi_spec(api):
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+
+    schema = schemathesis.openapi.from_url(f"{api.base}/openapi.json")
+    failures: list[tuple] = []
+    calls = []
+
+    def fuzzer(operation, headers):
+        @given(case=operation.as_strategy())
+        @settings(max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        def fuzz(case):
+            response = case.call(base_url=api.base, headers=headers)
+            calls.append(response.status_code)
+            if response.status_code >= 500:
+                failures.append((case.method, case.formatted_path, response.status_code, response.text[:300]))
+            if not headers and case.path != "/openapi.json":
+                assert response.status_code in (401, 403, 404, 405, 422), (case.method, case.path, response.status_code)
+
+        return fuzz
+
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 14
+    for who in ("alice", None):
+        headers = {"Authorization": f"Bearer {api.tokens[who]}"} if who else {}
+        for operation in operations:
+            fuzzer(operation, headers)()
+    assert failures == []
+    assert len(calls) > 100 and {200, 403, 401} <= set(calls)
