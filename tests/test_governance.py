@@ -448,3 +448,23 @@ def test_cli_contract(w, cli_env, capsys, monkeypatch):
     assert code == 0 and json.loads(out)[0]["decision"] == "deny"
     code, out, err = run_cli(["audit", "list", "--as", w.names["frank"]], capsys, monkeypatch)
     assert code == 4 and "may not read the audit log" in err
+
+
+def test_views_are_governed_like_tables(w):
+    w.spark.sql(f"CREATE VIEW {w.db}.eu_deals AS SELECT id, region, revenue FROM {w.opps} WHERE region = 'EU'")
+    w.g.grant(w.admin, "SELECT", "TABLE", f"{w.db}.eu_deals", w.names["frank"])
+    assert w.rows("frank", "SELECT * FROM {db}.eu_deals") == [(1, "EU", 10.0), (3, "EU", 30.0)]
+    with pytest.raises(AccessDenied, match="has no SELECT"):
+        w.sql("frank", "SELECT * FROM {db}.opps")
+
+
+def test_metadata_can_be_closed(w):
+    from shoal.config import load_settings
+
+    closed = load_settings(workspace=w.settings.workspace_dir, governance={"metadata_visible_to_all": False})
+    principal = Principals(closed).principal(w.names["alice"])
+    sql = GovernedSql(w.spark, closed, principal)
+    tables = {r[1] for r in sql.execute(f"SHOW TABLES IN {w.db}").rows}
+    assert "opps" in tables and "hr" not in tables
+    with pytest.raises(AccessDenied, match="not discoverable"):
+        sql.execute(f"DESCRIBE {w.hr}")
