@@ -326,6 +326,8 @@ REFUSED = [
     ("SHOW TBLPROPERTIES", "SHOW TBLPROPERTIES {db}.opps"),
     ("ungranted table", "SELECT * FROM {db}.hr"),
     ("unknown catalog", "SELECT * FROM other.{db}.opps"),
+    ("branch read", "SELECT * FROM lake.{db}.opps.branch_main"),
+    ("dotted quoted name", "SELECT * FROM {db}.`opps.snapshots`"),
 ]
 
 

@@ -26,7 +26,7 @@ from sqlglot import exp
 from shoal.config import Settings
 from shoal.exceptions import SqlError, first_line
 from shoal.governance.audit import AuditLog
-from shoal.governance.errors import AccessDenied
+from shoal.governance.errors import AccessDenied, GovernanceError
 from shoal.governance.grants import FORBIDDEN_FUNCTIONS, Governance, TableAccess, table_key
 from shoal.governance.principals import Principal
 from shoal.sql import QueryResult, run, split_statements
@@ -77,7 +77,10 @@ class GovernedSql:
     def _planned(self, sql: str, limit: int | None) -> tuple[str, str, list[str], Callable[[], QueryResult]]:
         tables: list[str] = []
         try:
-            action, runner = self._plan(sql, tables, limit)
+            try:
+                action, runner = self._plan(sql, tables, limit)
+            except GovernanceError as exc:  # e.g. a malformed table name: refused like the rest
+                raise AccessDenied(str(exc).splitlines()[0], hint=exc.hint) from exc
         except AccessDenied as exc:
             reason = str(exc).splitlines()[0]
             self.audit.record(self.principal.name, "query", ",".join(tables) or None, False, reason=reason, sql=sql)
