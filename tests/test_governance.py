@@ -470,3 +470,13 @@ def test_metadata_can_be_closed(w):
     assert "opps" in tables and "hr" not in tables
     with pytest.raises(AccessDenied, match="not discoverable"):
         sql.execute(f"DESCRIBE {w.hr}")
+
+
+def test_objects_have_owners_and_descriptions(w):
+    oid = uuid.uuid4().hex
+    w.g.set_object_owner(oid, w.names["carol"], "signed supplier contract")
+    assert w.g.object_info(oid) == {"owner": w.names["carol"], "description": "signed supplier contract"}
+    with pytest.raises(GovernanceError, match="no principal"):
+        w.g.set_object_owner(oid, "nobody_here")
+    with pytest.raises(GovernanceError, match="invalid object id"):
+        w.g.set_object_owner("../etc", w.names["carol"])

@@ -320,13 +320,46 @@ def tag_list(json_out: JsonOpt = False) -> None:
 
 @owner_app.command("set")
 def owner_set(
-    table: Annotated[str, typer.Argument()],
+    name: Annotated[str, typer.Argument(metavar="DB.TABLE|OBJECT_ID")],
     owner: Annotated[str | None, typer.Option("--owner")] = None,
     description: Annotated[str | None, typer.Option("--description")] = None,
+    is_object: Annotated[
+        bool, typer.Option("--object", help="NAME is a raw object's id (or a unique prefix).")
+    ] = False,
 ) -> None:
-    """Set a table's owner (who approves access requests and may grant) and description."""
-    _gov().set_owner(table, owner, description)
-    output.out.print(f"{table}: owner {owner or '(unchanged)'}")
+    """Set the owner (who approves access requests and may grant) and description of a table or object."""
+    gov = _gov()
+    if is_object:
+        from shoal.catalog import resolve_object_id
+        from shoal.spark import get_spark
+
+        object_id = resolve_object_id(get_spark(settings()), name)
+        gov.set_object_owner(object_id, owner, description)
+        output.out.print(f"object {object_id}: owner {owner or '(unchanged)'}")
+        return
+    gov.set_owner(name, owner, description)
+    output.out.print(f"{name}: owner {owner or '(unchanged)'}")
+
+
+@owner_app.command("show")
+def owner_show(
+    name: Annotated[str, typer.Argument(metavar="DB.TABLE|OBJECT_ID")],
+    is_object: Annotated[bool, typer.Option("--object")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Owner and description of a table or object."""
+    state["json"] = json_out
+    gov = _gov()
+    if is_object:
+        from shoal.catalog import resolve_object_id
+        from shoal.spark import get_spark
+
+        info = gov.object_info(resolve_object_id(get_spark(settings()), name))
+    else:
+        from shoal.governance.grants import table_key
+
+        info = gov.info(".".join(table_key(name)))
+    output.print_json(info) if json_out else output.print_kv(name, info)
 
 
 @audit_app.command("list")

@@ -369,7 +369,18 @@ class Governance:
 
     # ---- ownership ----------------------------------------------------------------------------
     def set_owner(self, table: str, owner: str | None = None, description: str | None = None) -> None:
-        name = ".".join(table_key(table))
+        self._set_info(".".join(table_key(table)), owner, description)
+
+    def set_object_owner(self, object_id: str, owner: str | None = None, description: str | None = None) -> None:
+        """Raw objects have owners and descriptions too (kept beside the tables', keyed object:ID)."""
+        if not re.fullmatch(r"[0-9a-f]{32}", object_id):
+            raise GovernanceError(f"invalid object id {object_id!r} (32 hex characters)")
+        self._set_info(f"object:{object_id}", owner, description)
+
+    def object_info(self, object_id: str) -> dict[str, Any]:
+        return self.info(f"object:{object_id}")
+
+    def _set_info(self, name: str, owner: str | None, description: str | None) -> None:
         if owner:
             self.principals.get_row(owner)
         with self.engine.begin() as conn:

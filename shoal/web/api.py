@@ -150,7 +150,8 @@ def create_app(settings: Settings) -> FastAPI:
             raise AccessDenied("the object inventory is not open to all users here")
         rows = list_objects(spark(), media_type=type, language=lang, has_pii=has_pii, text=text, limit=limit)
         AuditLog(settings).record(who.name, "catalog.objects", None, True, rows=len(rows))
-        return [{k: to_json_value(v) for k, v in r.items()} for r in rows]
+        gov = Governance(settings)
+        return [{**{k: to_json_value(v) for k, v in r.items()}, **gov.object_info(r["object_id"])} for r in rows]
 
     @app.get("/api/v1/access-points")
     def access_points(who: Who) -> list[dict[str, Any]]:
