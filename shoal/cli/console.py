@@ -469,11 +469,13 @@ def demo(
 
 
 from shoal.cli import governance as _governance  # noqa: E402 - registers commands on `app`
+from shoal.cli import search as _search  # noqa: E402
 from shoal.cli import workflows as _workflows  # noqa: E402
 
 _workflows.register(app)
 _governance.register(app)
 _governance.register_access(app)
+_search.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,236 @@
+"""The search index on the warehouse: chunks, vectors and keyword postings.
+
+Layout under `<warehouse>/search/`:
+  chunks.db       SQLite: `chunks` (text, object metadata, vector as float32 BLOB),
+                  `chunks_fts` (FTS5, BM25) and `objects` (text digest per indexed object)
+  vectors.faiss   an HNSW index over the chunk vectors (inner product = cosine), rebuilt
+                  after each indexing run from the stored vectors
+
+Indexing is incremental: an object is (re)embedded when its extracted text changed (a
+digest of its parts) or the model changed, and objects that left the lake leave the
+index. Chunking and embedding run on Spark executors (the model loads once per worker).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shoal.config import Settings
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id INTEGER PRIMARY KEY,
+    object_id TEXT NOT NULL,
+    part TEXT, part_index INTEGER, chunk_index INTEGER, start INTEGER, end INTEGER,
+    text TEXT NOT NULL,
+    media_type TEXT, languages TEXT, tags TEXT, raw_path TEXT, source_path TEXT,
+    vector BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_object ON chunks(object_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, content='chunks', content_rowid='chunk_id', tokenize='porter unicode61');
+CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
+  INSERT INTO chunks_fts(rowid, text) VALUES (new.chunk_id, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
+  INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.chunk_id, old.text);
+END;
+CREATE TABLE IF NOT EXISTS objects (object_id TEXT PRIMARY KEY, digest TEXT NOT NULL, model TEXT NOT NULL, chunks INTEGER NOT NULL);
+"""
+
+
+@dataclass
+class IndexResult:
+    objects_indexed: int = 0
+    objects_removed: int = 0
+    objects_unchanged: int = 0
+    chunks_added: int = 0
+    chunks_total: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SearchIndex:
+    _locks: dict[str, threading.Lock] = {}
+
+    def __init__(self, settings: Settings) -> None:
+        if "://" in settings.warehouse_uri:
+            raise NotImplementedError("the search index lives on a local warehouse for now")
+        self.settings = settings
+        self.root = Path(settings.warehouse_uri) / "search"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.db_path = self.root / "chunks.db"
+        self.faiss_path = self.root / "vectors.faiss"
+        with self.connect() as conn:
+            conn.executescript(SCHEMA)
+        self._faiss = None
+        self._faiss_mtime = 0.0
+
+    def connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.db_path, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        return conn
+
+    # ---- indexing ------------------------------------------------------------------------------
+    def update(
+        self, spark, *, model: str, size: int, overlap: int, say: Callable[[str], None] = lambda _m: None
+    ) -> IndexResult:
+        from pyspark.sql import functions as F
+
+        from shoal.lake import metadata
+
+        started = time.monotonic()
+        result = IndexResult()
+        metadata.ensure_tables(spark, ("text", "object_index"))
+        text = spark.table(str(metadata.table("text")))
+        latest = spark.table(str(metadata.table("object_index"))).where("is_latest")
+        digests = (
+            text.groupBy("object_id")
+            .agg(
+                F.sha2(
+                    F.concat_ws(
+                        "\u0001", F.array_sort(F.collect_list(F.concat_ws("\u0002", F.col("part"), F.col("text"))))
+                    ),
+                    256,
+                ).alias("digest")
+            )
+            .join(latest.select("object_id"), "object_id")
+        )
+        current = {r.object_id: r.digest for r in digests.collect()}
+        with self.connect() as conn:
+            known = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT object_id, digest, model FROM objects")}
+        fingerprint = _model_fingerprint(model)
+        todo = [oid for oid, d in current.items() if known.get(oid) != (d, fingerprint)]
+        gone = [oid for oid in known if oid not in current]
+        result.objects_unchanged = len(current) - len(todo)
+        say(f"{len(todo)} object(s) to embed, {len(gone)} to remove, {result.objects_unchanged} unchanged")
+        rows: list[dict[str, Any]] = []
+        if todo:
+            from shoal.lake.metadata import id_frame
+
+            ids = id_frame(spark, todo)
+            parts = (
+                text.join(ids, "object_id")
+                .join(
+                    latest.select("object_id", "media_type", "languages", "tags", "raw_path", "source_path"),
+                    "object_id",
+                )
+                .select(
+                    "object_id",
+                    "part",
+                    "part_index",
+                    "text",
+                    "media_type",
+                    "languages",
+                    "tags",
+                    "raw_path",
+                    "source_path",
+                )
+            )
+            embed_started = time.monotonic()
+            rows = parts.rdd.mapPartitions(_embed_partition(model, size, overlap)).collect()
+            result.embed_seconds = time.monotonic() - embed_started
+        with self.connect() as conn:
+            for oid in gone + todo:
+                conn.execute("DELETE FROM chunks WHERE object_id = ?", (oid,))
+                conn.execute("DELETE FROM objects WHERE object_id = ?", (oid,))
+            conn.executemany(
+                "INSERT INTO chunks (object_id, part, part_index, chunk_index, start, end, text, media_type, languages, tags, raw_path, source_path, vector) "
+                "VALUES (:object_id, :part, :part_index, :chunk_index, :start, :end, :text, :media_type, :languages, :tags, :raw_path, :source_path, :vector)",
+                rows,
+            )
+            per_object: dict[str, int] = {}
+            for r in rows:
+                per_object[r["object_id"]] = per_object.get(r["object_id"], 0) + 1
+            conn.executemany(
+                "INSERT INTO objects (object_id, digest, model, chunks) VALUES (?, ?, ?, ?)",
+                [(oid, current[oid], fingerprint, per_object.get(oid, 0)) for oid in todo],
+            )
+            result.chunks_total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        result.objects_indexed, result.objects_removed, result.chunks_added = len(todo), len(gone), len(rows)
+        if todo or gone or not self.faiss_path.exists():
+            say(f"building the vector index over {result.chunks_total} chunks")
+            self.rebuild_ann()
+        result.seconds = time.monotonic() - started
+        return result
+
+    def rebuild_ann(self) -> None:
+        import faiss
+
+        ids, vectors = self.vectors()
+        hnsw = faiss.IndexHNSWFlat(vectors.shape[1] if len(vectors) else 384, 32, faiss.METRIC_INNER_PRODUCT)
+        hnsw.hnsw.efConstruction = 80
+        index = faiss.IndexIDMap2(hnsw)
+        if len(ids):
+            index.add_with_ids(vectors, ids)
+        tmp = self.faiss_path.with_suffix(".tmp")
+        faiss.write_index(index, str(tmp))
+        tmp.replace(self.faiss_path)  # readers see the old index or the new one, never half of one
+
+    def vectors(self, where: str = "", args: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
+        with self.connect() as conn:
+            rows = conn.execute(f"SELECT chunk_id, vector FROM chunks {where}", args).fetchall()
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 384), dtype=np.float32)
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        return ids, np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
+
+    def ann(self):
+        import faiss
+
+        mtime = self.faiss_path.stat().st_mtime if self.faiss_path.exists() else 0.0
+        if self._faiss is None or mtime != self._faiss_mtime:
+            self._faiss = faiss.read_index(str(self.faiss_path)) if mtime else None
+            self._faiss_mtime = mtime
+        return self._faiss
+
+
+def _model_fingerprint(model: str) -> str:
+    from shoal.search import embed
+
+    return f"{model}:{embed.load(model).fingerprint}"
+
+
+def _embed_partition(model: str, size: int, overlap: int) -> Callable[[Iterator[Any]], Iterator[dict[str, Any]]]:
+    def run(rows: Iterator[Any]) -> Iterator[dict[str, Any]]:
+        from shoal.search import embed
+        from shoal.search.chunks import chunk_text
+
+        encoder = embed.load(model)
+        pending: list[dict[str, Any]] = []
+        for row in rows:
+            for chunk in chunk_text(row["text"] or "", size=size, overlap=overlap):
+                pending.append(
+                    {
+                        "object_id": row["object_id"],
+                        "part": row["part"],
+                        "part_index": row["part_index"],
+                        "chunk_index": chunk.index,
+                        "start": chunk.start,
+                        "end": chunk.end,
+                        "text": chunk.text,
+                        "media_type": row["media_type"],
+                        "languages": json.dumps(list(row["languages"] or [])),
+                        "tags": json.dumps(dict(row["tags"] or {})),
+                        "raw_path": row["raw_path"],
+                        "source_path": row["source_path"],
+                    }
+                )
+        vectors = encoder.encode([p["text"] for p in pending])
+        for p, v in zip(pending, vectors, strict=True):
+            p["vector"] = v.astype(np.float32).tobytes()
+            yield p
+
+    return run

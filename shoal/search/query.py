@@ -1,0 +1,175 @@
+"""Hybrid search: vector (HNSW, or exact over a filtered subset) and keyword (FTS5/BM25)
+ranks fused by reciprocal rank; one hit per object (its best chunk); only objects the
+principal may read, decided by governed SQL over `shoal.object_index`."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from shoal.config import Settings
+from shoal.search.index import SearchIndex
+
+RRF_K = 60
+_HEX = re.compile(r"^[0-9a-f]{32}$")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass
+class Hit:
+    object_id: str
+    raw_path: str | None
+    source_path: str | None
+    part: str | None
+    snippet: str
+    score: float
+    vector_rank: int | None
+    keyword_rank: int | None
+    media_type: str | None
+    languages: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _filters(media_type: str | None, lang: str | None, tags: dict[str, str] | None) -> tuple[str, list[Any]]:
+    where, args = [], []
+    if media_type:
+        if "/" in media_type:
+            where.append("media_type LIKE ?")
+            args.append(media_type.replace("*", "%"))
+        else:
+            where.append("(media_type = ? OR media_type LIKE ?)")
+            args += [media_type, f"%/{media_type}"]
+    if lang:
+        where.append("EXISTS (SELECT 1 FROM json_each(chunks.languages) WHERE value = ?)")
+        args.append(lang)
+    for key, value in (tags or {}).items():
+        if not re.fullmatch(r"[\w.-]+", key):
+            raise ValueError(f"invalid tag key {key!r}")
+        where.append("json_extract(chunks.tags, ?) = ?")
+        args += [f'$."{key}"', value]
+    return (" AND ".join(where), args)
+
+
+def search(
+    settings: Settings,
+    query: str,
+    *,
+    k: int = 10,
+    media_type: str | None = None,
+    lang: str | None = None,
+    tags: dict[str, str] | None = None,
+    principal=None,
+    spark=None,
+    mode: str = "hybrid",
+    model: str | None = None,
+) -> list[Hit]:
+    from shoal.search import embed
+
+    if mode not in ("hybrid", "vector", "keyword"):
+        raise ValueError("mode is hybrid, vector or keyword")
+    index = SearchIndex(settings)
+    where, args = _filters(media_type, lang, tags)
+    depth = max(k * 10, 100)
+    vector_ranks: dict[int, int] = {}
+    keyword_ranks: dict[int, int] = {}
+    if mode in ("hybrid", "vector"):
+        q = embed.load(model or settings.search.model).encode([query])[0]
+        if where:
+            ids, vectors = index.vectors("WHERE " + where, tuple(args))
+            order = np.argsort(-(vectors @ q))[:depth] if len(ids) else []
+            vector_ranks = {int(ids[i]): r for r, i in enumerate(order)}
+        else:
+            ann = index.ann()
+            if ann is not None and ann.ntotal:
+                import faiss
+
+                faiss.downcast_index(ann.index).hnsw.efSearch = max(64, depth)
+                _, found = ann.search(q[None, :], min(depth, ann.ntotal))
+                vector_ranks = {int(i): r for r, i in enumerate(found[0]) if i >= 0}
+    if mode in ("hybrid", "keyword"):
+        terms = [t for t in _WORD.findall(query.lower()) if len(t) > 1]
+        if terms:
+            match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
+            sql = "SELECT chunks.chunk_id FROM chunks_fts JOIN chunks ON chunks.chunk_id = chunks_fts.rowid WHERE chunks_fts MATCH ?"
+            if where:
+                sql += " AND " + where
+            sql += " ORDER BY bm25(chunks_fts) LIMIT ?"
+            with index.connect() as conn:
+                keyword_ranks = {r[0]: i for i, r in enumerate(conn.execute(sql, (match, *args, depth)))}
+    fused: dict[int, float] = {}
+    for ranks in (vector_ranks, keyword_ranks):
+        for cid, rank in ranks.items():
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+    ordered = sorted(fused, key=lambda c: -fused[c])
+    if not ordered:
+        return []
+    with index.connect() as conn:
+        placeholders = ",".join("?" * len(ordered))
+        rows = {
+            r[0]: r
+            for r in conn.execute(
+                f"SELECT chunk_id, object_id, raw_path, source_path, part, text, media_type, languages FROM chunks WHERE chunk_id IN ({placeholders})",
+                ordered,
+            )
+        }
+    allowed = _readable(settings, spark, principal, {rows[c][1] for c in ordered if c in rows})
+    hits: list[Hit] = []
+    seen: set[str] = set()
+    for cid in ordered:
+        row = rows.get(cid)
+        if row is None or row[1] in seen or (allowed is not None and row[1] not in allowed):
+            continue
+        seen.add(row[1])
+        hits.append(
+            Hit(
+                object_id=row[1],
+                raw_path=row[2],
+                source_path=row[3],
+                part=row[4],
+                snippet=snippet(row[5], query),
+                score=round(fused[cid] * (RRF_K + 1), 4),
+                vector_rank=vector_ranks.get(cid),
+                keyword_rank=keyword_ranks.get(cid),
+                media_type=row[6],
+                languages=json.loads(row[7] or "[]"),
+            )
+        )
+        if len(hits) == k:
+            break
+    return hits
+
+
+def _readable(settings: Settings, spark, principal, object_ids: set[str]) -> set[str] | None:
+    """Objects the principal may read (None: no restriction, the operator)."""
+    if principal is None or principal.is_admin:
+        return None
+    from shoal.governance import AccessDenied, GovernedSql
+    from shoal.lake import metadata
+
+    ids = sorted(o for o in object_ids if _HEX.match(o))  # our own ids: hex only, safe to inline
+    if not ids:
+        return set()
+    table = metadata.table("object_index")
+    listed = ", ".join(f"'{o}'" for o in ids)
+    try:
+        result = GovernedSql(spark, settings, principal).execute(
+            f"SELECT object_id FROM {table} WHERE object_id IN ({listed})"
+        )
+    except AccessDenied:
+        return set()
+    return {r[0] for r in result.rows}
+
+
+def snippet(text: str, query: str, width: int = 240) -> str:
+    terms = [t for t in _WORD.findall(query.lower()) if len(t) > 2]
+    low = text.lower()
+    pos = min((low.find(t) for t in terms if t in low), default=0)
+    start = max(0, pos - width // 3)
+    out = text[start : start + width].strip()
+    return ("…" if start else "") + out + ("…" if start + width < len(text) else "")
