@@ -93,7 +93,7 @@ def search(
                 _, found = ann.search(q[None, :], min(depth, ann.ntotal))
                 vector_ranks = {int(i): r for r, i in enumerate(found[0]) if i >= 0}
     if mode in ("hybrid", "keyword"):
-        terms = [t for t in _WORD.findall(query.lower()) if len(t) > 1]
+        terms = keyword_terms(query)
         if terms:
             match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
             sql = "SELECT chunks.chunk_id FROM chunks_fts JOIN chunks ON chunks.chunk_id = chunks_fts.rowid WHERE chunks_fts MATCH ?"
@@ -164,6 +164,13 @@ def _readable(settings: Settings, spark, principal, object_ids: set[str]) -> set
     except AccessDenied:
         return set()
     return {r[0] for r in result.rows}
+
+
+def keyword_terms(query: str) -> list[str]:
+    """Query words worth matching: stop words would match nearly every chunk."""
+    from spacy.lang.en.stop_words import STOP_WORDS
+
+    return list(dict.fromkeys(t for t in _WORD.findall(query.lower()) if len(t) > 1 and t not in STOP_WORDS))
 
 
 def snippet(text: str, query: str, width: int = 240) -> str:
