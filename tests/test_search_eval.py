@@ -31,10 +31,15 @@ def scores(spark, settings, tmp_path_factory):
     evaluation.write_documents(folder, marker=f"ref-{suite}")
     ingest(spark, settings, str(folder), source_name=f"eval{suite}", tags={"eval": suite})
     run_extract(spark, settings, only=["text/plain"])
-    SearchIndex(settings).update(spark, model=settings.search.model, size=settings.search.chunk_size, overlap=settings.search.chunk_overlap)
+    SearchIndex(settings).update(
+        spark, model=settings.search.model, size=settings.search.chunk_size, overlap=settings.search.chunk_overlap
+    )
     out = {}
     for mode in ("vector", "keyword", "hybrid"):
-        results = {q: [h.source_path for h in search(settings, q, k=10, tags={"eval": suite}, mode=mode)] for q, _, _ in evaluation.QUERIES}
+        results = {
+            q: [h.source_path for h in search(settings, q, k=10, tags={"eval": suite}, mode=mode)]
+            for q, _, _ in evaluation.QUERIES
+        }
         out[mode] = evaluation.score(results)
     return out
 

@@ -92,7 +92,50 @@ QUERIES: list[tuple[str, str, str]] = [
 ]
 
 _WORD = re.compile(r"[a-z]+")
-_STOP = {"a", "an", "the", "of", "to", "in", "on", "at", "for", "by", "and", "or", "is", "are", "was", "my", "i", "our", "do", "how", "what", "when", "where", "may", "from", "with", "it", "its", "be", "being", "can", "t", "much", "get", "means", "someone", "who", "two", "between", "because", "out", "outside"}
+_STOP = {
+    "a",
+    "an",
+    "the",
+    "of",
+    "to",
+    "in",
+    "on",
+    "at",
+    "for",
+    "by",
+    "and",
+    "or",
+    "is",
+    "are",
+    "was",
+    "my",
+    "i",
+    "our",
+    "do",
+    "how",
+    "what",
+    "when",
+    "where",
+    "may",
+    "from",
+    "with",
+    "it",
+    "its",
+    "be",
+    "being",
+    "can",
+    "t",
+    "much",
+    "get",
+    "means",
+    "someone",
+    "who",
+    "two",
+    "between",
+    "because",
+    "out",
+    "outside",
+}
 
 
 def content_words(text: str) -> set[str]:
@@ -123,4 +166,6 @@ def score(results: dict[str, list[str]], k: int = 10) -> Scores:
         rr.append(1.0 / (ranked.index(relevant) + 1) if found else 0.0)
         (para if kind == "paraphrase" else kw).append(found)
     n = len(QUERIES)
-    return Scores(round(sum(hits) / n, 3), round(sum(rr) / n, 3), round(sum(para) / len(para), 3), round(sum(kw) / len(kw), 3))
+    return Scores(
+        round(sum(hits) / n, 3), round(sum(rr) / n, 3), round(sum(para) / len(para), 3), round(sum(kw) / len(kw), 3)
+    )

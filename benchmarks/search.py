@@ -1,0 +1,227 @@
+"""Search benchmark, all figures from one run.
+
+1. Indexing throughput: chunks of about 800 characters embedded per second by the NumPy
+   MiniLM encoder (the Spark job's per-chunk cost), on 2 cores.
+2. Query latency at 100k chunks: 2,000 real chunk embeddings are mixed into 100,000
+   realistic vectors (convex combinations of two real ones plus noise, normalised), stored
+   in a real Shoal index (SQLite + FTS5 + HNSW). Compared on the same 200 queries:
+   exact search (NumPy brute force: the baseline), a raw faiss HNSW index, and Shoal's
+   `search` end to end (query embedding, ANN, SQLite fetch, one hit per object), vector
+   and hybrid. Recall@10 is measured against exact. Target: p50 under 20 ms, recall@10
+   of at least 0.95 against exact.
+3. The evaluation set's recall@10 and MRR are in tests/test_search_eval.py.
+
+    python benchmarks/search.py [--chunks 100000] [--queries 200] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from shoal.config import load_settings
+from shoal.search import embed, evaluation
+from shoal.search.index import open_index
+from shoal.search.query import search
+
+WORDS = [
+    "invoice",
+    "payment",
+    "contract",
+    "lease",
+    "renewal",
+    "customer",
+    "order",
+    "shipment",
+    "delivery",
+    "port",
+    "container",
+    "storage",
+    "database",
+    "cluster",
+    "outage",
+    "server",
+    "disk",
+    "engineer",
+    "policy",
+    "employee",
+    "leave",
+    "holiday",
+    "vacation",
+    "training",
+    "mentor",
+    "laptop",
+    "badge",
+    "security",
+    "phishing",
+    "email",
+    "bank",
+    "password",
+    "login",
+    "account",
+    "revenue",
+    "quarter",
+    "growth",
+    "market",
+    "subscription",
+    "tax",
+    "return",
+    "deadline",
+    "authority",
+    "merger",
+    "board",
+    "retailer",
+    "competitor",
+    "river",
+    "flood",
+    "rain",
+    "archive",
+    "smoke",
+    "fire",
+    "air",
+    "quality",
+    "event",
+    "train",
+    "strike",
+    "rail",
+    "commuter",
+    "chess",
+    "club",
+    "coffee",
+    "machine",
+    "kitchen",
+    "printer",
+    "paper",
+    "roller",
+    "solar",
+    "panel",
+    "roof",
+    "electricity",
+    "vaccine",
+    "clinic",
+    "appointment",
+]
+
+
+def text(rng: random.Random, words: int) -> str:
+    sentences = []
+    while sum(len(s.split()) for s in sentences) < words:
+        sentences.append(" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 16))).capitalize() + ".")
+    return " ".join(sentences)
+
+
+def pct(values: list[float], p: float) -> float:
+    return round(float(np.percentile(np.array(values) * 1000, p)), 2)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--chunks", type=int, default=100_000)
+    ap.add_argument("--real", type=int, default=2000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    rng = random.Random(7)
+    model = embed.load()
+    report: dict = {"chunks": args.chunks}
+
+    texts = [text(rng, 130) for _ in range(300)]
+    started = time.perf_counter()
+    model.encode(texts)
+    report["embed_chunks_per_s"] = round(len(texts) / (time.perf_counter() - started), 1)
+    report["chunk_chars_avg"] = int(np.mean([len(t) for t in texts]))
+
+    real_texts = list(evaluation.DOCUMENTS.values()) + [
+        text(rng, 60) for _ in range(args.real - len(evaluation.DOCUMENTS))
+    ]
+    real = model.encode(real_texts)
+    nprng = np.random.default_rng(7)
+    i, j = nprng.integers(0, len(real), args.chunks), nprng.integers(0, len(real), args.chunks)
+    w = nprng.uniform(0.5, 1.0, (args.chunks, 1)).astype(np.float32)
+    vectors = w * real[i] + (1 - w) * real[j] + nprng.normal(0, 0.02, (args.chunks, real.shape[1])).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    with tempfile.TemporaryDirectory(prefix="shoal-bench-search-") as tmp:
+        settings = load_settings(workspace=Path(tmp) / "ws")
+        index = open_index(settings)
+        started = time.perf_counter()
+        with index.connect() as conn:
+            conn.executemany(
+                "INSERT INTO chunks (object_id, part, part_index, chunk_index, start, end, text, media_type, languages, tags, raw_path, source_path, vector) "
+                "VALUES (?, 'page 1', 0, 0, 0, 0, ?, 'text/plain', '[\"en\"]', '{}', ?, ?, ?)",
+                (
+                    (f"{n:032x}", real_texts[i[n]][:400], f"/raw/doc{n}.txt", f"doc{n}.txt", vectors[n].tobytes())
+                    for n in range(args.chunks)
+                ),
+            )
+        report["store_s"] = round(time.perf_counter() - started, 1)
+        started = time.perf_counter()
+        index.rebuild_ann()
+        report["hnsw_build_s"] = round(time.perf_counter() - started, 1)
+        ann = index.ann()
+
+        query_texts = [q for q, _, _ in evaluation.QUERIES]
+        query_texts += [text(rng, 10) for _ in range(max(0, args.queries - len(query_texts)))]
+        query_vecs = model.encode(query_texts[: args.queries])
+
+        import faiss
+
+        exact_t, hnsw_t, recalls = [], [], []
+        faiss.downcast_index(ann.index).hnsw.efSearch = settings.search.ef_search
+        for q in query_vecs:
+            t = time.perf_counter()
+            scores = vectors @ q
+            exact = np.argpartition(-scores, 10)[:10]
+            exact_t.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            _, found = ann.search(q[None, :], 10)
+            hnsw_t.append(time.perf_counter() - t)
+            recalls.append(len(set(exact.tolist()) & {int(x) - 1 for x in found[0]}) / 10)  # chunk ids start at 1
+        shoal_v, shoal_h, shoal_recalls = [], [], []
+        for qt in query_texts[: args.queries]:
+            t = time.perf_counter()
+            hits = search(settings, qt, k=10, mode="vector")
+            shoal_v.append(time.perf_counter() - t)
+            exact = np.argpartition(-(vectors @ model.encode([qt])[0]), 10)[:10]
+            shoal_recalls.append(len({f"{int(x):032x}" for x in exact} & {h.object_id for h in hits}) / 10)
+            t = time.perf_counter()
+            search(settings, qt, k=10, mode="hybrid")
+            shoal_h.append(time.perf_counter() - t)
+        report.update(
+            exact_p50_ms=pct(exact_t, 50),
+            exact_p95_ms=pct(exact_t, 95),
+            hnsw_p50_ms=pct(hnsw_t, 50),
+            hnsw_p95_ms=pct(hnsw_t, 95),
+            hnsw_recall_at_10=round(float(np.mean(recalls)), 3),
+            shoal_vector_p50_ms=pct(shoal_v, 50),
+            shoal_vector_p95_ms=pct(shoal_v, 95),
+            shoal_vector_recall_at_10=round(float(np.mean(shoal_recalls)), 3),
+            shoal_hybrid_p50_ms=pct(shoal_h, 50),
+            shoal_hybrid_p95_ms=pct(shoal_h, 95),
+        )
+        report["exact_over_shoal_vector_p50"] = round(report["exact_p50_ms"] / report["shoal_vector_p50_ms"], 2)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+        return
+    print(f"embedding: {report['embed_chunks_per_s']} chunks/s ({report['chunk_chars_avg']} chars each)")
+    print(f"{args.chunks} chunks: stored in {report['store_s']} s, HNSW built in {report['hnsw_build_s']} s")
+    print(f"exact (baseline)   p50 {report['exact_p50_ms']} ms  p95 {report['exact_p95_ms']} ms")
+    print(
+        f"faiss HNSW raw     p50 {report['hnsw_p50_ms']} ms  p95 {report['hnsw_p95_ms']} ms  recall@10 vs exact {report['hnsw_recall_at_10']}"
+    )
+    print(
+        f"shoal search vec   p50 {report['shoal_vector_p50_ms']} ms  p95 {report['shoal_vector_p95_ms']} ms (incl. query embedding)  recall@10 vs exact {report['shoal_vector_recall_at_10']}"
+    )
+    print(f"shoal search hyb   p50 {report['shoal_hybrid_p50_ms']} ms  p95 {report['shoal_hybrid_p95_ms']} ms")
+
+
+if __name__ == "__main__":
+    main()
