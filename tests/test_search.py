@@ -103,3 +103,17 @@ def test_a_new_version_replaces_the_old_in_the_index(spark, settings, corpus):
     hits = search(settings, "penalties", k=5, tags={"suite": corpus["suite"]}, mode="keyword")
     assert names(hits) == ["league-final.txt"]
     assert search(settings, "scored twice", k=5, tags={"suite": corpus["suite"]}, mode="keyword") == []  # old text gone
+
+
+def test_cli_contract(settings, corpus, cli_env, capsys, monkeypatch):
+    import json
+
+    from helpers import run_cli
+
+    code, out, err = run_cli(["search-index", "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    assert json.loads(out)["objects_indexed"] == 0
+    code, out, err = run_cli(["search", "how to make a dessert", "--tag", f"suite={corpus['suite']}", "--k", "2", "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    hits = json.loads(out)
+    assert hits[0]["source_path"] == "sponge-cake.txt" and {"object_id", "raw_path", "snippet", "score", "part"} <= set(hits[0])
