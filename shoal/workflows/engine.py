@@ -508,14 +508,13 @@ class _Run:
             item_input = paths.render(selector, data, {**ctx, **extra}) if selector is not None else value
             jobs.append((f"{prefix}{index}]", body, item_input, extra))
         limit = state.get("MaxConcurrency") or self.limit
-        tolerated = len(items)
+        # No tolerance given: the first failed iteration fails the Map.
+        tolerated = 0
         if "ToleratedFailureCount" in state or "ToleratedFailurePercentage" in state:
             tolerated = min(
                 state.get("ToleratedFailureCount", len(items)),
                 int(len(items) * state.get("ToleratedFailurePercentage", 100) / 100),
             )
-        else:
-            tolerated = 0
         results, failures = self._fan_out(
             jobs, min(limit, self.limit), resume=resume, cancel=cancel, tolerated=tolerated
         )
