@@ -96,6 +96,7 @@ def run_demo(workspace: Path) -> None:
     )
     _unstructured(spark, settings, workspace, say)
     _pipeline(spark, settings, workspace, say)
+    _search_and_governance(spark, settings, table, say)
     say(
         f"\nDemo lake: {settings.workspace_dir} (catalog.db + warehouse/). Explore it with:\n"
         f'  SHOAL_WORKSPACE={settings.workspace_dir} shoal sql "SELECT * FROM {table}"\n'
@@ -230,4 +231,67 @@ def _pipeline(spark, settings, workspace: Path, say) -> None:
         "Schedules (run them with `shoal scheduler`)",
         ["name", "workflow", "when", "next run"],
         [[r["name"], r["workflow"], r["expression"], r.get("next_run")] for r in Schedules(settings).list()],
+    )
+
+
+def _search_and_governance(spark, settings, table: str, say) -> None:
+    """Part four: semantic search over the extracted documents, then governed access."""
+    from shoal.governance import AccessDenied, AuditLog, Governance, GovernedSql, Principals
+    from shoal.search.index import SearchIndex
+    from shoal.search.query import search
+
+    say("\n[bold]11. Semantic search[/]\n$ shoal search-index")
+    with output.progress(True, "search-index") as progress:
+        indexed = SearchIndex(settings).update(
+            spark,
+            model=settings.search.model,
+            size=settings.search.chunk_size,
+            overlap=settings.search.chunk_overlap,
+            say=progress,
+        )
+    output.print_kv("search index", {k: indexed.to_dict()[k] for k in ("objects_indexed", "chunks_total", "seconds")})
+    query = "bill for coffee equipment"
+    say(f'$ shoal search "{query}" --k 3')
+    hits = search(settings, query, k=3)
+    output.print_rows(
+        "results",
+        ["score", "path", "part", "snippet"],
+        [[h.score, h.source_path, h.part or "", h.snippet[:90]] for h in hits],
+    )
+
+    say("\n[bold]12. Governance[/]: an analyst may see garden products, without stock levels")
+    principals, gov = Principals(settings), Governance(settings)
+    if "analyst" not in {p["name"] for p in principals.list()}:
+        principals.add("analyst")
+    columns = [f.name for f in spark.table(table).schema.fields]
+    gov.grant(
+        principals.principal("admin"),
+        "SELECT",
+        "TABLE",
+        table,
+        "analyst",
+        columns=["product_id", "category", "name"],
+        row_filter="category = 'garden'",
+        table_columns=columns,
+    )
+    grant_cmd = f"shoal grant SELECT ON TABLE {table} TO analyst --columns product_id,category,name"
+    say(f"$ {grant_cmd} --row-filter \"category = 'garden'\"")
+    analyst = GovernedSql(spark, settings, principals.principal("analyst"))
+    sql = f"SELECT * FROM {table} ORDER BY product_id"
+    say(f'$ shoal sql --as analyst "{sql}"')
+    output.print_query(analyst.execute(sql), "table")
+    refused = f"SELECT name, quantity_available FROM {table}"
+    say(f'$ shoal sql --as analyst "{refused}"')
+    try:
+        analyst.execute(refused)
+    except AccessDenied as exc:
+        output.print_error(str(exc).splitlines()[0])
+    say("$ shoal audit list --principal analyst")
+    output.print_rows(
+        "audit",
+        ["time", "action", "resource", "decision", "reason"],
+        [
+            [r["ts"], r["action"], r["resource"] or "", r["decision"], r["reason"] or ""]
+            for r in AuditLog(settings).list(principal="analyst", limit=5)
+        ],
     )
