@@ -283,10 +283,7 @@ class Governance:
         if not _IDENT.match(key) or not values:
             raise GovernanceError("a tag needs a key (letters, digits, _) and at least one allowed value")
         with self.engine.begin() as conn:
-            if not conn.execute(
-                update(tag_keys).where(tag_keys.c.key == key).values(allowed_values=json.dumps(sorted(set(values))))
-            ).rowcount:
-                conn.execute(insert(tag_keys).values(key=key, allowed_values=json.dumps(sorted(set(values)))))
+            database.upsert(conn, tag_keys, {"key": key}, {"allowed_values": json.dumps(sorted(set(values)))})
 
     def tags(self) -> dict[str, list[str]]:
         with self.engine.connect() as conn:
@@ -323,18 +320,8 @@ class Governance:
         if col and not tbl:
             raise GovernanceError("--column needs --table")
         with self.engine.begin() as conn:
-            where = (
-                (tag_assignments.c.key == key.lower())
-                & (tag_assignments.c.database == db)
-                & (tag_assignments.c.table_name == tbl)
-                & (tag_assignments.c.column_name == col)
-            )
-            if not conn.execute(update(tag_assignments).where(where).values(value=value)).rowcount:
-                conn.execute(
-                    insert(tag_assignments).values(
-                        key=key.lower(), value=value, database=db, table_name=tbl, column_name=col
-                    )
-                )
+            target = {"key": key.lower(), "database": db, "table_name": tbl, "column_name": col}
+            database.upsert(conn, tag_assignments, target, {"value": value})
 
     def unassign_tag(
         self, key: str, *, database_name: str | None = None, table: str | None = None, column: str | None = None

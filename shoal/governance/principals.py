@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import re
 import secrets
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ EVERYONE = "everyone"
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.@-]{0,199}$")
 _TOKEN = re.compile(r"^shoal_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
 _hasher = PasswordHasher()
+_bootstrapped: weakref.WeakSet = weakref.WeakSet()  # engines whose database has admin/everyone
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,10 @@ class Principal:
 class Principals:
     def __init__(self, settings: Settings) -> None:
         self.engine = database.engine(settings, metadata)
-        self._bootstrap()
+        # Once per process and catalog: Principals is built per API request.
+        if self.engine not in _bootstrapped:
+            self._bootstrap()
+            _bootstrapped.add(self.engine)
 
     def _bootstrap(self) -> None:
         with self.engine.begin() as conn:

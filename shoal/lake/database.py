@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 
-from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy import Connection, Engine, MetaData, Table, create_engine, event, insert, update
 
 from shoal.config import Settings
 
@@ -23,6 +23,13 @@ _lock = threading.Lock()
 def utcnow() -> dt.datetime:
     """Naive UTC: what the DateTime columns hold on every backend."""
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def upsert(conn: Connection, table: Table, key: dict[str, object], values: dict[str, object]) -> None:
+    """Update the row with this key, or insert it (portable: no dialect-specific ON CONFLICT)."""
+    where = [table.c[k] == v for k, v in key.items()]
+    if not conn.execute(update(table).where(*where).values(**values)).rowcount:
+        conn.execute(insert(table).values(**key, **values))
 
 
 def engine(settings: Settings, metadata: MetaData | None = None) -> Engine:

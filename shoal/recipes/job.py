@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, insert, select, update
+from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, select
 
 from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
@@ -280,8 +280,7 @@ class JobRegistry:
             "updated_at": database.utcnow(),
         }
         with self.engine.begin() as conn:
-            if not conn.execute(update(jobs_table).where(jobs_table.c.name == job.name).values(**values)).rowcount:
-                conn.execute(insert(jobs_table).values(name=job.name, **values))
+            database.upsert(conn, jobs_table, {"name": job.name}, values)
 
     def get(self, name: str) -> Job | None:
         with self.engine.connect() as conn:

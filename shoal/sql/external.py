@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlglot
-from sqlalchemy import Boolean, Column, DateTime, MetaData, String, Table, Text, delete, insert, select, update
+from sqlalchemy import Boolean, Column, DateTime, MetaData, String, Table, Text, delete, select, update
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
@@ -140,10 +140,7 @@ class Registry:
             "ddl": table.spark_ddl(),
         }
         with self.engine.begin() as conn:
-            if not conn.execute(
-                update(external_tables).where(external_tables.c.name == table.name).values(**values)
-            ).rowcount:
-                conn.execute(insert(external_tables).values(name=table.name, **values))
+            database.upsert(conn, external_tables, {"name": table.name}, values)
 
     def mark_repaired(self, name: str) -> None:
         with self.engine.begin() as conn:

@@ -329,13 +329,7 @@ class Store:
             "output": _dump(output) if done else None,
         }
         with self._lock, self.engine.begin() as conn:
-            n = conn.execute(
-                update(checkpoints)
-                .where(checkpoints.c.execution_id == execution_id, checkpoints.c.scope == scope)
-                .values(**values)
-            ).rowcount
-            if not n:
-                conn.execute(insert(checkpoints).values(execution_id=execution_id, scope=scope, **values))
+            database.upsert(conn, checkpoints, {"execution_id": execution_id, "scope": scope}, values)
 
     def checkpoint_of(self, execution_id: str, scope: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
