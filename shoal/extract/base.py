@@ -118,6 +118,9 @@ class Context:
     settings: ExtractSettings
     text: list[TextPart] = field(default_factory=list)
     properties: dict[str, Any] = field(default_factory=dict)
+    # Decoded pictures (image pages, video keyframes) for the image analysers after the
+    # decoder: media.frames.Frame objects, never serialised.
+    frames: list[Any] = field(default_factory=list)
 
 
 class Extractor(ABC):
@@ -133,6 +136,13 @@ class Extractor(ABC):
     # Modules imported once per worker before forking: an import inside the forked child
     # would be paid again for every object.
     preload: ClassVar[tuple[str, ...]] = ()
+    # An optional analyser's failure leaves the object "partial" and blocks nothing after it;
+    # a failed non-optional extract step means there is nothing for later steps to read.
+    optional: ClassVar[bool] = False
+
+    def time_limit(self, settings: ExtractSettings) -> float:
+        """Seconds an object's whole chain may take when this extractor is in it."""
+        return settings.timeout_s
 
     def warm(self, settings: ExtractSettings) -> None:
         """Load libraries and models once per worker process, before objects are forked off."""

@@ -52,6 +52,7 @@ class ExtractResult:
     statuses: dict[str, dict[str, int]] = field(default_factory=dict)  # extractor -> status -> count
     problems: list[dict[str, Any]] = field(default_factory=list)  # error/timeout steps
     recovered: int = 0  # objects redone after an interrupted run
+    warnings: list[str] = field(default_factory=list)  # missing models and the like
 
     @property
     def nothing_to_do(self) -> bool:
@@ -69,6 +70,7 @@ class ExtractResult:
             "recovered_from_interrupted_run": self.recovered,
             "statuses": self.statuses,
             "problems": self.problems,
+            "warnings": self.warnings,
         }
 
 
@@ -96,8 +98,17 @@ def _partition(settings_json: str, warehouse: str, run_id: str):
     return run
 
 
-def plan(spark: SparkSession, router, *, force: bool, only: list[str] | None, ids: list[str] | None = None):
-    """The objects that need work: any extractor of their chain missing or at another version."""
+def plan(
+    spark: SparkSession,
+    router,
+    *,
+    force: bool,
+    only: list[str] | None,
+    ids: list[str] | None = None,
+    retry_errors: bool = False,
+):
+    """The objects that need work: any extractor of their chain missing or at another version
+    (or, with `retry_errors`, ended in error or timeout)."""
     objects = spark.table(metadata.table("objects").sql).select(*OBJECT_COLUMNS)
     if ids is not None:
         objects = objects.join(metadata.id_frame(spark, ids), "object_id", "left_semi")
@@ -112,7 +123,10 @@ def plan(spark: SparkSession, router, *, force: bool, only: list[str] | None, id
     if force:
         todo = expected.select("object_id").distinct()
     else:
-        done = spark.table(metadata.table("extractions").sql).select("object_id", "extractor", "extractor_version")
+        done = spark.table(metadata.table("extractions").sql)
+        if retry_errors:
+            done = done.where(~F.col("status").isin("error", "timeout"))
+        done = done.select("object_id", "extractor", "extractor_version")
         todo = expected.join(done, ["object_id", "extractor", "extractor_version"], "left_anti").select("object_id")
     rows = objects.join(todo.distinct(), "object_id", "left_semi").collect()
     return [(r.asDict(), router.chain(r.media_type)) for r in rows]
@@ -124,6 +138,7 @@ def run_extract(
     *,
     force: bool = False,
     only: list[str] | None = None,
+    retry_errors: bool = False,
     say: Callable[[str], None] = lambda _m: None,
 ) -> ExtractResult:
     from shoal.extract.router import Router
@@ -139,9 +154,19 @@ def run_extract(
         ids: list[str] | None = None
         while True:
             say("planning" if result.rounds == 0 else f"planning round {result.rounds + 1} (child objects)")
+            first = result.rounds == 0
             work = plan(
-                spark, router, force=force and result.rounds == 0, only=only if result.rounds == 0 else None, ids=ids
+                spark,
+                router,
+                force=force and first,
+                only=only if first else None,
+                ids=ids,
+                retry_errors=retry_errors and first,
             )
+            for problem in router.model_problems([c for _o, c in work]):
+                if problem not in result.warnings:
+                    result.warnings.append(problem)
+                    say(f"warning: {problem}")
             if interrupted and result.rounds == 0:
                 # Journaled objects with their extractions committed were finished (that commit
                 # comes last); only the others left partial rows behind.

@@ -24,6 +24,8 @@ from shoal.extract.documents.office import Docx, Odt, Pptx, Xlsx
 from shoal.extract.documents.pdf import Pdf
 from shoal.extract.documents.structured import Delimited, Json, NdJson, Xml
 from shoal.extract.documents.text import Markdown, Org, PlainText, ReStructuredText
+from shoal.extract.media import EXTRACTORS as MEDIA_EXTRACTORS
+from shoal.extract.media import ROUTES as MEDIA_ROUTES
 from shoal.extract.nlp import Entities, KeyPhrases, Language, Pii, Sentiment
 
 log = logging.getLogger(__name__)
@@ -65,6 +67,7 @@ BUILTIN: tuple[type[Extractor], ...] = (
     NdJson,
     Xml,
     Archive,
+    *MEDIA_EXTRACTORS,
     Unsupported,
     Language,
     Entities,
@@ -121,6 +124,7 @@ class Router:
         self.extractors: dict[str, Extractor] = {cls.name: cls() for cls in classes}
         self.routes: dict[str, list[str]] = {mt: [name, *NLP] for mt, name in _DOCUMENT_ROUTES.items()}
         self.routes.update({mt: ["archive"] for mt in _ARCHIVES})
+        self.routes.update({mt: [*chain, *NLP] for mt, chain in MEDIA_ROUTES.items()})
         for cls in classes:
             for mt in getattr(cls, "media_types", ()):
                 self.routes[mt] = [cls.name, *NLP]
@@ -141,6 +145,23 @@ class Router:
             if any(c in pattern for c in "*?[") and fnmatch.fnmatch(mt, pattern):
                 return chain
         return ["unsupported"]
+
+    def model_problems(self, chains: list[list[str]]) -> list[str]:
+        """Verify the model files the planned chains need; each problem names what to install.
+
+        Objects needing a missing model fail one by one (other work goes on); after installing
+        it, `shoal extract --retry-errors` redoes them.
+        """
+        from shoal.exceptions import DependencyError
+        from shoal.extract.media import MODEL_STEPS, models
+
+        problems = []
+        for step in sorted({n for chain in chains for n in chain} & MODEL_STEPS):
+            try:
+                models.check(self.settings.media, {step})
+            except DependencyError as exc:
+                problems.append(f"{step}: {exc}")
+        return problems
 
     def versions(self, chain: list[str]) -> list[tuple[str, str, str]]:
         """(name, version, stage) for each extractor of a chain."""

@@ -145,7 +145,8 @@ def _rows(obj, info: ObjectInfo, steps: list[StepResult], router: Router, wareho
                 "run_id": run_id,
             },
         )
-    facts = object_facts(own.get("extractions", []), own, now)
+    optional = frozenset(n for n, e in router.extractors.items() if e.optional)
+    facts = object_facts(own.get("extractions", []), own, now, optional)
     emit("index_facts", {**facts, "extracted_at": iso(now)})
     return out
 

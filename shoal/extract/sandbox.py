@@ -71,7 +71,7 @@ def _run_chain(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Rou
             ctx.properties.update(result.properties)
             step = StepResult(name, "ok", None, result)
         step.duration_ms = int((time.monotonic() - t0) * 1000)
-        if step.status != "ok" and ext.stage == "extract":
+        if step.status != "ok" and ext.stage == "extract" and not ext.optional:
             blocked = f"{name} {step.status}"
         conn.send(("step", step))
     conn.send(("done", healthy))
@@ -144,7 +144,8 @@ class Sandbox:
         results: dict[str, StepResult] = {}
         current: str | None = None
         step_start = time.monotonic()
-        deadline = time.monotonic() + settings.timeout_s
+        limit = max(self.router.extractors[n].time_limit(settings) for n in chain)
+        deadline = time.monotonic() + limit
         failure: tuple[str, str] | None = None
         try:
             conn.send((obj, data, chain))
@@ -153,7 +154,7 @@ class Sandbox:
         while failure is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                failure = ("timeout", f"time limit of {settings.timeout_s:g} s exceeded")
+                failure = ("timeout", f"time limit of {limit:g} s exceeded")
                 break
             if conn.poll(min(remaining, 0.5)):
                 try:

@@ -41,6 +41,32 @@ SCHEMAS: dict[str, str] = {
     "tables": ("object_id STRING, part STRING, table_index INT, row_index INT, column_index INT, value STRING"),
     "form_fields": "object_id STRING, part STRING, field_name STRING, field_type STRING, value STRING",
     "links": "object_id STRING, part STRING, url STRING, text STRING",
+    "ocr": (
+        "object_id STRING, part STRING, time_s DOUBLE, block INT, line INT, word_index INT, word STRING, "
+        "confidence DOUBLE, x INT, y INT, width INT, height INT"
+    ),
+    "faces": (
+        "object_id STRING, part STRING, time_s DOUBLE, face_index INT, x INT, y INT, width INT, height INT, "
+        "confidence DOUBLE"
+    ),
+    "image_labels": (
+        "object_id STRING, part STRING, time_s DOUBLE, kind STRING, rank INT, label STRING, score DOUBLE, "
+        "model STRING, x INT, y INT, width INT, height INT"
+    ),
+    "image_properties": (
+        "object_id STRING, part STRING, time_s DOUBLE, width INT, height INT, format STRING, mode STRING, "
+        "frame_count INT, dominant_colors ARRAY<STRUCT<color: STRING, share: DOUBLE>>, phash STRING, "
+        "captured_at TIMESTAMP, gps_latitude DOUBLE, gps_longitude DOUBLE, camera STRING, exif MAP<STRING, STRING>"
+    ),
+    "transcripts": (
+        "object_id STRING, segment INT, start_s DOUBLE, end_s DOUBLE, text STRING, confidence DOUBLE, "
+        "language STRING, model STRING"
+    ),
+    "media_properties": (
+        "object_id STRING, duration_s DOUBLE, container STRING, bit_rate BIGINT, video_codec STRING, width INT, "
+        "height INT, fps DOUBLE, audio_codec STRING, sample_rate INT, channels INT, has_audio BOOLEAN, "
+        "has_video BOOLEAN, keyframes INT"
+    ),
     "object_index": (
         "object_id STRING, source_name STRING, source_path STRING, file_name STRING, raw_path STRING, "
         "media_type STRING, size_bytes BIGINT, sha256 STRING, ingested_at TIMESTAMP, tags MAP<STRING, STRING>, "
@@ -63,6 +89,12 @@ RESULT_TABLES = (
     "tables",
     "form_fields",
     "links",
+    "ocr",
+    "faces",
+    "image_labels",
+    "image_properties",
+    "transcripts",
+    "media_properties",
 )
 
 
