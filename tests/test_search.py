@@ -113,7 +113,13 @@ def test_cli_contract(settings, corpus, cli_env, capsys, monkeypatch):
     code, out, err = run_cli(["search-index", "--json"], capsys, monkeypatch)
     assert code == 0, err
     assert json.loads(out)["objects_indexed"] == 0
-    code, out, err = run_cli(["search", "how to make a dessert", "--tag", f"suite={corpus['suite']}", "--k", "2", "--json"], capsys, monkeypatch)
+    code, out, err = run_cli(
+        ["search", "how to make a dessert", "--tag", f"suite={corpus['suite']}", "--k", "2", "--json"],
+        capsys,
+        monkeypatch,
+    )
     assert code == 0, err
     hits = json.loads(out)
-    assert hits[0]["source_path"] == "sponge-cake.txt" and {"object_id", "raw_path", "snippet", "score", "part"} <= set(hits[0])
+    assert hits[0]["source_path"] == "sponge-cake.txt" and {"object_id", "raw_path", "snippet", "score", "part"} <= set(
+        hits[0]
+    )

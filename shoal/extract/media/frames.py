@@ -44,6 +44,8 @@ def open_image(data: bytes, max_pixels: int) -> Image.Image:
         img.size  # noqa: B018 - the header is parsed lazily; bombs are caught here
     except Image.DecompressionBombError as exc:
         raise ExtractionRefused(f"image too large (decompression bomb?): {exc}") from None
+    except (OSError, SyntaxError) as exc:  # UnidentifiedImageError is an OSError
+        raise ValueError(f"not a readable image: {exc}") from None
     if img.width * img.height > max_pixels:
         raise ExtractionRefused(f"image of {img.width}x{img.height} pixels exceeds the {max_pixels} pixel limit")
     return img
@@ -88,8 +90,7 @@ def probe(path: Path) -> dict[str, Any]:
         timeout=120,
     )
     if done.returncode != 0:
-        reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise ValueError(f"not a readable audio/video file: {reason[-1] if reason else 'ffprobe failed'}")
+        raise ValueError(f"not a readable audio/video file: {_ffmpeg_reason(done.stderr, path) or 'ffprobe failed'}")
     info = json.loads(done.stdout or b"{}")
     fmt = info.get("format", {})
     streams = info.get("streams", [])
@@ -111,6 +112,16 @@ def probe(path: Path) -> dict[str, Any]:
         "has_audio": audio is not None,
         "has_video": video is not None,
     }
+
+
+_ADDRESS = re.compile(r" @ 0x[0-9a-f]+")
+
+
+def _ffmpeg_reason(stderr: bytes, path: Path) -> str:
+    """ffmpeg's complaint without its temporary file name or memory addresses (last 3 lines)."""
+    text = _ADDRESS.sub("", stderr.decode("utf-8", "replace")).replace(str(path), "input")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return "; ".join(lines[-3:])
 
 
 def _is_cover(stream: dict[str, Any]) -> bool:
@@ -159,8 +170,7 @@ def keyframes(path: Path, *, threshold: float, limit: int, max_side: int = 1280)
             timeout=1800,
         )
         if done.returncode != 0:
-            lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise ValueError(f"ffmpeg could not decode the video: {lines[-1] if lines else 'failed'}")
+            raise ValueError(f"ffmpeg could not decode the video: {_ffmpeg_reason(done.stderr, path) or 'failed'}")
         times = [float(m.group(2)) for m in _PTS.finditer(done.stderr.decode("utf-8", "replace"))]
         files = sorted(Path(out).glob("frame-*.png"))
         frames = []
@@ -205,10 +215,10 @@ def pcm_windows(path: Path, window_s: float) -> Iterator[tuple[float, Any]]:
             carry = buf[cut:]
     finally:
         proc.stdout.close()
-        err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+        err = proc.stderr.read() if proc.stderr else b""
         code = proc.wait()
     if code != 0:
-        raise ValueError(f"ffmpeg could not decode the audio: {err.strip().splitlines()[-1] if err.strip() else code}")
+        raise ValueError(f"ffmpeg could not decode the audio: {_ffmpeg_reason(err, path) or code}")
 
 
 def _quiet_cut(buf, search_s: float = 8.0, frame_s: float = 0.2) -> int:

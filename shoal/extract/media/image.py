@@ -70,7 +70,10 @@ class ImageDecoder(Extractor):
 
         media = ctx.settings.media
         img = open_image(ctx.data, media.max_pixels)
-        frames = image_frames(img, media.max_frames)
+        try:
+            frames = image_frames(img, media.max_frames)
+        except (OSError, SyntaxError, ValueError) as exc:  # what Pillow raises for damaged data
+            raise ValueError(f"damaged {img.format or 'image'} data: {exc}") from None
         if not frames:
             raise ValueError("the image has no readable frame")
         ctx.frames.extend(frames)
