@@ -95,6 +95,7 @@ def run_demo(workspace: Path) -> None:
         [[r["snapshot_id"], r["committed_at"], r["operation"], ", ".join(r["files"])] for r in rows],
     )
     _unstructured(spark, settings, workspace, say)
+    _media(spark, settings, workspace, say)
     _pipeline(spark, settings, workspace, say)
     _search_and_governance(spark, settings, table, say)
     say(
@@ -175,6 +176,69 @@ def _unstructured(spark, settings, workspace: Path, say) -> None:
     for title, sql in queries:
         say(f'\n[bold]{title}[/]\n$ shoal sql "{sql}"')
         output.print_query(run_sql(spark, sql), "table")
+
+
+def _media(spark, settings, workspace: Path, say) -> None:
+    """Part two, continued: pictures, a recording and a video with known content."""
+    from shoal.catalog.duplicates import find_duplicates
+    from shoal.extract import run_extract
+    from shoal.ingest import ingest
+    from shoal.media_samples import write_media_corpus
+
+    folder = workspace / "media"
+    write_media_corpus(folder)
+    say(
+        "\n[bold]Media[/]: a photo with EXIF, posters (one a resized copy), a multi-page TIFF, a portrait, "
+        "a spoken briefing (WAV, MP3) and a slideshow video with that speech"
+    )
+    say(f"$ shoal ingest {folder} --source-name media && shoal extract")
+    ingest(spark, settings, str(folder), source_name="media")
+    with output.progress(True, "extract") as progress:
+        result = run_extract(spark, settings, say=progress)
+    output.print_kv("extract", {k: v for k, v in result.to_dict().items() if k in ("objects", "seconds")})
+    for w in result.warnings:
+        output.print_warning(w)
+    queries = [
+        (
+            "The transcripts, with timestamps",
+            "SELECT o.source_path, t.segment, t.start_s, t.end_s, round(t.confidence, 2) AS confidence, t.text "
+            "FROM shoal.transcripts t JOIN shoal.objects o USING (object_id) ORDER BY 1, 2",
+        ),
+        (
+            "People and places found in what was said",
+            "SELECT o.source_path, e.entity, e.label FROM shoal.entities e JOIN shoal.objects o USING (object_id) "
+            "JOIN shoal.text x ON x.object_id = e.object_id AND x.part = e.part AND x.part = 'transcript' "
+            "WHERE o.source_name = 'media' AND e.label IN ('PERSON', 'GPE') ORDER BY 1, 2",
+        ),
+        (
+            "Text in pictures and video keyframes",
+            "SELECT o.source_path, t.part, t.text FROM shoal.text t JOIN shoal.objects o USING (object_id) "
+            "WHERE t.extractor = 'ocr' ORDER BY 1, t.part_index",
+        ),
+        (
+            "Faces, labels and EXIF",
+            "SELECT o.source_path, p.width, p.height, p.captured_at, p.gps_latitude, p.gps_longitude, "
+            "(SELECT count(*) FROM shoal.faces f WHERE f.object_id = p.object_id) AS faces, "
+            "(SELECT first(l.label) FROM shoal.image_labels l WHERE l.object_id = p.object_id AND l.rank = 1 "
+            "AND l.kind = 'object' AND l.part = p.part) AS top_label "
+            "FROM shoal.image_properties p JOIN shoal.objects o USING (object_id) WHERE p.part IN ('image', 'page 1') "
+            "ORDER BY 1",
+        ),
+    ]
+    for title, sql in queries:
+        say(f'\n[bold]{title}[/]\n$ shoal sql "{sql}"')
+        output.print_query(run_sql(spark, sql), "table")
+    say("\n[bold]Near-duplicate images[/]\n$ shoal catalog duplicates")
+    groups = find_duplicates(spark)
+    output.print_rows(
+        "duplicates",
+        ["group", "path", "size", "distance"],
+        [
+            [g["group"], m["source_path"], f"{m['width']}x{m['height']}", m["distance"]]
+            for g in groups
+            for m in g["members"]
+        ],
+    )
 
 
 def _pipeline(spark, settings, workspace: Path, say) -> None:

@@ -116,8 +116,8 @@ class PocketSphinx:
             return [], "en", None
         words = [s for s in d.seg() if not s.word.startswith(("<", "[")) and s.word != "<sil>"]
         frame_s = 0.01
-        start = words[0].start * frame_s if words else 0.0
-        end = words[-1].end * frame_s if words else len(samples) / SAMPLE_RATE
+        start = words[0].start_frame * frame_s if words else 0.0
+        end = words[-1].end_frame * frame_s if words else len(samples) / SAMPLE_RATE
         return [Segment(round(offset_s + start, 3), round(offset_s + end, 3), hyp.hypstr.strip(), None)], "en", None
 
 
