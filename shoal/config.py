@@ -196,10 +196,34 @@ class SearchSettings(BaseModel):
 
 
 class ServerSettings(BaseModel):
-    """`shoal serve`: the HTTP API (and, later, the web console)."""
+    """`shoal serve`: the HTTP API (and, later, the web console); `--thrift`: the JDBC/ODBC endpoint."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
+    thrift_host: str = "127.0.0.1"
+    thrift_port: int = Field(default=10000, ge=1, le=65535)
+
+
+class StorageSettings(BaseModel):
+    """S3-compatible object storage for `s3://` warehouses and raw sources (`[storage]`)."""
+
+    endpoint: str | None = None  # e.g. http://127.0.0.1:8333; None: AWS itself
+    region: str = "us-east-1"
+    access_key: SecretStr | None = None  # None: the AWS default chain (env, profile, instance role)
+    secret_key: SecretStr | None = None
+    # Path-style (http://host/bucket/key) is what most self-hosted stores expect.
+    path_style: bool = True
+
+
+class ClusterSettings(BaseModel):
+    """`shoal cluster up`: a Spark standalone master and workers on this machine (development)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=7077, ge=1, le=65535)
+    webui_port: int = Field(default=8180, ge=1, le=65535)
+    workers: int = Field(default=2, ge=1)
+    worker_cores: int = Field(default=1, ge=1)
+    worker_memory: str = "2g"
 
 
 class Settings(BaseSettings):
@@ -221,6 +245,8 @@ class Settings(BaseSettings):
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    cluster: ClusterSettings = Field(default_factory=ClusterSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -279,7 +305,7 @@ class Settings(BaseSettings):
             if self.catalog.user:
                 pw = self.catalog.password.get_secret_value() if self.catalog.password else ""
                 auth = f"{self.catalog.user}:{pw}@" if pw else f"{self.catalog.user}@"
-            return "postgresql+psycopg2://" + auth + jdbc.removeprefix("jdbc:postgresql://")
+            return "postgresql+psycopg://" + auth + jdbc.removeprefix("jdbc:postgresql://")
         raise ConfigError(f"unsupported catalog uri {jdbc!r}")
 
 

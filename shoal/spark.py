@@ -34,6 +34,102 @@ def iceberg_runtime_jar() -> str:
     return str(jar)
 
 
+# From the bodo-iceberg-connector wheel (Maven Central is out of reach): the AWS SDK v2 modules
+# Iceberg's S3FileIO needs (s3:// table files), and hadoop-aws with SDK v1 (s3a:// for Spark's
+# own file sources: external tables). Spark already ships the Apache HTTP client they use.
+_S3_JAR_PREFIXES = (
+    "annotations-2.",
+    "apache-client-2.",
+    "arns-2.",
+    "auth-2.",
+    "aws-core-2.",
+    "aws-json-protocol-2.",
+    "aws-query-protocol-2.",
+    "aws-xml-protocol-2.",
+    "checksums-2.",
+    "checksums-spi-2.",
+    "crt-core-2.",
+    "endpoints-spi-2.",
+    "http-auth-2.",
+    "http-auth-aws-2.",
+    "http-auth-aws-eventstream-2.",
+    "http-auth-spi-2.",
+    "http-client-spi-2.",
+    "identity-spi-2.",
+    "json-utils-2.",
+    "kms-2.",
+    "metrics-spi-2.",
+    "profiles-2.",
+    "protocol-core-2.",
+    "regions-2.",
+    "retries-2.",
+    "retries-spi-2.",
+    "s3-2.",
+    "sdk-core-2.",
+    "sts-2.",
+    "third-party-jackson-core-2.",
+    "url-connection-client-2.",
+    "utils-2.",
+    "eventstream-1.",
+    "reactive-streams-1.",
+    "hadoop-aws-3.",
+    "aws-java-sdk-core-1.",
+    "aws-java-sdk-s3-1.",
+    "aws-java-sdk-kms-1.",
+    "aws-java-sdk-sts-1.",
+    "aws-java-sdk-dynamodb-1.",
+)
+
+
+def uses_object_store(settings: Settings) -> bool:
+    return settings.warehouse_uri.startswith(("s3://", "s3a://")) or settings.storage.endpoint is not None
+
+
+def s3_jars() -> list[str]:
+    """The S3 client jars shipped by the bodo-iceberg-connector wheel."""
+    try:
+        libs = Path(str(resources.files("bodo_iceberg_connector") / "jars" / "libs"))
+    except ModuleNotFoundError as exc:
+        raise DependencyError(
+            "S3 support needs the AWS SDK jars", hint="pip install --no-deps 'bodo-iceberg-connector==2026.10'"
+        ) from exc
+    jars = sorted(str(p) for p in libs.glob("*.jar") if p.name.startswith(_S3_JAR_PREFIXES))
+    if not any("/s3-2." in j for j in jars) or not any("hadoop-aws" in j for j in jars):
+        raise DependencyError(f"{libs} lacks the S3 jars", hint="reinstall bodo-iceberg-connector==2026.10")
+    return jars
+
+
+def storage_conf(settings: Settings) -> dict[str, str]:
+    """S3 settings for Iceberg's S3FileIO (table files) and Hadoop's s3a (Spark file sources)."""
+    st = settings.storage
+    prefix = f"spark.sql.catalog.{settings.catalog.name}"
+    conf = {
+        f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{prefix}.client.region": st.region,
+        f"{prefix}.s3.path-style-access": "true" if st.path_style else "false",
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.path.style.access": "true" if st.path_style else "false",
+        "spark.hadoop.fs.s3a.endpoint.region": st.region,
+    }
+    if st.endpoint:
+        conf[f"{prefix}.s3.endpoint"] = st.endpoint
+        conf["spark.hadoop.fs.s3a.endpoint"] = st.endpoint
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "true" if st.endpoint.startswith("https") else "false"
+    if st.access_key and st.secret_key:
+        key, secret = st.access_key.get_secret_value(), st.secret_key.get_secret_value()
+        conf[f"{prefix}.s3.access-key-id"] = key
+        conf[f"{prefix}.s3.secret-access-key"] = secret
+        conf["spark.hadoop.fs.s3a.access.key"] = key
+        conf["spark.hadoop.fs.s3a.secret.key"] = secret
+        conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+    # Python workers on executors reach the store with the same settings (storage.py).
+    from shoal import storage
+
+    for name, value in storage.configure(st).items():
+        conf[f"spark.executorEnv.{name}"] = value
+    return conf
+
+
 def catalog_conf(settings: Settings) -> dict[str, str]:
     """spark.sql.catalog.* entries for the Iceberg JDBC catalog."""
     prefix = f"spark.sql.catalog.{settings.catalog.name}"
@@ -65,10 +161,13 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         pkg = "libxerial-sqlite-jdbc-java" if settings.catalog.type == "sqlite" else "libpostgresql-jdbc-java"
         raise DependencyError(f"JDBC driver {jdbc_jar} not found", hint=f"apt-get install {pkg}")
     ws = settings.workspace_dir
+    jars = [iceberg_runtime_jar(), jdbc_jar]
+    if uses_object_store(settings):
+        jars += s3_jars()
     conf = {
         "spark.master": settings.spark.master,
         "spark.app.name": "shoal",
-        "spark.jars": ",".join([iceberg_runtime_jar(), jdbc_jar]),
+        "spark.jars": ",".join(jars),
         "spark.driver.memory": settings.spark.driver_memory,
         "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
         "spark.sql.defaultCatalog": settings.catalog.name,
@@ -87,6 +186,8 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.threshold": "1024",
     }
     conf.update(catalog_conf(settings))
+    if uses_object_store(settings):
+        conf.update(storage_conf(settings))
     conf.update(settings.spark.conf)
     return conf
 

@@ -1,17 +1,68 @@
 """File access for local paths and object-store URIs through one interface (pyarrow.fs).
 
-Both the driver (listing, ledgers) and Spark executors (reading change files) use this, so
-a path that works in one works in the other.
+Both the driver (listing, ledgers) and Spark executors (reading change files, writing
+extraction results) use this, so a path that works in one works in the other.
+
+`s3://` (and `s3a://`) URIs go to an S3-compatible store configured by `[storage]`.
+`configure()` exports that configuration as the settings' own environment variables
+(SHOAL_STORAGE__*), which Spark passes to Python workers (spark.executorEnv on a cluster),
+so every process builds the same client without settings being shipped around.
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
+import threading
 from dataclasses import dataclass
 
 from pyarrow import fs as pafs
 
 from shoal.exceptions import SourceError
+
+S3_ENV = {
+    "endpoint": "SHOAL_STORAGE__ENDPOINT",
+    "region": "SHOAL_STORAGE__REGION",
+    "access_key": "SHOAL_STORAGE__ACCESS_KEY",
+    "secret_key": "SHOAL_STORAGE__SECRET_KEY",
+    "path_style": "SHOAL_STORAGE__PATH_STYLE",
+}
+_s3_cache: dict[tuple, pafs.S3FileSystem] = {}
+_s3_lock = threading.Lock()
+
+
+def configure(storage) -> dict[str, str]:  # storage: config.StorageSettings
+    """Export the object-store settings to this process's environment; returns what was set."""
+    env = {S3_ENV["region"]: storage.region, S3_ENV["path_style"]: "true" if storage.path_style else "false"}
+    if storage.endpoint:
+        env[S3_ENV["endpoint"]] = storage.endpoint
+    if storage.access_key:
+        env[S3_ENV["access_key"]] = storage.access_key.get_secret_value()
+    if storage.secret_key:
+        env[S3_ENV["secret_key"]] = storage.secret_key.get_secret_value()
+    os.environ.update(env)
+    return env
+
+
+def _s3() -> pafs.S3FileSystem:
+    opts = tuple(os.environ.get(v) for v in S3_ENV.values())
+    with _s3_lock:
+        if opts not in _s3_cache:
+            endpoint, region, access, secret, path_style = opts
+            kw: dict = {"region": region or "us-east-1"}
+            if endpoint:
+                scheme, _, host = endpoint.partition("://")
+                kw["endpoint_override"] = host or scheme
+                kw["scheme"] = scheme if host else "https"
+            if access and secret:
+                kw["access_key"], kw["secret_key"] = access, secret
+            kw["force_virtual_addressing"] = (path_style or "true").lower() != "true"
+            _s3_cache[opts] = pafs.S3FileSystem(**kw)
+        return _s3_cache[opts]
+
+
+def is_remote(uri: str) -> bool:
+    return "://" in uri and not uri.startswith("file://")
 
 
 @dataclass(frozen=True)
@@ -23,6 +74,8 @@ class FileEntry:
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    if uri.startswith(("s3://", "s3a://")):
+        return _s3(), uri.split("://", 1)[1].rstrip("/")
     try:
         return pafs.FileSystem.from_uri(uri if "://" in uri else posixpath.abspath(uri))
     except Exception as exc:  # pyarrow raises several types for bad URIs
@@ -37,7 +90,7 @@ def list_files(root: str, suffixes: tuple[str, ...] = ()) -> list[FileEntry]:
         raise SourceError(f"source {root} does not exist")
     if info.type != pafs.FileType.Directory:
         raise SourceError(f"source {root} is not a folder", hint="pass the folder holding the change files")
-    prefix = "" if "://" not in root else root.split("://", 1)[0] + "://"
+    prefix = "" if "://" not in root else root.split("://", 1)[0].replace("s3a", "s3") + "://"
     out = []
     for entry in fs.get_file_info(pafs.FileSelector(base, recursive=True)):
         if entry.type != pafs.FileType.File:
