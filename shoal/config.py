@@ -303,8 +303,11 @@ class Settings(BaseSettings):
         if jdbc.startswith("jdbc:postgresql://"):
             auth = ""
             if self.catalog.user:
+                from urllib.parse import quote
+
                 pw = self.catalog.password.get_secret_value() if self.catalog.password else ""
-                auth = f"{self.catalog.user}:{pw}@" if pw else f"{self.catalog.user}@"
+                user = quote(self.catalog.user, safe="")
+                auth = f"{user}:{quote(pw, safe='')}@" if pw else f"{user}@"
             return "postgresql+psycopg://" + auth + jdbc.removeprefix("jdbc:postgresql://")
         raise ConfigError(f"unsupported catalog uri {jdbc!r}")
 

@@ -211,7 +211,37 @@ def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(settings.spark.log_level)
+        if not settings.spark.master.startswith("local"):
+            ship_code(spark, settings)
         return spark
+
+
+def ship_code(spark, settings: Settings) -> None:
+    """Send this process's `shoal` package to the executors (added first on their sys.path).
+
+    Executors then run the driver's code even where an older Shoal is installed; the
+    libraries and model packages must be installed on every worker (same environment).
+    """
+    import hashlib
+    import zipfile
+
+    import shoal
+
+    pkg = Path(shoal.__file__).parent
+    files = sorted(p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts)
+    digest = hashlib.sha256()
+    for p in files:
+        digest.update(str(p.relative_to(pkg)).encode())
+        digest.update(p.read_bytes())
+    target = settings.workspace_dir / "cluster" / f"shoal-{digest.hexdigest()[:12]}.zip"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+            for p in files:
+                z.write(p, str(Path("shoal") / p.relative_to(pkg)))
+        tmp.replace(target)
+    spark.sparkContext.addPyFile(str(target))
 
 
 def stop_spark() -> None:

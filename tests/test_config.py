@@ -39,7 +39,7 @@ def test_postgres_catalog_and_secret_handling(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("SHOAL_CATALOG__PASSWORD", "s3cret")
     s = load_settings()
     assert "s3cret" not in repr(s)
-    assert s.catalog_sqlalchemy_uri == "postgresql+psycopg2://shoal:s3cret@127.0.0.1:5432/lake"
+    assert s.catalog_sqlalchemy_uri == "postgresql+psycopg://shoal:s3cret@127.0.0.1:5432/lake"
     conf = catalog_conf(s)
     assert conf["spark.sql.catalog.lake.jdbc.password"] == "s3cret"
     assert "spark.sql.catalog.lake.jdbc.journal_mode" not in conf

@@ -512,7 +512,8 @@ def demo(
     run_demo(workspace)
 
 
-from shoal.cli import governance as _governance  # noqa: E402 - registers commands on `app`
+from shoal.cli import cluster as _cluster  # noqa: E402 - registers commands on `app`
+from shoal.cli import governance as _governance  # noqa: E402
 from shoal.cli import search as _search  # noqa: E402
 from shoal.cli import workflows as _workflows  # noqa: E402
 
@@ -520,6 +521,7 @@ _workflows.register(app)
 _governance.register(app)
 _governance.register_access(app)
 _search.register(app)
+_cluster.register(app)
 
 
 def main() -> None:

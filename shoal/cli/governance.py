@@ -547,12 +547,37 @@ def serve(
         str | None, typer.Option("--host", help="Address to bind (default [server] host, 127.0.0.1).")
     ] = None,
     port: Annotated[int | None, typer.Option("--port", help="Port (default [server] port, 8080).")] = None,
+    thrift: Annotated[
+        bool,
+        typer.Option("--thrift", help="Also start the JDBC/ODBC endpoint (Spark Thrift server) for BI tools."),
+    ] = False,
+    thrift_port: Annotated[
+        int | None, typer.Option("--thrift-port", help="Thrift port (default [server] thrift_port, 10000).")
+    ] = None,
+    thrift_only: Annotated[
+        bool, typer.Option("--thrift-only", help="Serve only the Thrift endpoint (no HTTP API).")
+    ] = False,
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs)."""
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs); --thrift adds a JDBC/ODBC endpoint."""
     import uvicorn
 
     from shoal.web import create_app
 
     s = settings()
-    output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port} (docs at /docs)")
-    uvicorn.run(create_app(s), host=host or s.server.host, port=port or s.server.port, log_level="warning")
+    proc = None
+    if thrift or thrift_only:
+        from shoal.sql import thrift as thrift_server
+
+        output.err.print("starting the Thrift JDBC/ODBC server (a Spark application; about 20 s)")
+        proc, url = thrift_server.start(s, port=thrift_port)
+        output.err.print(f"JDBC: {url}  (e.g. beeline -u {url}); it does not apply Shoal's grants")
+    try:
+        if thrift_only:
+            assert proc is not None
+            proc.wait()
+            return
+        output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port} (docs at /docs)")
+        uvicorn.run(create_app(s), host=host or s.server.host, port=port or s.server.port, log_level="warning")
+    finally:
+        if proc is not None:
+            thrift_server.stop(proc)

@@ -1,0 +1,88 @@
+"""`shoal cluster up|down|status`: a local Spark standalone cluster for development."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from shoal.cli import output
+from shoal.cli.context import settings, state
+
+cluster_app = typer.Typer(
+    help="A Spark standalone master and workers on this machine (development).", no_args_is_help=True
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cluster_app, name="cluster")
+
+
+def _show(data: dict) -> None:
+    output.print_kv(
+        "Spark cluster",
+        {
+            k: data[k]
+            for k in ("master_url", "webui_url", "running", "alive_workers", "workers", "cores_per_worker")
+            if k in data
+        }
+        | {"memory_per_worker": data.get("memory_per_worker"), "logs": data.get("log_dir")},
+    )
+    for p in data.get("problems", []):
+        output.print_warning(p)
+
+
+@cluster_app.command("up")
+def up(
+    workers: Annotated[
+        int | None, typer.Option("--workers", help="Workers to start (default [cluster] workers).")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Start a master and workers, wait until all have registered, print the master URL."""
+    from shoal.cluster import up as start
+
+    state["json"] = json_out
+    with output.progress(not json_out, "cluster") as say:
+        st = start(settings(), workers=workers, say=say)
+    if json_out:
+        output.print_json(st.to_dict())
+        return
+    _show(st.to_dict())
+    output.out.print(
+        output.escape(f'Use it: SHOAL_SPARK__MASTER={st.master_url} shoal ...  (or [spark] master = "{st.master_url}")')
+    )
+
+
+@cluster_app.command("down")
+def down(json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False) -> None:
+    """Stop the master and workers started by `shoal cluster up`."""
+    from shoal.cluster import down as stop
+
+    state["json"] = json_out
+    stopped = stop(settings())
+    if json_out:
+        output.print_json({"stopped_processes": stopped})
+    else:
+        output.out.print(f"Stopped {stopped} process(es)." if stopped else "No cluster was running.")
+
+
+@cluster_app.command("status")
+def status(json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False) -> None:
+    """The recorded cluster and how many workers the master reports alive (exit 1 when it is down)."""
+    from shoal.cluster import status as current
+
+    state["json"] = json_out
+    st = current(settings())
+    if st is None:
+        if json_out:
+            output.print_json({"running": False})
+        else:
+            output.out.print("No cluster started (shoal cluster up).")
+        raise typer.Exit(1)
+    if json_out:
+        output.print_json(st.to_dict())
+    else:
+        _show(st.to_dict())
+    if not st.running:
+        raise typer.Exit(1)

