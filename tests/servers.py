@@ -65,6 +65,11 @@ def _pg_bin(name: str) -> str:
 @contextmanager
 def postgres(tmp: Path, database: str = "lake") -> Iterator[Postgres]:
     root = os.geteuid() == 0
+    if root:
+        # The postgres user cannot enter root's private test folders: use a folder of its own.
+        import tempfile
+
+        tmp = Path(tempfile.mkdtemp(prefix="shoal-pg-"))
     data, sock = tmp / "pgdata", tmp / "pgsock"
     sock.mkdir(parents=True)
     pwfile = tmp / "pw"
@@ -101,6 +106,8 @@ def postgres(tmp: Path, database: str = "lake") -> Iterator[Postgres]:
         yield Postgres(port, "shoal", password, database)
     finally:
         subprocess.run([*as_user, _pg_bin("pg_ctl"), "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        if root:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @dataclass

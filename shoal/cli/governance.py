@@ -566,6 +566,11 @@ def serve(
     s = settings()
     proc = None
     if thrift or thrift_only:
+        import signal
+        import sys
+
+        # A TERM (service manager, kill) must still stop the Thrift server in `finally`.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         from shoal.sql import thrift as thrift_server
 
         output.err.print("starting the Thrift JDBC/ODBC server (a Spark application; about 20 s)")
