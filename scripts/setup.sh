@@ -32,7 +32,7 @@ command -v dot >/dev/null || need+=(graphviz)
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v espeak-ng >/dev/null || need+=(espeak-ng)
 # Tests start a real PostgreSQL server (scale-out suite).
-case ",$extras," in *,test,*) [ -x /usr/lib/postgresql/15/bin/initdb ] || command -v initdb >/dev/null || need+=(postgresql) ;; esac
+case ",$extras," in *,test,*) compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql) ;; esac
 if [ "${#need[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "setup: installing Debian packages: ${need[*]}"

@@ -193,6 +193,9 @@ class SearchSettings(BaseModel):
     chunk_overlap: int = Field(default=150, ge=0)
     # HNSW search breadth: higher finds more of the exact top-k, slower.
     ef_search: int = Field(default=256, ge=16)
+    # Where the index (SQLite + HNSW files) lives. Default: <warehouse>/search on a local
+    # warehouse, <workspace>/search when the warehouse is on an object store (SQLite needs a disk).
+    index_dir: str | None = None
 
 
 class ServerSettings(BaseModel):

@@ -127,6 +127,13 @@ def exists(uri: str) -> bool:
     return fs.get_file_info(path).type != pafs.FileType.NotFound
 
 
+def size(uri: str) -> int | None:
+    """The file's size in bytes, or None when there is no file at `uri`."""
+    fs, path = filesystem(uri)
+    info = fs.get_file_info(path)
+    return info.size if info.type == pafs.FileType.File else None
+
+
 def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts)
 

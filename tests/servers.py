@@ -55,7 +55,7 @@ def _pg_bin(name: str) -> str:
     found = shutil.which(name)
     if found:
         return found
-    for version in ("17", "16", "15", "14"):
+    for version in ("18", "17", "16", "15", "14"):
         p = Path(f"/usr/lib/postgresql/{version}/bin/{name}")
         if p.is_file():
             return str(p)

@@ -7,6 +7,7 @@ as separate processes with only SHOAL_* environment variables changed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -17,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from pyarrow import fs as pafs
-from servers import free_port, postgres, seaweedfs
+from servers import free_port, postgres, seaweedfs, wait_port
 
 from shoal import samples
 
@@ -176,6 +177,35 @@ def test_raw_objects_from_s3_are_ingested_and_extracted_onto_s3(servers, tmp_pat
         assert actions == ["grant", "select"]  # the grant, then the governed query
         with pytest.raises(psycopg.errors.RaiseException):
             c.execute("DELETE FROM shoal_audit")  # append-only, enforced by the database
+    # Raw objects on S3 are served through an access point by the HTTP API, streamed.
+    run(["access-point", "create", "inbox-reviews", "--principal", "ana", "--prefix", "inbox"], env)
+    token = run_json(["token", "create", "ana"], env)["token"]
+    port = free_port()
+    api = subprocess.Popen(
+        [sys.executable, "-m", "shoal.cli.console", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port, 120, api)
+        first = ingested["files"][0]
+        raw_rel = first["raw_path"].split("/warehouse/raw/", 1)[1]
+        import httpx
+
+        got = httpx.get(
+            f"http://127.0.0.1:{port}/raw/inbox-reviews/{raw_rel}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert got.status_code == 200, got.text
+        assert hashlib.sha256(got.content).hexdigest()[:32] == first["object_id"]  # the bytes ingested
+        assert int(got.headers["content-length"]) == len(got.content) > 0
+        denied = httpx.get(f"http://127.0.0.1:{port}/raw/inbox-reviews/{raw_rel}", timeout=30)
+        assert denied.status_code in (401, 403)
+    finally:
+        api.terminate()
+        api.wait(30)
 
 
 @pytest.fixture(scope="module")
@@ -242,8 +272,6 @@ def test_thrift_endpoint_answers_beeline(tmp_path):
         start_new_session=True,
     )
     try:
-        from servers import wait_port
-
         wait_port(port, 240, server)
         beeline = str(spark_home() / "bin" / "beeline")
         done = subprocess.run(

@@ -20,12 +20,14 @@ import os
 import re
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, delete, insert, select, update
 
+from shoal import storage
 from shoal.config import Settings
 from shoal.governance.audit import AuditLog
 from shoal.governance.errors import AccessDenied, GovernanceError
@@ -65,6 +67,16 @@ access_requests = Table(
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 
 
+@dataclass(frozen=True)
+class RawObject:
+    """A raw object a read may return: its URI, file name and size; `local` when on local disk."""
+
+    uri: str
+    name: str
+    size: int
+    local: Path | None = None
+
+
 class RawAccess:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -73,8 +85,8 @@ class RawAccess:
         self.audit = AuditLog(settings)
 
     @property
-    def raw_root(self) -> Path:
-        return Path(self.settings.warehouse_uri) / "raw"
+    def raw_root(self) -> str:
+        return storage.join(self.settings.warehouse_uri, "raw")
 
     # ---- access points ----------------------------------------------------------------------
     def create(
@@ -145,8 +157,8 @@ class RawAccess:
     # ---- reads ------------------------------------------------------------------------------
     def resolve(
         self, principal: Principal, name: str, path: str, *, client: str | None = None, via: str = "token"
-    ) -> Path:
-        """The file a read may return, or AccessDenied (audited either way)."""
+    ) -> RawObject:
+        """The object a read may return, or AccessDenied (audited either way)."""
         resource = f"{name}:{path}"
         try:
             target = self._check(principal, name, path, client)
@@ -155,12 +167,10 @@ class RawAccess:
                 principal.name, "raw.read", resource, False, reason=str(exc).splitlines()[0], via=via, client=client
             )
             raise AccessDenied(str(exc).splitlines()[0]) from exc
-        self.audit.record(
-            principal.name, "raw.read", resource, True, via=via, client=client, bytes=target.stat().st_size
-        )
+        self.audit.record(principal.name, "raw.read", resource, True, via=via, client=client, bytes=target.size)
         return target
 
-    def _check(self, principal: Principal, name: str, path: str, client: str | None) -> Path:
+    def _check(self, principal: Principal, name: str, path: str, client: str | None) -> RawObject:
         try:
             ap = self.get(name)
         except GovernanceError:
@@ -177,10 +187,19 @@ class RawAccess:
         rel = _clean_path(path)
         if ap["prefix"] and not (rel == ap["prefix"] or rel.startswith(ap["prefix"].rstrip("/") + "/")):
             raise AccessDenied(f"{rel} is outside the prefix of access point {name}")
-        root = self.raw_root.resolve()
-        target = (root / rel).resolve()  # follows symlinks: the result must still be inside the raw zone
-        if not target.is_relative_to(root) or not target.is_file():
-            raise AccessDenied(f"no readable object {rel} under access point {name}")
+        if storage.is_remote(self.raw_root):
+            # Object stores have no symlinks or '..': the cleaned key under the raw prefix is the object.
+            uri = storage.join(self.raw_root, rel)
+            size = storage.size(uri)
+            if size is None:
+                raise AccessDenied(f"no readable object {rel} under access point {name}")
+            target = RawObject(uri, PurePosixPath(rel).name, size)
+        else:
+            root = Path(self.raw_root).resolve()
+            local = (root / rel).resolve()  # follows symlinks: the result must still be inside the raw zone
+            if not local.is_relative_to(root) or not local.is_file():
+                raise AccessDenied(f"no readable object {rel} under access point {name}")
+            target = RawObject(str(local), local.name, local.stat().st_size, local)
         if ap["tags"] and not self._tags_match(rel, ap["tags"]):
             raise AccessDenied(f"{rel} lacks the tags access point {name} requires")
         return target
@@ -193,7 +212,7 @@ class RawAccess:
         lake_metadata.ensure_tables(spark, ("object_index",))
         rows = spark.sql(
             f"SELECT tags FROM {lake_metadata.table('object_index')} WHERE raw_path = :p",
-            args={"p": str(self.raw_root / rel)},
+            args={"p": storage.join(self.raw_root, rel)},
         ).collect()
         tags = dict(rows[0]["tags"] or {}) if rows else {}
         return bool(rows) and all(tags.get(k) == v for k, v in required.items())
@@ -214,7 +233,7 @@ class RawAccess:
 
     def verify(
         self, name: str, path: str, *, expires: int, principal_name: str, signature: str, client: str | None = None
-    ) -> Path:
+    ) -> RawObject:
         try:
             rel = _clean_path(path)
         except GovernanceError as exc:

@@ -76,12 +76,18 @@ def open_index(settings: Settings) -> SearchIndex:
         return _open[key]
 
 
+def index_root(settings: Settings) -> Path:
+    if settings.search.index_dir:
+        return Path(settings.search.index_dir).expanduser()
+    if "://" in settings.warehouse_uri:
+        return settings.workspace_dir / "search"
+    return Path(settings.warehouse_uri) / "search"
+
+
 class SearchIndex:
     def __init__(self, settings: Settings) -> None:
-        if "://" in settings.warehouse_uri:
-            raise NotImplementedError("the search index lives on a local warehouse for now")
         self.settings = settings
-        self.root = Path(settings.warehouse_uri) / "search"
+        self.root = index_root(settings)
         self.root.mkdir(parents=True, exist_ok=True)
         self.db_path = self.root / "chunks.db"
         self.faiss_path = self.root / "vectors.faiss"

@@ -8,13 +8,14 @@ HTML file must never run in the API's origin.
 """
 
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
-from shoal import __version__
+from shoal import __version__, storage
 from shoal.config import Settings
 from shoal.exceptions import ShoalError, SqlError
 from shoal.governance import (
@@ -185,7 +186,7 @@ def create_app(settings: Settings) -> FastAPI:
         expires: Annotated[int | None, Query(ge=0, le=2**40)] = None,
         principal: Annotated[str | None, Query(max_length=200)] = None,
         signature: Annotated[str | None, Query(max_length=128)] = None,
-    ) -> FileResponse:
+    ) -> Response:
         access = RawAccess(settings)
         client = _client(request)
         if signature is not None or expires is not None:
@@ -196,16 +197,24 @@ def create_app(settings: Settings) -> FastAPI:
             )
         else:
             target = access.resolve(current(creds), name, path, client=client)
-        return FileResponse(
-            target,
-            media_type="application/octet-stream",
-            filename=target.name,
-            headers={
-                "X-Content-Type-Options": "nosniff",
-                "Content-Security-Policy": "sandbox; default-src 'none'",
-                "Cache-Control": "private, no-store",
-            },
-        )
+        headers = {
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+            "Cache-Control": "private, no-store",
+        }
+        if target.local is not None:
+            return FileResponse(
+                target.local, media_type="application/octet-stream", filename=target.name, headers=headers
+            )
+
+        def chunks():  # an object-store object, streamed without holding it in memory
+            with storage.open_input(target.uri) as f:
+                while block := f.read(1 << 20):
+                    yield block
+
+        headers["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(target.name)}"
+        headers["Content-Length"] = str(target.size)
+        return StreamingResponse(chunks(), media_type="application/octet-stream", headers=headers)
 
     @app.post("/api/v1/access-requests", status_code=201)
     def request_access(body: AccessRequestIn, who: Who) -> dict[str, Any]:
