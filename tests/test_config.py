@@ -66,3 +66,63 @@ def test_catalog_cannot_be_named_shoal(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("SHOAL_CATALOG__NAME", "shoal")
     with pytest.raises(ConfigError):
         load_settings()
+
+
+def test_object_store_settings_reach_iceberg_s3a_and_python_workers(tmp_path, monkeypatch):
+    from shoal import storage
+    from shoal.spark import s3_jars, spark_conf
+
+    for var in storage.S3_ENV.values():  # set then delete: monkeypatch restores what configure() exports
+        monkeypatch.setenv(var, "x")
+        monkeypatch.delenv(var)
+    s = load_settings(
+        workspace=tmp_path,
+        warehouse="s3://lake/warehouse",
+        storage={"endpoint": "http://127.0.0.1:9000", "access_key": "AK", "secret_key": "SK"},
+    )
+    conf = spark_conf(s)
+    assert conf["spark.sql.catalog.lake.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert conf["spark.sql.catalog.lake.warehouse"] == "s3://lake/warehouse"
+    assert conf["spark.sql.catalog.lake.s3.endpoint"] == "http://127.0.0.1:9000"
+    assert conf["spark.sql.catalog.lake.s3.path-style-access"] == "true"
+    assert conf["spark.hadoop.fs.s3.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"
+    assert conf["spark.executorEnv.SHOAL_STORAGE__ENDPOINT"] == "http://127.0.0.1:9000"
+    jars = conf["spark.jars"].split(",")
+    assert set(s3_jars()) <= set(jars) and any("/s3-2." in j for j in jars) and any("hadoop-aws" in j for j in jars)
+    # Local warehouses carry none of it (no extra jars on the class path).
+    for var in storage.S3_ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    local = spark_conf(load_settings(workspace=tmp_path))
+    assert "spark.sql.catalog.lake.io-impl" not in local and len(local["spark.jars"].split(",")) == 2
+
+
+def test_storage_builds_an_s3_client_from_the_environment(monkeypatch):
+    from pyarrow import fs as pafs
+
+    from shoal import storage
+    from shoal.config import StorageSettings
+
+    for var in storage.S3_ENV.values():  # set then delete: monkeypatch restores what configure() exports
+        monkeypatch.setenv(var, "x")
+        monkeypatch.delenv(var)
+    env = storage.configure(StorageSettings(endpoint="http://127.0.0.1:9", access_key="a", secret_key="b"))
+    assert env["SHOAL_STORAGE__ENDPOINT"] == "http://127.0.0.1:9" and env["SHOAL_STORAGE__PATH_STYLE"] == "true"
+    fs, path = storage.filesystem("s3a://bucket/some/key.txt")
+    assert isinstance(fs, pafs.S3FileSystem) and path == "bucket/some/key.txt"
+    assert storage.is_remote("s3://b/k") and not storage.is_remote("/tmp/x")
+
+
+def test_catalog_password_is_quoted_in_the_sqlalchemy_url(tmp_path):
+    s = load_settings(
+        workspace=tmp_path,
+        catalog={"type": "postgresql", "uri": "jdbc:postgresql://db:5432/lake", "user": "sh@al", "password": "p@ss/w:rd"},
+    )
+    assert s.catalog_sqlalchemy_uri == "postgresql+psycopg://sh%40al:p%40ss%2Fw%3Ard@db:5432/lake"
+
+
+def test_cluster_status_without_a_cluster(tmp_path):
+    from shoal import cluster
+
+    s = load_settings(workspace=tmp_path)
+    assert cluster.status(s) is None and cluster.down(s) == 0
