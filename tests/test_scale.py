@@ -144,6 +144,19 @@ def test_postgresql_catalog_and_s3_storage_run_the_same_commands(servers, tmp_pa
     with psycopg.connect(host="127.0.0.1", port=pg.port, user=pg.user, password=pg.password, dbname=pg.database) as c:
         tables = {r[0] for r in c.execute("SELECT table_name FROM iceberg_tables").fetchall()}
         assert "p" in tables
+    # Athena-style external tables over files in the bucket (Spark reads them through s3a).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with s3_client(s3).open_output_stream(f"{s3.bucket}/ext/orders/part-0.parquet") as f:
+        pq.write_table(pa.table({"id": [1, 2, 3], "amount": [10.0, 20.5, 30.0]}), f)
+    ddl = (
+        "CREATE EXTERNAL TABLE ext.orders (id bigint, amount double) STORED AS PARQUET "
+        f"LOCATION 's3://{s3.bucket}/ext/orders/'"
+    )
+    run(["sql", "--dialect", "athena", f"CREATE DATABASE IF NOT EXISTS ext; {ddl}"], env)
+    total = json.loads(run(["sql", "SELECT sum(amount) AS total FROM ext.orders", "-f", "json"], env).stdout)
+    assert total == [{"total": 60.5}]
 
 
 def test_raw_objects_from_s3_are_ingested_and_extracted_onto_s3(servers, tmp_path):
