@@ -217,7 +217,7 @@ def _media(spark, settings, workspace: Path, say) -> None:
         ),
         (
             "Faces, labels and EXIF",
-            "SELECT o.source_path, p.width, p.height, p.captured_at, p.gps_latitude, p.gps_longitude, "
+            "SELECT o.source_path, p.captured_at, round(p.gps_latitude, 4) AS lat, round(p.gps_longitude, 4) AS lon, "
             "(SELECT count(*) FROM shoal.faces f WHERE f.object_id = p.object_id) AS faces, "
             "(SELECT first(l.label) FROM shoal.image_labels l WHERE l.object_id = p.object_id AND l.rank = 1 "
             "AND l.kind = 'object' AND l.part = p.part) AS top_label "
