@@ -102,6 +102,9 @@ class MediaSettings(BaseModel):
     max_frames: int = Field(default=20, ge=1)
     max_keyframes: int = Field(default=24, ge=1)
     scene_threshold: float = Field(default=0.3, gt=0, lt=1)
+    # Also a keyframe when this long has passed without a scene change (talks with static
+    # slides change little between frames); 0 keeps scene changes only.
+    keyframe_interval_s: float = Field(default=60, ge=0)
     # Pillow refuses larger images (decompression bombs).
     max_pixels: int = 60_000_000
     # Per-object time limit for chains with audio or video (transcription is slow).

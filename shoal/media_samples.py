@@ -134,21 +134,19 @@ def slideshow_video(
     }[ext]
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
-        listing = []
+        cmd = [_need("ffmpeg", "ffmpeg"), "-v", "error", "-y"]
         for i, slide in enumerate(slides):
             colour = SLIDE_COLOURS[i % len(SLIDE_COLOURS)]
             (d / f"s{i}.png").write_bytes(encode(text_image(slide, (960, 540), 48, colour), "PNG"))
-            listing += [f"file 's{i}.png'", f"duration {seconds_per_slide}"]
-        listing.append(f"file 's{len(slides) - 1}.png'")
-        (d / "slides.txt").write_text("\n".join(listing) + "\n")
-        cmd = [_need("ffmpeg", "ffmpeg"), "-v", "error", "-y", "-f", "concat", "-safe", "0", "-i", "slides.txt"]
+            cmd += ["-loop", "1", "-framerate", "10", "-t", str(seconds_per_slide), "-i", f"s{i}.png"]
         if speech is not None:
             (d / "speech.wav").write_bytes(speech)
             cmd += ["-i", "speech.wav"]
-        cmd += ["-r", "10", *codecs]
-        if speech is None:
-            cmd += ["-an"]
-        cmd += ["-t", str(seconds_per_slide * len(slides)), f"out.{ext}"]
+        joined = "".join(f"[{i}:v]" for i in range(len(slides))) + f"concat=n={len(slides)}:v=1:a=0[v]"
+        cmd += ["-filter_complex", joined, "-map", "[v]"]
+        if speech is not None:
+            cmd += ["-map", f"{len(slides)}:a"]
+        cmd += ["-r", "10", *codecs, "-t", str(seconds_per_slide * len(slides)), f"out.{ext}"]
         subprocess.run(cmd, check=True, cwd=d)
         return (d / f"out.{ext}").read_bytes()
 

@@ -306,3 +306,21 @@ def test_image_decoder_handles_every_listed_format():
         x = ImageDecoder().run(ctx_for(ms.encode(img, fmt), f"f.{fmt.lower()}", mt))
         assert x.properties["image_format"] == fmt and x.properties["width"] == img.width
     assert io is not None
+
+
+def test_static_video_gets_a_keyframe_per_interval(tmp_path):
+    # One slide held for 9 s: no scene change, so only the interval adds keyframes.
+    import subprocess
+
+    (tmp_path / "slide.png").write_bytes(ms.encode(ms.text_image("Static slide", (640, 360), 40), "PNG"))
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-loop", "1", "-framerate", "10", "-i", "slide.png", "-t", "9"]
+        + ["-c:v", "libx264", "-pix_fmt", "yuv420p", "static.mp4"],
+        cwd=tmp_path,
+        check=True,
+    )
+    with frames.spooled((tmp_path / "static.mp4").read_bytes(), ".mp4") as path:
+        scene_only = frames.keyframes(path, threshold=0.3, limit=10)
+        timed = frames.keyframes(path, threshold=0.3, limit=10, interval_s=4)
+    assert [k.time_s for k in scene_only] == [0.0]
+    assert [round(k.time_s) for k in timed] == [0, 4, 8]

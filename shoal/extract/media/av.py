@@ -70,7 +70,12 @@ class VideoDecoder(_Media):
             info = frames.probe(path)
             if not info["has_video"]:
                 raise ValueError("no video stream in the file")
-            keys = frames.keyframes(path, threshold=media.scene_threshold, limit=media.max_keyframes)
+            keys = frames.keyframes(
+                path,
+                threshold=media.scene_threshold,
+                limit=media.max_keyframes,
+                interval_s=media.keyframe_interval_s,
+            )
         ctx.frames.extend(keys)
         ctx.properties["has_audio"] = info["has_audio"]
         return Extraction(

@@ -156,11 +156,15 @@ def _rate(v: Any) -> float | None:
 _PTS = re.compile(r"\bn:\s*(\d+).*?\bpts_time:\s*([0-9.]+)")
 
 
-def keyframes(path: Path, *, threshold: float, limit: int, max_side: int = 1280) -> list[Frame]:
-    """The first frame and every scene change (ffmpeg's scene score above `threshold`)."""
+def keyframes(
+    path: Path, *, threshold: float, limit: int, interval_s: float = 0, max_side: int = 1280
+) -> list[Frame]:
+    """The first frame, every scene change (ffmpeg's scene score above `threshold`) and, with
+    `interval_s`, a frame whenever that long has passed since the last one kept."""
     with tempfile.TemporaryDirectory(prefix="shoal-frames-") as out:
+        every = f"+gte(t-prev_selected_t\\,{interval_s:.3f})" if interval_s > 0 else ""
         chain = (
-            f"select='eq(n\\,0)+gt(scene\\,{threshold:.3f})',showinfo,"
+            f"select='eq(n\\,0)+gt(scene\\,{threshold:.3f}){every}',showinfo,"
             f"scale='min({max_side},iw)':'min({max_side},ih)':force_original_aspect_ratio=decrease"
         )
         done = subprocess.run(
