@@ -116,7 +116,12 @@ def test_storage_builds_an_s3_client_from_the_environment(monkeypatch):
 def test_catalog_password_is_quoted_in_the_sqlalchemy_url(tmp_path):
     s = load_settings(
         workspace=tmp_path,
-        catalog={"type": "postgresql", "uri": "jdbc:postgresql://db:5432/lake", "user": "sh@al", "password": "p@ss/w:rd"},
+        catalog={
+            "type": "postgresql",
+            "uri": "jdbc:postgresql://db:5432/lake",
+            "user": "sh@al",
+            "password": "p@ss/w:rd",
+        },
     )
     assert s.catalog_sqlalchemy_uri == "postgresql+psycopg://sh%40al:p%40ss%2Fw%3Ard@db:5432/lake"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-import docs
 import pytest
+import sample_docs as docs
 
 from shoal import samples
 from shoal.config import ExtractSettings

@@ -7,8 +7,8 @@ import json
 import re
 from pathlib import Path
 
-import docs
 import pytest
+import sample_docs as docs
 
 from shoal import samples, storage
 from shoal.catalog import list_objects, show_object

@@ -156,9 +156,7 @@ def _rate(v: Any) -> float | None:
 _PTS = re.compile(r"\bn:\s*(\d+).*?\bpts_time:\s*([0-9.]+)")
 
 
-def keyframes(
-    path: Path, *, threshold: float, limit: int, interval_s: float = 0, max_side: int = 1280
-) -> list[Frame]:
+def keyframes(path: Path, *, threshold: float, limit: int, interval_s: float = 0, max_side: int = 1280) -> list[Frame]:
     """The first frame, every scene change (ffmpeg's scene score above `threshold`) and, with
     `interval_s`, a frame whenever that long has passed since the last one kept."""
     with tempfile.TemporaryDirectory(prefix="shoal-frames-") as out:
