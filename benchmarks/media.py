@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from shoal import media_samples as ms
+from shoal.media_samples import cer, wer
 
 SENTENCES = [
     ms.SPEECH_SENTENCE,
@@ -38,24 +39,6 @@ SENTENCES = [
 def paragraph(i: int, n: int = 5) -> str:
     """n distinct sentences (Whisper merges verbatim repeats, which would skew the error rate)."""
     return " ".join(SENTENCES[(i + k) % len(SENTENCES)] for k in range(n))
-
-
-def words(text: str) -> list[str]:
-    return "".join(c.lower() if c.isalnum() or c.isspace() else " " for c in text).split()
-
-
-def edit_distance(a: list, b: list) -> int:
-    prev = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        cur = [i]
-        for j, y in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
-        prev = cur
-    return prev[-1]
-
-
-def wer(ref: str, hyp: str) -> float:
-    return edit_distance(words(ref), words(hyp)) / max(1, len(words(ref)))
 
 
 def build_corpus(folder: Path, images: int, recordings: int, videos: int) -> dict:
@@ -189,11 +172,7 @@ def main() -> None:
         recs = [(k, v) for k, v in known.items() if k.startswith("audio/")]
         backends = speech_backends(corpus, recs)
     img, aud, vid = spark["images"], spark["audio"], spark["video"]
-    ocr_cer = [
-        edit_distance(list(known[k].lower()), list(" ".join(spark["ocr"].get(k, "").split()).lower())) / len(known[k])
-        for k in known
-        if k.startswith("images/")
-    ]
+    ocr_cer = [cer(known[k], spark["ocr"].get(k, "")) for k in known if k.startswith("images/")]
     speech_wer = [wer(known[k], spark["transcripts"].get(k, "")) for k in known if not k.startswith("images/")]
     report = {
         "images_per_s": round(img["objects"] / img["seconds"], 2),

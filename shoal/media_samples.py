@@ -151,6 +151,33 @@ def slideshow_video(
         return (d / f"out.{ext}").read_bytes()
 
 
+def edit_distance(a: list, b: list) -> int:
+    """Levenshtein distance between two sequences (words or characters)."""
+    prev = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        cur = [i]
+        for j, y in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
+        prev = cur
+    return prev[-1]
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words without punctuation: how transcripts are compared."""
+    return "".join(c.lower() if c.isalnum() or c.isspace() else " " for c in text).split()
+
+
+def wer(ref: str, hyp: str) -> float:
+    """Word error rate of a transcript against the known sentence."""
+    return edit_distance(words(ref), words(hyp)) / max(1, len(words(ref)))
+
+
+def cer(ref: str, hyp: str) -> float:
+    """Character error rate of OCR text against the rendered text (whitespace normalised)."""
+    r, h = " ".join(ref.split()).lower(), " ".join(hyp.split()).lower()
+    return edit_distance(list(r), list(h)) / max(1, len(r))
+
+
 def write_media_corpus(folder: Path) -> dict[str, dict]:
     """Images, recordings and a video with known content; returns source path -> known facts."""
     speech = speech_wav()

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from test_media_units import cer, wer
 
 from shoal import media_samples as ms
 from shoal.catalog import show_object
 from shoal.catalog.duplicates import find_duplicates
 from shoal.extract import run_extract
 from shoal.ingest import ingest
+from shoal.media_samples import cer, wer
 
 pytestmark = pytest.mark.slow
 SOURCE = "media"

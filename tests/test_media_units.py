@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import io
+import importlib.util
 import pickle
 import struct
 from pathlib import Path
@@ -20,29 +20,7 @@ from shoal.extract.media.av import AudioDecoder, Speech, VideoDecoder
 from shoal.extract.media.image import Faces, ImageDecoder, ImageLabels, Ocr, UnsafeContent
 from shoal.extract.media.speech import transcribe_file
 from shoal.extract.media.torchfile import TorchFileError, load_state_dict
-
-
-def edit_distance(a: list, b: list) -> int:
-    prev = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        cur = [i]
-        for j, y in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (x != y)))
-        prev = cur
-    return prev[-1]
-
-
-def words(text: str) -> list[str]:
-    return "".join(c.lower() if c.isalnum() or c.isspace() else " " for c in text).split()
-
-
-def wer(ref: str, hyp: str) -> float:
-    return edit_distance(words(ref), words(hyp)) / len(words(ref))
-
-
-def cer(ref: str, hyp: str) -> float:
-    r, h = " ".join(ref.split()).lower(), " ".join(hyp.split()).lower()
-    return edit_distance(list(r), list(h)) / len(r)
+from shoal.media_samples import cer, wer
 
 
 def ctx_for(data: bytes, name: str, media_type: str, **media) -> Context:
@@ -117,8 +95,7 @@ def test_torchfile_reads_weights_and_refuses_code(tmp_path):
 
 def test_mobilenet_labels_known_photos():
     net = mobilenet.load(models.label_weights(MediaSettings()), models.imagenet_labels())
-    data = Path(ms.face_photo.__code__.co_filename)  # noqa: F841 - the samples module locates skimage
-    skimage = Path(__import__("importlib").util.find_spec("skimage").submodule_search_locations[0]) / "data"
+    skimage = Path(importlib.util.find_spec("skimage").submodule_search_locations[0]) / "data"
     coffee = net.classify(Image.open(skimage / "coffee.png"), 3)
     cat = net.classify(Image.open(skimage / "chelsea.png"), 3)
     assert coffee[0][0] == "espresso" and coffee[0][1] > 0.9
@@ -305,7 +282,6 @@ def test_image_decoder_handles_every_listed_format():
     for fmt, mt in [("GIF", "image/gif"), ("BMP", "image/bmp"), ("WEBP", "image/webp"), ("TIFF", "image/tiff")]:
         x = ImageDecoder().run(ctx_for(ms.encode(img, fmt), f"f.{fmt.lower()}", mt))
         assert x.properties["image_format"] == fmt and x.properties["width"] == img.width
-    assert io is not None
 
 
 def test_static_video_gets_a_keyframe_per_interval(tmp_path):

@@ -242,7 +242,7 @@ class ImageLabels(Extractor):
         net = mobilenet.load(models.label_weights(media), models.imagenet_labels())
         rows = []
         for frame in _frames(ctx):
-            best = [(label, score) for label, score in net.classify(frame.image, media.label_top_k)]
+            best = net.classify(frame.image, media.label_top_k)
             kept = [(label, score) for label, score in best if score >= media.label_min_score] or best[:1]
             for rank, (label, score) in enumerate(kept, 1):
                 rows.append(
