@@ -268,6 +268,15 @@ def test_silent_video_skips_speech_and_garbage_is_an_error():
         AudioDecoder().run(ctx_for(b"RIFF\x00\x00\x00\x00WAVEjunk", "x.wav", "audio/wav"))
 
 
+def test_sound_only_mp4_is_transcribed_without_keyframes():
+    ctx = ctx_for(ms.convert_audio(ms.speech_wav(), "m4a"), "memo.mp4", "video/mp4")
+    out = run_chain(ctx, VideoDecoder, Speech)
+    assert out["video"].properties["keyframes"] == 0 and ctx.frames == []
+    assert wer(ms.SPEECH_SENTENCE, " ".join(r["text"] for r in out["speech"].rows["transcripts"])) <= 0.25
+    with pytest.raises(Exception, match="no decoded picture"):
+        Faces().run(ctx)
+
+
 def test_ffmpeg_never_sees_the_file_name():
     # A hostile name reaches ffmpeg only as a suffix of a private temporary file.
     data = ms.convert_audio(ms.speech_wav("Hello."), "mp3")

@@ -68,14 +68,15 @@ class VideoDecoder(_Media):
         media = ctx.settings.media
         with frames.spooled(ctx.data, _suffix(ctx)) as path:
             info = frames.probe(path)
-            if not info["has_video"]:
-                raise ValueError("no video stream in the file")
-            keys = frames.keyframes(
-                path,
-                threshold=media.scene_threshold,
-                limit=media.max_keyframes,
-                interval_s=media.keyframe_interval_s,
-            )
+            keys = []
+            # MP4/WebM holding only sound (a recording saved as .mp4) is audio: speech still runs.
+            if info["has_video"]:
+                keys = frames.keyframes(
+                    path,
+                    threshold=media.scene_threshold,
+                    limit=media.max_keyframes,
+                    interval_s=media.keyframe_interval_s,
+                )
         ctx.frames.extend(keys)
         ctx.properties["has_audio"] = info["has_audio"]
         return Extraction(
