@@ -308,3 +308,26 @@ def test_thrift_endpoint_answers_beeline(tmp_path):
     # TERM to `shoal serve` stops the Thrift server it started (its own process group).
     gone = subprocess.run(["pgrep", "-f", f"hive.server2.thrift.port={port}"], capture_output=True)
     assert gone.returncode == 1, gone.stdout
+
+
+def test_table_locks_span_hosts_through_postgresql(servers, tmp_path):
+    from shoal.config import load_settings
+    from shoal.exceptions import ShoalError
+    from shoal.lake.locks import table_lock
+
+    pg, _s3 = servers
+    catalog = {"type": "postgresql", "uri": pg.jdbc_uri, "user": pg.user, "password": pg.password}
+    # Two workspaces stand for two hosts: no shared lock files, only the shared catalog.
+    here = load_settings(workspace=tmp_path / "host-a", catalog=catalog)
+    there = load_settings(workspace=tmp_path / "host-b", catalog=catalog)
+    with table_lock(here, "inv.p"):
+        with (
+            pytest.raises(ShoalError, match="locked by another Shoal process"),
+            table_lock(there, "inv.p", timeout_s=1),
+        ):
+            pass
+        with table_lock(there, "inv.q", timeout_s=1):  # other tables stay free
+            pass
+    with table_lock(there, "inv.p", timeout_s=1):  # released with the block
+        pass
+    assert not (tmp_path / "host-a" / "locks").exists()

@@ -103,7 +103,7 @@ def apply_changes(
     table = TableName.parse(options.table)
     _validate_options(options)
     spark = get_spark(settings)
-    with table_lock(settings.workspace_dir, str(table)):
+    with table_lock(settings, str(table)):
         return _Batch(spark, settings, source, table, options, say).run()
 
 

@@ -469,7 +469,7 @@ def table_maintain(
     name = TableName.parse(table)
     orphan_age = m.orphan_min_age_hours if orphan_min_age_hours is None else orphan_min_age_hours
     spark = get_spark(s)
-    with output.progress(not json_out, f"maintain {table}") as say, table_lock(s.workspace_dir, str(name)):
+    with output.progress(not json_out, f"maintain {table}") as say, table_lock(s, str(name)):
         result = maintain(
             spark,
             name,

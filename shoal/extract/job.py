@@ -149,7 +149,7 @@ def run_extract(
         router.check_selectors(only)
     metadata.ensure_tables(spark)
     result = ExtractResult(run_id=uuid.uuid4().hex[:16])
-    with table_lock(settings.workspace_dir, "shoal.extract"):
+    with table_lock(settings, "shoal.extract"):
         interrupted = _read_journal(settings)
         ids: list[str] | None = None
         while True:

@@ -116,7 +116,7 @@ def ingest(
     objects = metadata.table("objects")
     now = datetime.now(UTC)
     day = now.strftime("%Y/%m/%d")
-    with table_lock(settings.workspace_dir, str(objects)):
+    with table_lock(settings, str(objects)):
         known = _known_versions(spark, name)
         # Pass 1: hash everything, so content already stored (an earlier run, another path or
         # source) is known to be a duplicate before anything is copied.
