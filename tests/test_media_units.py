@@ -309,3 +309,16 @@ def test_static_video_gets_a_keyframe_per_interval(tmp_path):
         timed = frames.keyframes(path, threshold=0.3, limit=10, interval_s=4)
     assert [k.time_s for k in scene_only] == [0.0]
     assert [round(k.time_s) for k in timed] == [0, 4, 8]
+
+
+def test_a_missing_model_never_fails_the_worker_warm_up(tmp_path):
+    # The step fails per object (recorded, retried with --retry-errors); warming the worker must not raise.
+    from shoal.extract import runner
+    from shoal.extract.router import Router
+
+    router = Router(ExtractSettings(media=MediaSettings(speech_model=str(tmp_path / "no-model"))))
+    runner._warm.discard("speech")
+    runner.warm(router, [["audio", "speech"]])
+    assert "speech" not in runner._warm and "audio" in runner._warm
+    with pytest.raises(DependencyError, match="neither a known name nor a folder"):
+        Speech().run(ctx_for(ms.speech_wav("Hi."), "x.wav", "audio/wav", speech_model=str(tmp_path / "no-model")))

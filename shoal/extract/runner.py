@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import posixpath
 import re
 from dataclasses import asdict
@@ -22,6 +23,7 @@ from shoal.extract.router import Router
 from shoal.extract.sandbox import StepResult, run_isolated
 from shoal.ingest.sniff import SNIFF_BYTES, detect_media_type
 
+log = logging.getLogger(__name__)
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")
 _warm: set[str] = set()
 
@@ -46,7 +48,11 @@ def warm(router: Router, chains: list[list[str]]) -> None:
     """Load each needed model once per worker process, before any object is forked."""
     for name in {n for chain in chains for n in chain}:
         if name not in _warm:
-            router.extractors[name].warm(router.settings)
+            try:
+                router.extractors[name].warm(router.settings)
+            except Exception as exc:  # noqa: BLE001 - a missing model fails that step per object, not the job
+                log.warning("extractor %s could not warm up: %s", name, exc)
+                continue  # not marked warm: a later partition tries again
             _warm.add(name)
 
 
