@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -292,6 +293,73 @@ _SHORT_TYPES = {
 def _short_type(media_type: str | None) -> str:
     sub = (media_type or "").split("/")[-1]
     return next((v for k, v in _SHORT_TYPES.items() if sub.endswith(k)), sub.removeprefix("x-"))
+
+
+class CrawlFormat(StrEnum):
+    auto = "auto"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+@catalog_app.command("crawl")
+def catalog_crawl(
+    path: Annotated[str, typer.Argument(help="Folder of data files (local or s3://bucket/prefix).")],
+    table: Annotated[str, typer.Option("--table", help="NAMESPACE.TABLE to create or update.")],
+    fmt: Annotated[CrawlFormat, typer.Option("--format", help="File format (auto: by extension).")] = CrawlFormat.auto,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Infer the schema of a folder of files (header, types, key=value partitions) and create or
+    update a table over it; schema changes become versions."""
+    from shoal.catalog.crawl import crawl
+    from shoal.spark import get_spark
+
+    _state["json"] = json_out
+    s = settings()
+    with output.progress(not json_out, "crawl") as say:
+        result = crawl(get_spark(s), s, path, table, fmt=fmt.value, say=say)
+    data = result.to_dict()
+    if json_out:
+        output.print_json(data)
+        return
+    output.print_kv(
+        f"Crawled {result.table}",
+        {k: data[k] for k in ("location", "format", "version", "created", "changed", "files", "partitions")},
+    )
+    output.print_rows(
+        "Columns",
+        ["column", "type", "partition"],
+        [[c, t, ""] for c, t in result.columns] + [[c, t, "yes"] for c, t in result.partition_columns],
+    )
+    if result.changes:
+        output.print_rows(
+            "What changed",
+            ["change", "column", "detail"],
+            [[c["change"], c["column"], c.get("type") or f"{c.get('from')} -> {c.get('to')}"] for c in result.changes],
+        )
+
+
+@catalog_app.command("crawl-versions")
+def catalog_crawl_versions(
+    table: Annotated[str, typer.Argument(help="A crawled NAMESPACE.TABLE.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """The schema versions a crawled table went through, with what changed each time."""
+    from shoal.catalog.crawl import versions
+
+    _state["json"] = json_out
+    rows = versions(settings(), table)
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        f"Schema versions of {table}",
+        ["version", "crawled_at", "columns", "changes"],
+        [
+            [r["version"], r["crawled_at"], ", ".join(f"{c} {t}" for c, t in r["columns"]), json.dumps(r["changes"])]
+            for r in rows
+        ],
+    )
 
 
 @catalog_app.command("duplicates")

@@ -1,7 +1,7 @@
 """Task resources: what a Task state's `Resource` runs.
 
 Shoal's own resources are `shoal:recipe`, `shoal:sql`, `shoal:cdc`, `shoal:extract`,
-`shoal:notify` and `shoal:python`. The service-integration ARNs that cloud definitions
+`shoal:notify`, `shoal:python`, `shoal:job` and `shoal:crawl`. The service-integration ARNs that cloud definitions
 use are mapped onto them with their own parameter names:
 
     arn:aws:states:::databrew:startJobRun[.sync]          -> shoal:recipe  {"Name": job}
@@ -96,6 +96,21 @@ def cdc(ctx: TaskContext, params: Any) -> Any:
     return apply_changes(ctx.settings, _need(p, "Source"), opts, progress=ctx.say).to_dict()
 
 
+def crawl(ctx: TaskContext, params: Any) -> Any:
+    from shoal.catalog.crawl import crawl as run_crawl
+
+    p = _params(params)
+    result = run_crawl(
+        ctx.spark(),
+        ctx.settings,
+        _need(p, "Path", "Location"),
+        _need(p, "Table"),
+        fmt=p.get("Format", "auto"),
+        say=ctx.say,
+    )
+    return result.to_dict()
+
+
 def extract(ctx: TaskContext, params: Any) -> Any:
     from shoal.extract import run_extract
     from shoal.ingest import ingest
@@ -187,6 +202,7 @@ NATIVE: dict[str, Handler] = {
     "shoal:notify": notify,
     "shoal:python": python,
     "shoal:job": job,
+    "shoal:crawl": crawl,
 }
 _SERVICES: dict[tuple[str, str], Handler] = {
     ("databrew", "startJobRun"): recipe,
