@@ -1,7 +1,7 @@
 """Task resources: what a Task state's `Resource` runs.
 
 Shoal's own resources are `shoal:recipe`, `shoal:sql`, `shoal:cdc`, `shoal:extract`,
-`shoal:notify`, `shoal:python`, `shoal:job` and `shoal:crawl`. The service-integration ARNs that cloud definitions
+`shoal:notify`, `shoal:python`, `shoal:job`, `shoal:crawl` and `shoal:quality`. The service-integration ARNs that cloud definitions
 use are mapped onto them with their own parameter names:
 
     arn:aws:states:::databrew:startJobRun[.sync]          -> shoal:recipe  {"Name": job}
@@ -111,6 +111,19 @@ def crawl(ctx: TaskContext, params: Any) -> Any:
     return result.to_dict()
 
 
+def quality(ctx: TaskContext, params: Any) -> Any:
+    """Run a ruleset; failing `fail` rules raise Quality.RulesFailed unless OnFailure is "warn"."""
+    from shoal.quality import load_ruleset, run_ruleset
+
+    p = _params(params)
+    result = run_ruleset(ctx.spark(), ctx.settings, load_ruleset(_need(p, "Ruleset")), say=ctx.say)
+    on_failure = str(p.get("OnFailure", "fail")).lower()
+    if result.failed and on_failure != "warn":
+        rules = ", ".join(f"{r.rule} ({r.observed})" for r in result.failed)
+        raise StatesError("Quality.RulesFailed", f"{result.ruleset} on {result.table}: {rules}")
+    return result.to_dict()
+
+
 def extract(ctx: TaskContext, params: Any) -> Any:
     from shoal.extract import run_extract
     from shoal.ingest import ingest
@@ -203,6 +216,7 @@ NATIVE: dict[str, Handler] = {
     "shoal:python": python,
     "shoal:job": job,
     "shoal:crawl": crawl,
+    "shoal:quality": quality,
 }
 _SERVICES: dict[tuple[str, str], Handler] = {
     ("databrew", "startJobRun"): recipe,

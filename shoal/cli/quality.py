@@ -1,0 +1,67 @@
+"""`shoal quality run|results`: data-quality rulesets over lake tables."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from shoal.cli import output
+from shoal.cli.context import settings, state
+
+quality_app = typer.Typer(help="Data-quality rulesets: run them, see their results.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(quality_app, name="quality")
+
+
+@quality_app.command("run")
+def run(
+    ruleset: Annotated[str, typer.Argument(help="Ruleset file (YAML or JSON).")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Evaluate a ruleset; results and a column profile are stored. Exit 1 when a `fail` rule fails."""
+    from shoal.quality import load_ruleset, run_ruleset
+    from shoal.spark import get_spark
+
+    state["json"] = json_out
+    s = settings()
+    rules = load_ruleset(ruleset)
+    with output.progress(not json_out, f"quality {rules.name}") as say:
+        result = run_ruleset(get_spark(s), s, rules, say=say)
+    if json_out:
+        output.print_json(result.to_dict())
+    else:
+        output.print_rows(
+            f"{rules.name} on {rules.table}: {result.status} ({result.rows} rows, run {result.run_id})",
+            ["rule", "severity", "passed", "share", "threshold", "observed"],
+            [
+                [r.rule, r.severity, "yes" if r.passed else "NO", r.pass_share, r.threshold, r.observed]
+                for r in result.results
+            ],
+        )
+    if result.failed:
+        raise typer.Exit(1)
+
+
+@quality_app.command("results")
+def results(
+    ruleset: Annotated[str | None, typer.Option("--ruleset", help="Only this ruleset.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many rule results.")] = 200,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """Stored rule results, newest first."""
+    from shoal.quality import latest_results
+    from shoal.spark import get_spark
+
+    state["json"] = json_out
+    rows = latest_results(get_spark(settings()), ruleset=ruleset, limit=limit)
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "shoal.quality_results",
+        ["evaluated_at", "ruleset", "rule", "passed", "pass_share", "observed"],
+        [[r["evaluated_at"], r["ruleset"], r["rule"], r["passed"], r["pass_share"], r["observed"]] for r in rows],
+    )
