@@ -581,6 +581,7 @@ def demo(
 
 
 from shoal.cli import cluster as _cluster  # noqa: E402 - registers commands on `app`
+from shoal.cli import enrich as _enrich  # noqa: E402
 from shoal.cli import governance as _governance  # noqa: E402
 from shoal.cli import quality as _quality  # noqa: E402
 from shoal.cli import search as _search  # noqa: E402
@@ -592,6 +593,7 @@ _governance.register_access(app)
 _search.register(app)
 _cluster.register(app)
 _quality.register(app)
+_enrich.register(app)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Task resources: what a Task state's `Resource` runs.
 
 Shoal's own resources are `shoal:recipe`, `shoal:sql`, `shoal:cdc`, `shoal:extract`,
-`shoal:notify`, `shoal:python`, `shoal:job`, `shoal:crawl` and `shoal:quality`. The service-integration ARNs that cloud definitions
+`shoal:notify`, `shoal:python`, `shoal:job`, `shoal:crawl`, `shoal:quality` and `shoal:enrich`. The service-integration ARNs that cloud definitions
 use are mapped onto them with their own parameter names:
 
     arn:aws:states:::databrew:startJobRun[.sync]          -> shoal:recipe  {"Name": job}
@@ -124,6 +124,14 @@ def quality(ctx: TaskContext, params: Any) -> Any:
     return result.to_dict()
 
 
+def enrich(ctx: TaskContext, params: Any) -> Any:
+    from shoal.enrich import load_job, run_job
+
+    p = _params(params)
+    job = load_job(_need(p, "Job"))
+    return run_job(ctx.spark(), ctx.settings, job, force=bool(p.get("Force", False)), say=ctx.say).to_dict()
+
+
 def extract(ctx: TaskContext, params: Any) -> Any:
     from shoal.extract import run_extract
     from shoal.ingest import ingest
@@ -217,6 +225,7 @@ NATIVE: dict[str, Handler] = {
     "shoal:job": job,
     "shoal:crawl": crawl,
     "shoal:quality": quality,
+    "shoal:enrich": enrich,
 }
 _SERVICES: dict[tuple[str, str], Handler] = {
     ("databrew", "startJobRun"): recipe,

@@ -1,0 +1,42 @@
+"""`shoal enrich run`: enrichment jobs over extracted data."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from shoal.cli import output
+from shoal.cli.context import settings, state
+
+enrich_app = typer.Typer(help="Enrichment jobs: PII-redacted text, normalised entities, classes.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(enrich_app, name="enrich")
+
+
+@enrich_app.command("run")
+def run(
+    job: Annotated[str, typer.Argument(help="Enrichment job file (YAML or JSON).")],
+    force: Annotated[bool, typer.Option("--force", help="Enrich every extracted object again.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Run an enrichment job over objects extracted since its last run."""
+    from shoal.enrich import load_job, run_job
+    from shoal.spark import get_spark
+
+    state["json"] = json_out
+    s = settings()
+    definition = load_job(job)
+    with output.progress(not json_out, f"enrich {definition.name}") as say:
+        result = run_job(get_spark(s), s, definition, force=force, say=say)
+    if json_out:
+        output.print_json(result.to_dict())
+        return
+    if not result.objects:
+        output.out.print("Nothing to enrich: every extracted object is up to date (use --force to redo).")
+        return
+    output.print_kv(f"Enrichment {result.job}", {"objects": result.objects, "seconds": result.seconds, **result.rows})
+    if result.classes:
+        output.print_rows("Document classes", ["class", "objects"], sorted(result.classes.items()))
