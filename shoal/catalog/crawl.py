@@ -138,7 +138,7 @@ def csv_options(sample: bytes) -> dict[str, str]:
 
 
 def crawl(spark, settings: Settings, path: str, table: str, *, fmt: str = "auto", say=lambda _m: None) -> CrawlResult:
-    from shoal.sql.external import ExternalTable, Registry, SqlRunner
+    from shoal.sql.external import ExternalTable, Registry, SqlRunner, table_location
 
     name = table.lower()
     if name.count(".") != 1 or not all(p.isidentifier() for p in name.split(".")):
@@ -172,17 +172,18 @@ def crawl(spark, settings: Settings, path: str, table: str, *, fmt: str = "auto"
     if previous is None:
         columns = found
     else:
-        if previous.location.rstrip("/") != storage_location(location):
+        if previous.location.rstrip("/") != table_location(location):
             raise CrawlError(
                 f"{name} already points at {previous.location}",
                 hint="crawl that location, or choose another table name",
             )
         new_types = dict(found)
         columns = []
+        kept: list[dict[str, Any]] = []  # reported after the additions and widenings
         for col, old_type in previous.columns:
             if col not in new_types:
                 columns.append((col, old_type))
-                changes.append({"change": "missing_in_data", "column": col, "type": old_type, "note": "kept"})
+                kept.append({"change": "missing_in_data", "column": col, "type": old_type, "note": "kept"})
                 continue
             wide = widen(old_type, new_types[col])
             if wide != old_type:
@@ -199,12 +200,10 @@ def crawl(spark, settings: Settings, path: str, table: str, *, fmt: str = "auto"
                 hint="drop the table (shoal sql 'DROP TABLE ...') and crawl again",
             )
         parts = previous.partition_columns
-        changes = [c for c in changes if c["change"] != "missing_in_data"] + [
-            c for c in changes if c["change"] == "missing_in_data"
-        ]
+        changes += kept
     schema_changed = previous is None or any(c["change"] in ("added", "widened") for c in changes)
     runner = SqlRunner(spark, settings, dialect="spark")
-    ext = ExternalTable(name, columns, parts, fmt, storage_location(location), options)
+    ext = ExternalTable(name, columns, parts, fmt, table_location(location), options)
     if schema_changed:
         registry.put(ext)
         spark.sql(f"DROP TABLE IF EXISTS {ext.spark_name}")
@@ -252,11 +251,6 @@ def _infer(spark, fmt: str, location: str, files: list[storage.FileEntry], optio
             typ = field_.dataType.simpleString()
             merged[field_.name] = widen(merged[field_.name], typ) if field_.name in merged else typ
     return list(merged.items())
-
-
-def storage_location(location: str) -> str:
-    """Object-store URIs as given (Spark maps s3:// to s3a); local paths absolute."""
-    return location if "://" in location else posixpath.abspath(location)
 
 
 def _record(settings: Settings, ext, changes: list[dict[str, Any]], changed: bool) -> int:

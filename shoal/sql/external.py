@@ -285,7 +285,7 @@ class SqlRunner:
                 options["header"] = "true" if str(prop.args["value"].name) != "0" else "false"
         if not location:
             raise SqlError(f"CREATE EXTERNAL TABLE {name}: LOCATION is required")
-        location = _local(location)
+        location = table_location(location)
         table = ExternalTable(name, columns, parts, fmt or "parquet", location, options)
         existing = self.registry.get(name)
         if existing is not None:
@@ -349,7 +349,7 @@ class SqlRunner:
             fq = ".".join(f"`{p}`" for p in name.split("."))
             run(self.spark, f"CREATE TABLE {fq} USING iceberg{partition} AS {query}")
             return _message(f"created table {name}")
-        location = _local(_literal(props["external_location"]))
+        location = table_location(_literal(props["external_location"]))
         fmt = _literal(props.get("format") or "parquet").lower()
         fmt = {"textfile": "csv"}.get(fmt, fmt)
         parts = _names(props.get("partitioned_by"))
@@ -408,7 +408,8 @@ def _names(node: Any) -> list[str]:
     return [_literal(node)]
 
 
-def _local(location: str) -> str:
+def table_location(location: str) -> str:
+    """A LOCATION as Spark needs it: local paths absolute (file:// dropped), URIs as given."""
     if location.startswith("file://"):
         return location.removeprefix("file://")
     if "://" not in location:
