@@ -32,6 +32,8 @@ command -v dot >/dev/null || need+=(graphviz)
 command -v ffmpeg >/dev/null || need+=(ffmpeg)
 command -v espeak-ng >/dev/null || need+=(espeak-ng)
 # Tests start a real PostgreSQL server (scale-out suite).
+# Console tests drive Debian's Chromium through playwright.
+case ",$extras," in *,test,*) [ -x /usr/bin/chromium ] || need+=(chromium) ;; esac
 # Tests also compile llama-cpp-python (a C++ compiler; CMake and Ninja come from PyPI).
 case ",$extras," in *,test,*) command -v g++ >/dev/null || need+=(g++) ;; esac
 case ",$extras," in *,test,*) compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql) ;; esac

@@ -208,6 +208,12 @@ class ServerSettings(BaseModel):
     port: int = Field(default=8080, ge=1, le=65535)
     thrift_host: str = "127.0.0.1"
     thrift_port: int = Field(default=10000, ge=1, le=65535)
+    # Console sign-in sessions end after this many hours.
+    session_hours: float = Field(default=12, gt=0, le=24 * 30)
+    # Mark the session cookie Secure (set when the console is served over HTTPS, e.g. behind a proxy).
+    secure_cookies: bool = False
+    # Extra folder of dashboard files (*.yaml) besides <workspace>/dashboards and the built-in ones.
+    dashboards_dir: str | None = None
 
 
 class StorageSettings(BaseModel):

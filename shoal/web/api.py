@@ -1,4 +1,5 @@
-"""The HTTP API (FastAPI; OpenAPI at /openapi.json): governed query, catalog browsing,
+"""The HTTP API (FastAPI; OpenAPI at /openapi.json) and the web console mounted beside it:
+governed query, catalog browsing,
 access points, signed URLs, raw-object reads, access requests and audit.
 
 Every route but the raw read of a signed URL takes `Authorization: Bearer <token>`; a
@@ -247,6 +248,9 @@ def create_app(settings: Settings) -> FastAPI:
             raise AccessDenied(f"{who.name} may not read the audit log")
         return log.list(principal=principal, decision=decision, limit=limit)
 
+    from shoal.web.console import mount
+
+    mount(app, settings)
     return app
 
 

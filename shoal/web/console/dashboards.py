@@ -1,0 +1,206 @@
+"""Dashboards as files: named SQL datasets, filters and charts, rendered with Vega-Lite.
+
+    name: sales-revenue
+    title: Sales and marketing revenue
+    refresh_after: [sales-marketing-refresh]     # workflows that feed it
+    datasets:
+      monthly: SELECT year, month, total_weighted_revenue FROM sales_db.revenue_summary
+    filters:
+      - {field: year, dataset: monthly}          # a select box of the field's values
+    charts:
+      - {type: kpi, title: Revenue, dataset: monthly, value: total_weighted_revenue, agg: sum}
+      - {type: line, dataset: monthly, x: period, y: total_weighted_revenue, x_type: temporal}
+      - {type: pie, dataset: segments, theta: weighted_revenue, color: segment}
+      - {type: table, dataset: monthly, columns: [year, month, total_weighted_revenue]}
+
+Datasets run as the viewer, through governed SQL, every time the page is drawn: a dashboard
+shows each person what their grants allow. A filter wraps the dataset in an outer query built
+with sqlglot (the value is a quoted literal, never spliced text). Files come from the built-in
+folder, `<workspace>/dashboards` and `[server] dashboards_dir`; later folders win by name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlglot
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from sqlglot import exp
+
+from shoal.config import Settings
+from shoal.exceptions import ShoalError
+
+BUILT_IN = Path(__file__).resolve().parent.parent / "dashboards"
+IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
+MAX_ROWS = 5000
+
+
+class DashboardError(ShoalError):
+    """A dashboard file is invalid."""
+
+
+class Filter(BaseModel):
+    model_config = {"extra": "forbid"}
+    field: str = Field(pattern=IDENT)
+    label: str | None = None
+    dataset: str
+
+
+class Chart(BaseModel):
+    model_config = {"extra": "forbid"}
+    type: Literal["bar", "line", "area", "pie", "kpi", "table"]
+    title: str = ""
+    dataset: str
+    x: str | None = Field(default=None, pattern=IDENT)
+    y: str | None = Field(default=None, pattern=IDENT)
+    x_type: Literal["ordinal", "nominal", "temporal", "quantitative"] = "ordinal"
+    color: str | None = Field(default=None, pattern=IDENT)
+    theta: str | None = Field(default=None, pattern=IDENT)  # pie: the size of each slice
+    value: str | None = Field(default=None, pattern=IDENT)  # kpi: the column to aggregate
+    agg: Literal["sum", "avg", "min", "max", "count", "last"] = "sum"
+    format: str = ",.0f"  # kpi: a d3-format string, e.g. ",.2f"
+    columns: list[str] = Field(default_factory=list)  # table: the columns shown (default all)
+
+    @model_validator(mode="after")
+    def _fields(self) -> Chart:
+        needs = {
+            "bar": ("x", "y"),
+            "line": ("x", "y"),
+            "area": ("x", "y"),
+            "pie": ("theta", "color"),
+            "kpi": ("value",),
+        }
+        missing = [f for f in needs.get(self.type, ()) if not getattr(self, f)]
+        if missing:
+            raise ValueError(f"a {self.type} chart needs {', '.join(missing)}")
+        return self
+
+
+class Dashboard(BaseModel):
+    model_config = {"extra": "forbid"}
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")
+    title: str
+    description: str = ""
+    refresh_after: list[str] = Field(default_factory=list)
+    datasets: dict[str, str] = Field(min_length=1)
+    filters: list[Filter] = Field(default_factory=list)
+    charts: list[Chart] = Field(min_length=1)
+    source: str = ""
+
+    @model_validator(mode="after")
+    def _datasets_known(self) -> Dashboard:
+        for name, sql in self.datasets.items():
+            if not re.match(IDENT, name):
+                raise ValueError(f"dataset name {name!r} must be an identifier")
+            try:
+                parsed = sqlglot.parse_one(sql, read="spark")
+            except sqlglot.errors.ParseError as exc:
+                raise ValueError(f"dataset {name}: not valid SQL: {str(exc).splitlines()[0]}") from None
+            if not isinstance(parsed, exp.Query):
+                raise ValueError(f"dataset {name} must be a query (SELECT ...)")
+        for item in [*self.filters, *self.charts]:
+            if item.dataset not in self.datasets:
+                raise ValueError(f"{item.dataset!r} is not one of the datasets ({', '.join(self.datasets)})")
+        return self
+
+
+def folders(settings: Settings) -> list[Path]:
+    out = [BUILT_IN, settings.workspace_dir / "dashboards"]
+    if settings.server.dashboards_dir:
+        out.append(Path(settings.server.dashboards_dir).expanduser())
+    return out
+
+
+def load_file(path: Path) -> Dashboard:
+    try:
+        data = yaml.safe_load(path.read_text())
+        return Dashboard.model_validate({**(data or {}), "source": str(path)})
+    except yaml.YAMLError as exc:
+        raise DashboardError(f"{path}: not valid YAML: {exc}") from None
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise DashboardError(f"{path}: invalid dashboard: {problems}") from None
+
+
+def load_all(settings: Settings) -> tuple[dict[str, Dashboard], list[str]]:
+    """Every dashboard by name, and the errors of files that could not be read."""
+    found: dict[str, Dashboard] = {}
+    errors: list[str] = []
+    for folder in folders(settings):
+        if not folder.is_dir():
+            continue
+        for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")]):
+            try:
+                d = load_file(path)
+            except DashboardError as exc:
+                errors.append(str(exc))
+                continue
+            found[d.name] = d
+    return found, errors
+
+
+def filtered_sql(sql: str, filters: dict[str, str]) -> str:
+    """The dataset with `field = value` conditions around it (values as string literals)."""
+    if not filters:
+        return sql
+    inner = sqlglot.parse_one(sql, read="spark")
+    query = exp.select("*").from_(inner.subquery("d"))
+    for field, value in filters.items():
+        col = exp.cast(exp.column(field, table="d"), "string")
+        query = query.where(exp.EQ(this=col, expression=exp.Literal.string(value)))
+    return query.sql(dialect="spark")
+
+
+def _number(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def kpi_value(chart: Chart, rows: list[dict[str, Any]]) -> float | None:
+    values = [_number(r.get(chart.value or "")) for r in rows]
+    nums = [v for v in values if v is not None]
+    if chart.agg == "count":
+        return float(len(rows))
+    if not nums:
+        return None
+    if chart.agg == "sum":
+        return sum(nums)
+    if chart.agg == "avg":
+        return sum(nums) / len(nums)
+    if chart.agg == "min":
+        return min(nums)
+    if chart.agg == "max":
+        return max(nums)
+    return nums[-1]
+
+
+def vega_lite(chart: Chart, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Vega-Lite spec with the rows inline (no data URL: nothing is fetched by the browser)."""
+    spec: dict[str, Any] = {
+        "$schema": "https://vega.github.io/schema/vega-lite/v6.json",
+        "data": {"values": rows},
+        "width": "container",
+        "height": 240,
+    }
+    if chart.type == "pie":
+        spec["mark"] = {"type": "arc", "tooltip": True}
+        spec["encoding"] = {
+            "theta": {"field": chart.theta, "type": "quantitative", "aggregate": "sum"},
+            "color": {"field": chart.color, "type": "nominal"},
+        }
+        return spec
+    spec["mark"] = {"type": chart.type, "tooltip": True, **({"point": True} if chart.type == "line" else {})}
+    spec["encoding"] = {
+        "x": {"field": chart.x, "type": chart.x_type},
+        "y": {"field": chart.y, "type": "quantitative", "aggregate": "sum"},
+    }
+    if chart.color:
+        spec["encoding"]["color"] = {"field": chart.color, "type": "nominal"}
+    return spec
