@@ -98,6 +98,7 @@ def run_demo(workspace: Path) -> None:
     _media(spark, settings, workspace, say)
     _pipeline(spark, settings, workspace, say)
     _search_and_governance(spark, settings, table, say)
+    _console(settings, workspace, say)
     say(
         f"\nDemo lake: {settings.workspace_dir} (catalog.db + warehouse/). Explore it with:\n"
         f'  SHOAL_WORKSPACE={settings.workspace_dir} shoal sql "SELECT * FROM {table}"\n'
@@ -358,4 +359,23 @@ def _search_and_governance(spark, settings, table: str, say) -> None:
             [r["ts"], r["action"], r["resource"] or "", r["decision"], r["reason"] or ""]
             for r in AuditLog(settings).list(principal="analyst", limit=5)
         ],
+    )
+
+
+def _console(settings, workspace: Path, say) -> None:
+    """The web console: a demo admin whose password goes to a 0600 file, never to the screen."""
+    import secrets
+
+    from shoal.governance import Principals
+
+    password = secrets.token_urlsafe(12)
+    Principals(settings).add("demo", admin=True, password=password)
+    secret = workspace / "console-password.txt"
+    secret.touch(mode=0o600)
+    secret.write_text(password + "\n")
+    say(
+        "\n[bold]12. The web console[/]\n"
+        f"$ SHOAL_WORKSPACE={settings.workspace_dir} shoal serve\n"
+        f"then open http://127.0.0.1:8080/ and sign in as demo (password in {secret}); the built-in dashboard "
+        "/dashboards/sales-revenue shows the revenue summary the workflow just rebuilt"
     )

@@ -9,7 +9,10 @@ import typer
 from shoal.cli import output
 from shoal.cli.context import settings, state
 
-enrich_app = typer.Typer(help="Enrichment jobs: PII-redacted text, normalised entities, classes.", no_args_is_help=True)
+enrich_app = typer.Typer(
+    help="Enrichment jobs: PII-redacted text, normalised entities, classes, model and LLM results.",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -40,3 +43,8 @@ def run(
     output.print_kv(f"Enrichment {result.job}", {"objects": result.objects, "seconds": result.seconds, **result.rows})
     if result.classes:
         output.print_rows("Document classes", ["class", "objects"], sorted(result.classes.items()))
+    for step, bad in result.invalid.items():
+        if bad:
+            output.print_warning(
+                f"step {step}: {bad} answer(s) failed validation after retries; see the error column of its table"
+            )
