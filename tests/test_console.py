@@ -302,6 +302,8 @@ def test_object_pages_render_results_escaped(browser, site):
     page = a.go(f"/objects/{site.ids['xss.txt']}", "object-text")
     text = page.inner_text("#text-parts")
     assert "<script>window.__xss = 1</script>" in text and 'onerror="window.__xss = 2"' in text
+    page.click("#raw-preview summary")  # the raw file through the access point, as text
+    assert "<script>window.__xss = 1</script>" in page.inner_text("#raw-preview pre")
     marks = [(m.inner_text(), m.get_attribute("data-label")) for m in page.locator("#text-parts mark").all()]
     assert ("Maria Garcia", "PII PERSON") in marks and ("Berlin", "PII LOCATION") in marks
     assert [label for _t, label in marks].count("CARDINAL") >= 1  # entities beside the PII
@@ -325,6 +327,7 @@ def test_object_pages_render_results_escaped(browser, site):
     g = Visit(browser, site, "guest")
     page = g.go(f"/objects/{site.ids['xss.txt']}", "object-guest")
     assert page.locator("#text-parts").count() == 0 and "has no SELECT on shoal.text" in page.inner_text("main")
+    assert page.locator("#raw-preview").count() == 0
     assert "no access point" in page.inner_text("#raw-links")
     r = g.page.request.get(f"{site.base}/objects/{site.ids['poster.png']}/raw?ap=web-{site.source[4:]}&inline=1")
     assert r.status == 403

@@ -1,0 +1,311 @@
+"""Catalog, table and object pages, and raw reads through access points."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from shoal import storage
+from shoal.exceptions import first_line
+from shoal.governance import AccessDenied, Governance, Principal
+from shoal.governance.access import RawAccess
+from shoal.web.console import views
+from shoal.web.console.routes import INLINE_IMAGES, Console, identifier
+
+PREVIEW_BYTES = 16 * 1024  # of a text object's raw bytes shown on its page
+
+
+def add(router: APIRouter, c: Console) -> None:
+    # ---- catalog -----------------------------------------------------------------------
+    @router.get("/catalog")
+    def catalog(request: Request) -> Response:
+        who, session = c.viewer(request)
+        gov = Governance(c.settings)
+        databases: dict[str, list[dict[str, Any]]] = {}
+        for (db,) in c.spark().sql("SHOW NAMESPACES").collect():
+            for row in c.spark().sql(f"SHOW TABLES IN `{db}`").collect():
+                name = f"{db}.{row['tableName']}"
+                if gov.discoverable(who, name):
+                    databases.setdefault(db, []).append(
+                        {
+                            "name": name,
+                            "table": row["tableName"],
+                            **gov.info(name),
+                            "privileges": sorted(gov.privileges(who, name)),
+                        }
+                    )
+        c.audit.record(who.name, "catalog.list", None, True, via="console", tables=sum(map(len, databases.values())))
+        return c.page(request, "catalog.html", who, session, databases=databases)
+
+    @router.get("/catalog/{database}/{table}")
+    def table_page(request: Request, database: str, table: str) -> Response:
+        who, session = c.viewer(request)
+        name = f"{database}.{table}".lower()
+        gov = Governance(c.settings)
+        if not (identifier(database) and identifier(table)):
+            return c.page(request, "error.html", who, session, status=404, message="not a table name")
+        if not c.spark().catalog.tableExists(name):
+            return c.page(request, "error.html", who, session, status=404, message=f"no table {name}")
+        if not gov.discoverable(who, name):
+            return c.page(
+                request, "error.html", who, session, status=403, message=f"{name} is not visible to {who.name}"
+            )
+        info = gov.info(name)
+        columns = [{"name": f.name, "type": f.dataType.simpleString()} for f in c.spark().table(name).schema.fields]
+        table_tags, column_tags = gov.tags_of(name, [c["name"] for c in columns])
+        privileges = sorted(gov.privileges(who, name))
+        sample = views.governed_rows(c.spark(), c.settings, who, f"SELECT * FROM `{database}`.`{table}` LIMIT 10", 10)
+        snapshots: list[dict[str, Any]] = []
+        if not sample["denied"]:
+            try:
+                snapshots = [
+                    {k: views.to_json_value(v) for k, v in r.asDict().items()}
+                    for r in c.spark()
+                    .sql(
+                        f"SELECT committed_at, snapshot_id, operation, summary['added-records'] AS added, "
+                        f"summary['deleted-records'] AS deleted, summary['total-records'] AS total "
+                        f"FROM `{database}`.`{table}`.snapshots ORDER BY committed_at DESC LIMIT 20"
+                    )
+                    .collect()
+                ]
+            except Exception:  # not an Iceberg table (an external table has no snapshots)
+                snapshots = []
+        return c.page(
+            request,
+            "table.html",
+            who,
+            session,
+            name=name,
+            info=info,
+            columns=columns,
+            table_tags=table_tags,
+            column_tags=column_tags,
+            privileges=privileges,
+            sample=sample,
+            snapshots=snapshots,
+        )
+
+    # ---- objects -----------------------------------------------------------------------
+    @router.get("/objects")
+    def objects(
+        request: Request,
+        type: Annotated[str | None, Query(max_length=200)] = None,
+        lang: Annotated[str | None, Query(max_length=20)] = None,
+        pii: Annotated[str | None, Query(pattern="^(yes|no|)$")] = None,
+        tag: Annotated[str | None, Query(max_length=200)] = None,
+        text: Annotated[str | None, Query(max_length=500)] = None,
+    ) -> Response:
+        from shoal.catalog import list_objects
+
+        who, session = c.viewer(request)
+        if not c.settings.governance.metadata_visible_to_all and not who.is_admin:
+            return c.page(
+                request,
+                "error.html",
+                who,
+                session,
+                status=403,
+                message="the object inventory is not open to all users here",
+            )
+        tags = None
+        if tag:
+            key, _, value = tag.partition("=")
+            tags = {key.strip(): value.strip()}
+        rows = list_objects(
+            c.spark(),
+            media_type=type or None,
+            language=lang or None,
+            has_pii={"yes": True, "no": False}.get(pii or ""),
+            tags=tags,
+            text=text or None,
+            limit=200,
+        )
+        c.audit.record(who.name, "catalog.objects", None, True, via="console", rows=len(rows))
+        filters = {"type": type or "", "lang": lang or "", "pii": pii or "", "tag": tag or "", "text": text or ""}
+        return c.page(request, "objects.html", who, session, rows=rows, filters=filters)
+
+    def _raw_links(who: Principal, raw_path: str | None) -> list[dict[str, str]]:
+        """Access points through which this principal may read the object (checked again on read)."""
+        if not raw_path:
+            return []
+        access = RawAccess(c.settings)
+        root = access.raw_root.rstrip("/") + "/"
+        if not raw_path.startswith(root):
+            return []
+        rel = raw_path[len(root) :]
+        out = []
+        for ap in access.list(who):
+            prefix = (ap["prefix"] or "").rstrip("/")
+            if not prefix or rel == prefix or rel.startswith(prefix + "/"):
+                out.append({"access_point": ap["name"], "path": rel})
+        return out
+
+    @router.get("/objects/{object_id}")
+    def object_page(request: Request, object_id: str) -> Response:
+        from shoal.lake import metadata
+
+        who, session = c.viewer(request)
+        if not views.OBJECT_ID.match(object_id):
+            return c.page(request, "error.html", who, session, status=404, message="not an object id")
+        if not c.settings.governance.metadata_visible_to_all and not who.is_admin:
+            return c.page(
+                request, "error.html", who, session, status=403, message="object metadata is not open to all users here"
+            )
+        metadata.ensure_tables(c.spark())
+        found = (
+            c.spark()
+            .sql(f"SELECT * FROM {metadata.table('object_index').sql} WHERE object_id = :o", args={"o": object_id})
+            .collect()
+        )
+        if not found:
+            return c.page(request, "error.html", who, session, status=404, message=f"no object {object_id}")
+        obj = {k: views.to_json_value(v) for k, v in found[0].asDict(recursive=True).items()}
+        extractions = [
+            {k: views.to_json_value(v) for k, v in r.asDict().items()}
+            for r in c.spark()
+            .sql(
+                f"SELECT extractor, stage, status, error, duration_ms, extracted_at FROM {metadata.table('extractions').sql} "
+                "WHERE object_id = :o ORDER BY extracted_at, extractor",
+                args={"o": object_id},
+            )
+            .collect()
+        ]
+        where = f"WHERE object_id = '{object_id}'"  # object_id matched ^[0-9a-f]{32}$ above
+
+        def q(sql: str, limit: int = 5000) -> dict[str, Any]:
+            return views.governed_rows(c.spark(), c.settings, who, sql, limit)
+
+        text = q(f"SELECT part, part_index, text FROM shoal.text {where} ORDER BY part_index")
+        entities = q(f"SELECT part, entity, label, start_char, end_char FROM shoal.entities {where}")
+        pii = q(f"SELECT part, pii_type, start_char, end_char FROM shoal.pii {where}")
+        spans: dict[str, list[tuple[int, int, str]]] = {}
+        # PII first, longest first: an e-mail wins over the URL-like pieces inside it and over entities.
+        for p in sorted(pii["rows"], key=lambda r: (r["start_char"] - r["end_char"], r["start_char"])):
+            spans.setdefault(p["part"], []).append((p["start_char"], p["end_char"], "PII " + p["pii_type"]))
+        for e in sorted(
+            entities["rows"], key=lambda r: ((r["start_char"] or 0) - (r["end_char"] or 0), r["start_char"] or 0)
+        ):
+            if e["start_char"] is not None:
+                spans.setdefault(e["part"], []).append((e["start_char"], e["end_char"], e["label"]))
+        parts = [
+            {"part": t["part"], "html": views.highlight(t["text"] or "", spans.get(t["part"], []))}
+            for t in text["rows"]
+        ]
+        tables = q(f"SELECT part, table_index, row_index, column_index, value FROM shoal.tables {where}", 20000)
+        forms = q(f"SELECT part, field_name, field_type, value FROM shoal.form_fields {where}")
+        transcript = q(
+            f"SELECT segment, start_s, end_s, text, confidence FROM shoal.transcripts {where} ORDER BY segment"
+        )
+        faces = q(f"SELECT part, x, y, width, height, confidence FROM shoal.faces {where} AND time_s IS NULL")
+        ocr = q(f"SELECT part, word, x, y, width, height, confidence FROM shoal.ocr {where} AND time_s IS NULL", 20000)
+        labels = q(
+            f"SELECT part, time_s, kind, rank, label, score FROM shoal.image_labels {where} ORDER BY time_s, rank"
+        )
+        image = q(f"SELECT part, width, height, format FROM shoal.image_properties {where} AND time_s IS NULL")
+        raw_links = _raw_links(who, obj.get("raw_path"))
+        first_image = image["rows"][0] if image["rows"] else None
+        preview = None
+        if raw_links and first_image and obj.get("media_type") in INLINE_IMAGES:
+            link = raw_links[0]
+            preview = {
+                "src": f"/objects/{object_id}/raw?" + urlencode({"ap": link["access_point"], "inline": "1"}),
+                "width": first_image["width"],
+                "height": first_image["height"],
+                "faces": [f for f in faces["rows"] if f["part"] == first_image["part"]],
+                "words": [w for w in ocr["rows"] if w["part"] == first_image["part"]],
+            }
+        phrases = q(f"SELECT phrase, score FROM shoal.key_phrases {where} ORDER BY rank", 50)
+        sentiment = q(f"SELECT part, sentiment, compound FROM shoal.sentiment {where}")
+        links = q(f"SELECT part, url, text FROM shoal.links {where}", 500)
+        raw_text = None
+        if raw_links and str(obj.get("media_type") or "").startswith("text/"):
+            raw_text = _raw_text_preview(who, raw_links[0], request)
+        c.audit.record(who.name, "catalog.object", object_id, True, via="console")
+        return c.page(
+            request,
+            "object.html",
+            who,
+            session,
+            obj=obj,
+            extractions=extractions,
+            text=text,
+            parts=parts,
+            entities=entities,
+            pii=pii,
+            grids=views.grid(tables["rows"]),
+            tables=tables,
+            forms=forms,
+            transcript=transcript,
+            faces=faces,
+            ocr=ocr,
+            labels=labels,
+            preview=preview,
+            raw_links=raw_links,
+            raw_text=raw_text,
+            phrases=phrases,
+            sentiment=sentiment,
+            links=links,
+        )
+
+    def _raw_text_preview(who: Principal, link: dict[str, str], request: Request) -> str | None:
+        """The first 16 KB of a text object, read through its access point (audited), as text."""
+        client = request.client.host if request.client else None
+        try:
+            target = RawAccess(c.settings).resolve(
+                who, link["access_point"], link["path"], client=client, via="console"
+            )
+        except AccessDenied:
+            return None
+        with storage.open_input(target.uri) as f:
+            head = f.read(PREVIEW_BYTES + 1)
+        text = head[:PREVIEW_BYTES].decode("utf-8", errors="replace")
+        return text + ("\n[... more in the download]" if len(head) > PREVIEW_BYTES else "")
+
+    @router.get("/objects/{object_id}/raw")
+    def object_raw(
+        request: Request,
+        object_id: str,
+        ap: Annotated[str, Query(max_length=63)],
+        inline: Annotated[str | None, Query(pattern="^(1|0)$")] = None,
+    ) -> Response:
+        from shoal.lake import metadata
+
+        who, _session = c.viewer(request)
+        if not views.OBJECT_ID.match(object_id):
+            return Response("not an object id", status_code=404)
+        rows = (
+            c.spark()
+            .sql(
+                f"SELECT raw_path, media_type FROM {metadata.table('object_index').sql} WHERE object_id = :o",
+                args={"o": object_id},
+            )
+            .collect()
+        )
+        if not rows:
+            return Response("no such object", status_code=404)
+        links = [link for link in _raw_links(who, rows[0].raw_path) if link["access_point"] == ap]
+        if not links:
+            return Response(f"{who.name} may not read this object through {ap}", status_code=403)
+        client = request.client.host if request.client else None
+        try:
+            target = RawAccess(c.settings).resolve(who, ap, links[0]["path"], client=client, via="console")
+        except AccessDenied as exc:
+            return Response(first_line(exc), status_code=403)
+        show = inline == "1" and rows[0].media_type in INLINE_IMAGES
+        headers = {
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+            "Cache-Control": "private, no-store",
+            "Content-Disposition": ("inline" if show else "attachment") + f"; filename*=UTF-8''{quote(target.name)}",
+        }
+        media = rows[0].media_type if show else "application/octet-stream"
+
+        def chunks():
+            with storage.open_input(target.uri) as f:
+                while block := f.read(1 << 20):
+                    yield block
+
+        return StreamingResponse(chunks(), media_type=media, headers=headers)

@@ -1,0 +1,134 @@
+"""The SQL editor (paging, CSV, history) and the search page."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from shoal.exceptions import ShoalError, SqlError, first_line
+from shoal.governance import AccessDenied, Principal
+from shoal.web.console import views
+from shoal.web.console.history import QueryHistory
+from shoal.web.console.routes import MAX_QUERY_ROWS, PAGE_SIZE, Console
+
+
+def add(router: APIRouter, c: Console) -> None:
+    # ---- SQL editor ----------------------------------------------------------------------
+    def _run_sql(who: Principal, sql: str, limit: int) -> tuple[dict[str, Any], str | None, int]:
+        from shoal.governance import GovernedSql
+
+        started = time.monotonic()
+        try:
+            result = GovernedSql(c.spark(), c.settings, who).execute(sql, limit=limit)
+        except (AccessDenied, SqlError, ShoalError) as exc:
+            return {"columns": [], "rows": []}, first_line(exc), int((time.monotonic() - started) * 1000)
+        rows = [[views.to_json_value(v) for v in r] for r in result.rows]
+        return (
+            {"columns": result.columns, "types": result.types, "rows": rows},
+            None,
+            int((time.monotonic() - started) * 1000),
+        )
+
+    @router.get("/sql")
+    def sql_page(
+        request: Request,
+        q: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+        page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1,
+    ) -> Response:
+        who, session = c.viewer(request)
+        history = QueryHistory(c.settings)
+        entry = history.get(who.name, q) if q else None
+        ctx: dict[str, Any] = {"sql": "", "result": None, "error": None, "query_id": None, "page": page_no}
+        if q and entry is None:
+            ctx["error"] = f"no query {q} in {who.name}'s history"
+        if entry:
+            upto = min(page_no * PAGE_SIZE + 1, MAX_QUERY_ROWS)
+            result, error, ms = _run_sql(who, entry["sql"], upto)
+            rows = result["rows"]
+            ctx.update(
+                sql=entry["sql"],
+                query_id=entry["id"],
+                error=error,
+                ms=ms,
+                result={
+                    "columns": result["columns"],
+                    "rows": rows[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE],
+                    "first": (page_no - 1) * PAGE_SIZE + 1,
+                    "has_next": len(rows) > page_no * PAGE_SIZE,
+                }
+                if not error
+                else None,
+            )
+        ctx["history"] = history.list(who.name)
+        return c.page(request, "sql.html", who, session, **ctx)
+
+    @router.post("/sql")
+    def sql_run(
+        request: Request, sql: Annotated[str, Form(min_length=1, max_length=100_000)], csrf: Annotated[str, Form()] = ""
+    ) -> Response:
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        result, error, ms = _run_sql(who, sql, PAGE_SIZE + 1)
+        qid = QueryHistory(c.settings).add(
+            who.name, sql, ok=error is None, rows=None if error else len(result["rows"]), error=error, duration_ms=ms
+        )
+        return RedirectResponse(f"/sql?q={qid}", status_code=303)
+
+    @router.get("/sql/{query_id}.csv")
+    def sql_csv(request: Request, query_id: int) -> Response:
+        who, _session = c.viewer(request)
+        entry = QueryHistory(c.settings).get(who.name, query_id)
+        if entry is None:
+            return Response(f"no query {query_id} in {who.name}'s history", status_code=404)
+        result, error, _ms = _run_sql(who, entry["sql"], 100_000)
+        if error:
+            return Response(error, status_code=400, media_type="text/plain")
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(result["columns"])
+        for row in result["rows"]:
+            writer.writerow([views.csv_safe(v if not isinstance(v, dict | list) else json.dumps(v)) for v in row])
+        return Response(
+            buf.getvalue(),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="query-{query_id}.csv"'},
+        )
+
+    # ---- search --------------------------------------------------------------------------
+    @router.get("/search")
+    def search_page(
+        request: Request,
+        q: Annotated[str, Query(max_length=500)] = "",
+        type: Annotated[str | None, Query(max_length=200)] = None,
+        lang: Annotated[str | None, Query(max_length=20)] = None,
+        mode: Annotated[str, Query(pattern="^(hybrid|vector|keyword)$")] = "hybrid",
+        k: Annotated[int, Query(ge=1, le=100)] = 10,
+    ) -> Response:
+        from shoal.search.query import keyword_terms, search
+
+        who, session = c.viewer(request)
+        hits, error = [], None
+        if q.strip():
+            try:
+                found = search(
+                    c.settings,
+                    q,
+                    k=k,
+                    media_type=type or None,
+                    lang=lang or None,
+                    principal=who,
+                    spark=c.spark(),
+                    mode=mode,
+                )
+                terms = keyword_terms(q)
+                hits = [{**h.to_dict(), "html": views.mark_terms(h.snippet, terms)} for h in found]
+            except ShoalError as exc:
+                error = first_line(exc)
+        filters = {"q": q, "type": type or "", "lang": lang or "", "mode": mode, "k": k}
+        return c.page(request, "search.html", who, session, hits=hits, error=error, filters=filters)

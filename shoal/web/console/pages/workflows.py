@@ -1,0 +1,173 @@
+"""State machines, executions (graph, history), start and resume."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Annotated
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import RedirectResponse, Response
+
+from shoal.exceptions import ShoalError, first_line
+from shoal.web.console.routes import OPERATORS, Console, quietly
+
+
+def add(router: APIRouter, c: Console) -> None:
+    # ---- workflows -------------------------------------------------------------------------
+    @router.get("/workflows")
+    def workflows_page(request: Request) -> Response:
+        from shoal.workflows import Store
+        from shoal.workflows.schedule import Schedules
+
+        who, session = c.viewer(request)
+        store = Store(c.settings)
+        return c.page(
+            request,
+            "workflows.html",
+            who,
+            session,
+            workflows=store.list_workflows(),
+            executions=[e.to_dict() for e in store.list_executions(limit=30)],
+            schedules=Schedules(c.settings).list(),
+            operator=c.is_operator(who),
+        )
+
+    @router.get("/workflows/{name}")
+    def workflow_page(request: Request, name: str) -> Response:
+        from shoal.workflows import Store
+
+        who, session = c.viewer(request)
+        store = Store(c.settings)
+        wf = store.workflow(name)
+        if wf is None:
+            return c.page(request, "error.html", who, session, status=404, message=f"no workflow {name}")
+        return c.page(
+            request,
+            "workflow.html",
+            who,
+            session,
+            name=name,
+            wf=wf,
+            definition=json.dumps(wf["definition"], indent=2),
+            executions=[e.to_dict() for e in store.list_executions(workflow=name, limit=50)],
+            operator=c.is_operator(who),
+        )
+
+    @router.get("/workflows/{name}/graph.svg")
+    def workflow_graph(request: Request, name: str) -> Response:
+        from shoal.workflows import Store
+        from shoal.workflows.graph import render
+
+        c.viewer(request)
+        wf = Store(c.settings).workflow(name)
+        if wf is None:
+            return Response("no such workflow", status_code=404)
+        return Response(render(wf["definition"], title=name), media_type="image/svg+xml")
+
+    @router.post("/workflows/{name}/start")
+    def workflow_start(
+        request: Request,
+        name: str,
+        csrf: Annotated[str, Form()] = "",
+        input: Annotated[str, Form(max_length=100_000)] = "{}",
+    ) -> Response:
+        from shoal import workflows
+        from shoal.workflows.engine import new_execution_id
+
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        if not c.is_operator(who):
+            c.audit.record(who.name, "workflow.start", name, False, reason="not an operator", via="console")
+            return c.page(
+                request,
+                "error.html",
+                who,
+                session,
+                status=403,
+                message=f"{who.name} may not start workflows (admins and the {OPERATORS} group)",
+            )
+        try:
+            payload = json.loads(input or "{}")
+            machine = workflows.load_machine(c.settings, name)
+        except (ValueError, ShoalError) as exc:
+            return c.page(
+                request, "error.html", who, session, status=400, message=f"cannot start {name}: {first_line(exc)}"
+            )
+        execution_id = new_execution_id(machine.name)
+        c.audit.record(who.name, "workflow.start", name, True, via="console", execution=execution_id)
+        threading.Thread(
+            target=quietly(workflows.run),
+            args=(c.settings, machine, payload),
+            kwargs={"execution_id": execution_id, "trigger": {"console": who.name}},
+            daemon=True,
+            name=f"console-{execution_id}",
+        ).start()
+        _wait_created(execution_id)
+        return RedirectResponse(f"/executions/{quote(execution_id)}", status_code=303)
+
+    def _wait_created(execution_id: str, timeout: float = 10) -> None:
+        from shoal.workflows import Store
+
+        store = Store(c.settings)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                store.execution(execution_id)
+                return
+            except ShoalError:
+                time.sleep(0.1)
+
+    @router.get("/executions/{execution_id}")
+    def execution_page(request: Request, execution_id: str) -> Response:
+        from shoal.workflows import Store
+
+        who, session = c.viewer(request)
+        store = Store(c.settings)
+        try:
+            record = store.execution(execution_id)
+        except ShoalError:
+            return c.page(request, "error.html", who, session, status=404, message=f"no execution {execution_id}")
+        return c.page(
+            request,
+            "execution.html",
+            who,
+            session,
+            record=record.to_dict(full=True),
+            input=json.dumps(record.input, indent=2, default=str),
+            output=json.dumps(record.output, indent=2, default=str),
+            history=store.history(execution_id),
+            operator=c.is_operator(who),
+            running=record.status == "RUNNING",
+        )
+
+    @router.get("/executions/{execution_id}/graph.svg")
+    def execution_graph(request: Request, execution_id: str) -> Response:
+        from shoal.workflows import Store
+        from shoal.workflows.graph import render
+
+        c.viewer(request)
+        store = Store(c.settings)
+        try:
+            record = store.execution(execution_id)
+        except ShoalError:
+            return Response("no such execution", status_code=404)
+        svg = render(record.definition, title=f"{record.workflow} {record.status}", history=store.history(execution_id))
+        return Response(svg, media_type="image/svg+xml")
+
+    @router.post("/executions/{execution_id}/resume")
+    def execution_resume(request: Request, execution_id: str, csrf: Annotated[str, Form()] = "") -> Response:
+        from shoal import workflows
+
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        if not c.is_operator(who):
+            return c.page(
+                request, "error.html", who, session, status=403, message=f"{who.name} may not resume workflows"
+            )
+        c.audit.record(who.name, "workflow.resume", execution_id, True, via="console")
+        threading.Thread(target=quietly(workflows.resume), args=(c.settings, execution_id), daemon=True).start()
+        time.sleep(0.3)
+        return RedirectResponse(f"/executions/{quote(execution_id)}", status_code=303)
