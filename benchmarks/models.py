@@ -23,10 +23,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-WORDS = (
-    "invoice amount due bill payment terms vat subtotal resume education skills work experience references "
-    "support ticket refund please help not working customer service order delivery coffee grinder kettle"
-).split()
+WORDS = [
+    "invoice",
+    "amount",
+    "due",
+    "bill",
+    "payment",
+    "terms",
+    "vat",
+    "subtotal",
+    "resume",
+    "education",
+    "skills",
+    "work",
+    "experience",
+    "references",
+    "support",
+    "ticket",
+    "refund",
+    "please",
+    "help",
+    "not",
+    "working",
+    "customer",
+    "service",
+    "order",
+    "delivery",
+    "coffee",
+    "grinder",
+    "kettle",
+]
 
 
 def texts(n: int) -> list[str]:
