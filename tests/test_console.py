@@ -7,6 +7,7 @@ Screenshots of each page land in test-artifacts/console/ (or $SHOAL_TEST_ARTIFAC
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import re
 import threading
@@ -18,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from PIL import Image
 
 from shoal import media_samples, workflows
 from shoal.extract import run_extract
@@ -101,10 +103,14 @@ def site(spark, settings, tmp_path_factory):
     source = f"web-{u}"
     (folder / "xss.txt").write_text(XSS_TEXT)
     (folder / "lease.html").write_text(XSS_HTML)
-    (folder / "poster.png").write_bytes(
-        media_samples.encode(media_samples.text_image(media_samples.POSTER_LINES), "PNG")
-    )
-    (folder / "astronaut.png").write_bytes(media_samples.face_photo())
+    # Content unique to this run: objects are named by content, so copies of other suites' media
+    # would become those suites' objects.
+    poster = media_samples.text_image(["Console poster", "Quarterly inventory count", f"Run {u}"])
+    (folder / "poster.png").write_bytes(media_samples.encode(poster, "PNG"))
+    portrait = Image.open(io.BytesIO(media_samples.face_photo())).convert("RGB").crop((40, 0, 420, 380))
+    portrait = portrait.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    portrait.putpixel((0, 0), (int(u[:2], 16), int(u[2:4], 16), int(u[4:6], 16)))
+    (folder / "astronaut.png").write_bytes(media_samples.encode(portrait, "PNG"))
     ingest(spark, settings, str(folder), source_name=source)
     run_extract(spark, settings, only=["text/plain", "text/html", "image/png"])
     ids = {

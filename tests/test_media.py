@@ -140,11 +140,13 @@ def test_video_keyframes_carry_timestamps(spark, extracted):
 
 def test_catalog_duplicates_groups_the_resized_copy(spark, extracted):
     groups = find_duplicates(spark)
-    ours = [g for g in groups if any(m["source_name"] == SOURCE for m in g["members"])]
+    # Other suites may hold near-copies of these pictures: look at this source's members only.
+    ours = [[m for m in g["members"] if m["source_name"] == SOURCE] for g in groups]
+    ours = [g for g in ours if len(g) > 1]
     assert len(ours) == 1
-    paths = sorted(m["source_path"] for m in ours[0]["members"])
+    paths = sorted(m["source_path"] for m in ours[0])
     assert paths == ["images/poster-copy.webp", "images/poster.png"]
-    assert all(m["distance"] <= 6 for m in ours[0]["members"])
+    assert all(m["distance"] <= 6 for m in ours[0])
     assert not find_duplicates(spark, max_distance=0) or all(
         m["distance"] == 0 for g in find_duplicates(spark, max_distance=0) for m in g["members"]
     )

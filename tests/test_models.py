@@ -209,6 +209,29 @@ def test_model_scores_a_table_on_spark_via_cli(spark, settings, tmp_path, cli_en
     assert json.loads(out)["rows"] == 4
     got = {r.id: (r.label, r.model_version) for r in spark.table(f"{ns}.scored").collect()}
     assert got == {1: ("high", "2026.11"), 2: ("low", "2026.11"), 3: ("high", "2026.11"), 4: ("low", "2026.11")}
+    # The same scoring as a workflow step.
+    from shoal import workflows
+
+    flow = tmp_path / "score.asl.json"
+    params = {"Model": f"{name}@2026.11", "Table": f"{ns}.points", "Columns": ["x", "y"], "Keep": "id"}
+    flow.write_text(
+        json.dumps(
+            {
+                "StartAt": "Score",
+                "States": {
+                    "Score": {
+                        "Type": "Task",
+                        "Resource": "shoal:predict",
+                        "Parameters": {**params, "Into": f"{ns}.wf"},
+                        "End": True,
+                    }
+                },
+            }
+        )
+    )
+    record = workflows.run(settings, str(flow))
+    assert record.status == "SUCCEEDED", (record.error, record.cause)
+    assert record.output["rows"] == 4 and spark.table(f"{ns}.wf").where("label = 'high'").count() == 2
     code, out, err = run_cli(["model", "list", name, "--json"], capsys, monkeypatch)
     assert code == 0 and [m["version"] for m in json.loads(out)] == ["2026.11"]
     code, out, err = run_cli(

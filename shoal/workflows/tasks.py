@@ -132,6 +132,25 @@ def enrich(ctx: TaskContext, params: Any) -> Any:
     return run_job(ctx.spark(), ctx.settings, job, force=bool(p.get("Force", False)), say=ctx.say).to_dict()
 
 
+def predict(ctx: TaskContext, params: Any) -> Any:
+    """Score a table with a registered model (`shoal model predict --table`)."""
+    from shoal.models import get_model
+    from shoal.models.score import predict_table
+
+    p = _params(params)
+    columns = p.get("Columns") or []
+    keep = p.get("Keep") or []
+    record = get_model(ctx.settings, _need(p, "Model"))
+    return predict_table(
+        ctx.spark(),
+        record,
+        _need(p, "Table"),
+        [columns] if isinstance(columns, str) else list(columns),
+        _need(p, "Into"),
+        keep=[keep] if isinstance(keep, str) else list(keep),
+    )
+
+
 def extract(ctx: TaskContext, params: Any) -> Any:
     from shoal.extract import run_extract
     from shoal.ingest import ingest
@@ -226,6 +245,7 @@ NATIVE: dict[str, Handler] = {
     "shoal:crawl": crawl,
     "shoal:quality": quality,
     "shoal:enrich": enrich,
+    "shoal:predict": predict,
 }
 _SERVICES: dict[tuple[str, str], Handler] = {
     ("databrew", "startJobRun"): recipe,
