@@ -240,3 +240,19 @@ def test_model_scores_a_table_on_spark_via_cli(spark, settings, tmp_path, cli_en
         monkeypatch,
     )
     assert code == 1 and "no column(s) z" in err
+
+
+def test_skops_text_model_scores_a_string_column(spark, settings, tmp_path):
+    from shoal.models.score import predict_table
+
+    record, _ = register_model(settings, _name(), str(sample_models.text_skops(tmp_path / "t.skops")))
+    ns = f"txt_{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+    spark.createDataFrame(
+        [(1, "Amount due 90 EUR, bill to Acme, VAT 21"), (2, "My kettle is not working, please help, refund")],
+        "id INT, body STRING",
+    ).writeTo(f"{ns}.texts").create()
+    out = predict_table(spark, record, f"{ns}.texts", ["body"], f"{ns}.scored", keep=["id"])
+    assert out["rows"] == 2
+    got = {r.id: r.label for r in spark.table(f"{ns}.scored").collect()}
+    assert got == {1: "invoice", 2: "support"}

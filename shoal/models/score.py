@@ -32,7 +32,10 @@ def predict_table(
     missing = [c for c in [*columns, *keep] if c.lower() not in known]
     if missing:
         raise ModelError(f"table {table} has no column(s) {', '.join(missing)}; it has {', '.join(df.columns)}")
-    text_input = record.info.get("input_kind") == "text" or record.kind in ("spacy",)
+    # Text models: ONNX string inputs and spaCy; scikit-learn and entry points take whatever the
+    # column holds, so one string column means text.
+    string_column = len(columns) == 1 and isinstance(df.schema[known[columns[0].lower()]].dataType, T.StringType)
+    text_input = record.info.get("input_kind") == "text" or record.kind == "spacy" or string_column
     if text_input and len(columns) != 1:
         raise ModelError(f"model {record.ref} takes text: give exactly one --columns column")
     key_fields = [df.schema[known[c.lower()]] for c in keep]
