@@ -27,6 +27,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """TERM, then KILL if it has not gone within `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def wait_port(port: int, timeout: float = 60, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -172,11 +181,7 @@ def seaweedfs(tmp: Path, bucket: str = "lake") -> Iterator[S3Server]:
         _wait_bucket(f"http://127.0.0.1:{s3_port}", key, secret, bucket)
         yield S3Server(f"http://127.0.0.1:{s3_port}", key, secret, bucket)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 def _wait_bucket(endpoint: str, key: str, secret: str, bucket: str, timeout: float = 60) -> None:
@@ -239,9 +244,5 @@ def llama_server(tmp: Path, n_ctx: int = 2048) -> Iterator[LlamaServer]:
         wait_port(port, timeout=120, proc=proc)
         yield LlamaServer(f"http://127.0.0.1:{port}/v1", proc)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()

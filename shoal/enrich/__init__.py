@@ -38,10 +38,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-from shoal import storage
+from shoal import definitions, storage
 from shoal.exceptions import ShoalError
 from shoal.models import llm
 
@@ -137,18 +136,10 @@ class EnrichmentJob(BaseModel):
 
 
 def load_job(ref: str | Path) -> EnrichmentJob:
-    path = Path(ref)
-    if not path.is_file():
-        raise EnrichError(f"enrichment job file {path} does not exist")
     try:
-        return EnrichmentJob.model_validate(yaml.safe_load(path.read_text()))
-    except yaml.YAMLError as exc:
-        raise EnrichError(f"{path}: not valid YAML/JSON: {exc}") from exc
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise EnrichError(f"{path}: invalid enrichment job: {problems}") from None
+        return definitions.load(Path(ref), EnrichmentJob, EnrichError, "enrichment job")
     except llm.LlmError as exc:
-        raise EnrichError(f"{path}: {exc}") from None
+        raise EnrichError(f"{ref}: {exc}") from None
 
 
 def step_table(step: Step) -> tuple[str, str]:

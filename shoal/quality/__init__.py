@@ -31,10 +31,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import sqlglot
-import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, model_validator
 from sqlglot import exp
 
+from shoal import definitions
 from shoal.exceptions import ShoalError
 
 RESULTS_SCHEMA = (
@@ -130,18 +130,7 @@ def latest_results(spark, *, ruleset: str | None = None, limit: int = 200) -> li
 
 
 def load_ruleset(ref: str | Path) -> Ruleset:
-    path = Path(ref)
-    if not path.is_file():
-        raise QualityError(f"ruleset file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise QualityError(f"{path}: not valid YAML/JSON: {exc}") from exc
-    try:
-        return Ruleset.model_validate(data)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise QualityError(f"{path}: invalid ruleset: {problems}") from None
+    return definitions.load(Path(ref), Ruleset, QualityError, "ruleset")
 
 
 @dataclass

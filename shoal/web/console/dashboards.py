@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import sqlglot
-import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, model_validator
 from sqlglot import exp
 
+from shoal import definitions
 from shoal.config import Settings
 from shoal.exceptions import ShoalError
 
@@ -116,14 +116,7 @@ def folders(settings: Settings) -> list[Path]:
 
 
 def load_file(path: Path) -> Dashboard:
-    try:
-        data = yaml.safe_load(path.read_text())
-        return Dashboard.model_validate({**(data or {}), "source": str(path)})
-    except yaml.YAMLError as exc:
-        raise DashboardError(f"{path}: not valid YAML: {exc}") from None
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise DashboardError(f"{path}: invalid dashboard: {problems}") from None
+    return definitions.load(path, Dashboard, DashboardError, "dashboard", source=str(path))
 
 
 def load_all(settings: Settings) -> tuple[dict[str, Dashboard], list[str]]:

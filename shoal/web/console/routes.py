@@ -98,6 +98,9 @@ class Console:
         response.headers["Content-Security-Policy"] = CSP.format(eval=" 'unsafe-eval'" if ctx.get("charts") else "")
         return response
 
+    def error(self, request: Request, who: Principal, session: sess.Session, status: int, message: str):
+        return self.page(request, "error.html", who, session, status=status, message=message)
+
     def is_operator(self, who: Principal) -> bool:
         return who.is_admin or OPERATORS in who.groups
 

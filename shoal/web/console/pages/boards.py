@@ -53,7 +53,7 @@ def add(router: APIRouter, c: Console) -> None:
         boards, _ = dash.load_all(c.settings)
         board = boards.get(name)
         if board is None:
-            return c.page(request, "error.html", who, session, status=404, message=f"no dashboard {name}")
+            return c.error(request, who, session, 404, f"no dashboard {name}")
         chosen = {
             f.field: request.query_params[f.field]
             for f in board.filters

@@ -46,13 +46,11 @@ def add(router: APIRouter, c: Console) -> None:
         name = f"{database}.{table}".lower()
         gov = Governance(c.settings)
         if not (identifier(database) and identifier(table)):
-            return c.page(request, "error.html", who, session, status=404, message="not a table name")
+            return c.error(request, who, session, 404, "not a table name")
         if not c.spark().catalog.tableExists(name):
-            return c.page(request, "error.html", who, session, status=404, message=f"no table {name}")
+            return c.error(request, who, session, 404, f"no table {name}")
         if not gov.discoverable(who, name):
-            return c.page(
-                request, "error.html", who, session, status=403, message=f"{name} is not visible to {who.name}"
-            )
+            return c.error(request, who, session, 403, f"{name} is not visible to {who.name}")
         info = gov.info(name)
         columns = [{"name": f.name, "type": f.dataType.simpleString()} for f in c.spark().table(name).schema.fields]
         table_tags, column_tags = gov.tags_of(name, [c["name"] for c in columns])
@@ -102,14 +100,7 @@ def add(router: APIRouter, c: Console) -> None:
 
         who, session = c.viewer(request)
         if not c.settings.governance.metadata_visible_to_all and not who.is_admin:
-            return c.page(
-                request,
-                "error.html",
-                who,
-                session,
-                status=403,
-                message="the object inventory is not open to all users here",
-            )
+            return c.error(request, who, session, 403, "the object inventory is not open to all users here")
         tags = None
         if tag:
             key, _, value = tag.partition("=")
@@ -149,11 +140,9 @@ def add(router: APIRouter, c: Console) -> None:
 
         who, session = c.viewer(request)
         if not views.OBJECT_ID.match(object_id):
-            return c.page(request, "error.html", who, session, status=404, message="not an object id")
+            return c.error(request, who, session, 404, "not an object id")
         if not c.settings.governance.metadata_visible_to_all and not who.is_admin:
-            return c.page(
-                request, "error.html", who, session, status=403, message="object metadata is not open to all users here"
-            )
+            return c.error(request, who, session, 403, "object metadata is not open to all users here")
         metadata.ensure_tables(c.spark())
         found = (
             c.spark()
@@ -161,7 +150,7 @@ def add(router: APIRouter, c: Console) -> None:
             .collect()
         )
         if not found:
-            return c.page(request, "error.html", who, session, status=404, message=f"no object {object_id}")
+            return c.error(request, who, session, 404, f"no object {object_id}")
         obj = {k: views.to_json_value(v) for k, v in found[0].asDict(recursive=True).items()}
         extractions = [
             {k: views.to_json_value(v) for k, v in r.asDict().items()}

@@ -43,7 +43,7 @@ def add(router: APIRouter, c: Console) -> None:
         store = Store(c.settings)
         wf = store.workflow(name)
         if wf is None:
-            return c.page(request, "error.html", who, session, status=404, message=f"no workflow {name}")
+            return c.error(request, who, session, 404, f"no workflow {name}")
         return c.page(
             request,
             "workflow.html",
@@ -81,21 +81,14 @@ def add(router: APIRouter, c: Console) -> None:
         c.check_csrf(request, session, csrf)
         if not c.is_operator(who):
             c.audit.record(who.name, "workflow.start", name, False, reason="not an operator", via="console")
-            return c.page(
-                request,
-                "error.html",
-                who,
-                session,
-                status=403,
-                message=f"{who.name} may not start workflows (admins and the {OPERATORS} group)",
+            return c.error(
+                request, who, session, 403, f"{who.name} may not start workflows (admins and the {OPERATORS} group)"
             )
         try:
             payload = json.loads(input or "{}")
             machine = workflows.load_machine(c.settings, name)
         except (ValueError, ShoalError) as exc:
-            return c.page(
-                request, "error.html", who, session, status=400, message=f"cannot start {name}: {first_line(exc)}"
-            )
+            return c.error(request, who, session, 400, f"cannot start {name}: {first_line(exc)}")
         execution_id = new_execution_id(machine.name)
         c.audit.record(who.name, "workflow.start", name, True, via="console", execution=execution_id)
         threading.Thread(
@@ -129,7 +122,7 @@ def add(router: APIRouter, c: Console) -> None:
         try:
             record = store.execution(execution_id)
         except ShoalError:
-            return c.page(request, "error.html", who, session, status=404, message=f"no execution {execution_id}")
+            return c.error(request, who, session, 404, f"no execution {execution_id}")
         return c.page(
             request,
             "execution.html",
@@ -164,9 +157,7 @@ def add(router: APIRouter, c: Console) -> None:
         who, session = c.viewer(request)
         c.check_csrf(request, session, csrf)
         if not c.is_operator(who):
-            return c.page(
-                request, "error.html", who, session, status=403, message=f"{who.name} may not resume workflows"
-            )
+            return c.error(request, who, session, 403, f"{who.name} may not resume workflows")
         c.audit.record(who.name, "workflow.resume", execution_id, True, via="console")
         threading.Thread(target=quietly(workflows.resume), args=(c.settings, execution_id), daemon=True).start()
         time.sleep(0.3)
