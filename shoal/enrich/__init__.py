@@ -197,6 +197,14 @@ def classify(text: str, classes: dict[str, list[str]], min_score: float) -> tupl
     return best, scores[best], scores
 
 
+def _pii_spans(group: dict[str, Any]) -> dict[str, list[tuple[int, int, str]]]:
+    """One object's PII spans by part, as `redact` takes them."""
+    spans: dict[str, list[tuple[int, int, str]]] = {}
+    for s in group["pii"] or []:
+        spans.setdefault(s["part"], []).append((s["start_char"], s["end_char"], s["pii_type"]))
+    return spans
+
+
 def _texts(parts: list[dict[str, Any]], spans: dict[str, list[tuple[int, int, str]]], redacted: bool) -> list[str]:
     return [redact(p["text"] or "", spans.get(p["part"], []))[0] if redacted else (p["text"] or "") for p in parts]
 
@@ -221,9 +229,7 @@ def _partition(job_json: str, warehouse: str, references: dict[str, dict[str, st
         for gi, g in enumerate(groups):
             oid = g["object_id"]
             parts = sorted(g["parts"] or [], key=lambda p: p["part_index"])
-            spans: dict[str, list[tuple[int, int, str]]] = {}
-            for s in g["pii"] or []:
-                spans.setdefault(s["part"], []).append((s["start_char"], s["end_char"], s["pii_type"]))
+            spans = _pii_spans(g)
             paths: list[str] = []
             for step in job.steps:
                 table, _ = step_table(step)
@@ -317,10 +323,7 @@ def _ask_all(step: Step, groups: list[dict[str, Any]], endpoint: dict[str, Any])
 
     def one(g: dict[str, Any]) -> llm.Answer:
         parts = sorted(g["parts"] or [], key=lambda p: p["part_index"])
-        spans: dict[str, list[tuple[int, int, str]]] = {}
-        for s in g["pii"] or []:
-            spans.setdefault(s["part"], []).append((s["start_char"], s["end_char"], s["pii_type"]))
-        text = "\n".join(_texts(parts, spans, step.redact_pii))[: step.max_chars]
+        text = "\n".join(_texts(parts, _pii_spans(g), step.redact_pii))[: step.max_chars]
         values = {
             "text": text,
             "object_id": g["object_id"],
