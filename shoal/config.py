@@ -361,8 +361,87 @@ class Settings(BaseSettings):
 _TOML_FILE: dict[str, Path | None] = {"path": None}
 
 
+# Settings that name files or folders. Relative values are anchored once, when settings load:
+# a value from a config file to that file's folder, any other to the current folder, so a
+# command means the same place whichever folder it later runs from (Spark, the scheduler
+# and stored records all see absolute paths).
+_PATH_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("workspace",),
+    ("warehouse",),
+    ("catalog", "jdbc_jar"),
+    ("search", "index_dir"),
+    ("server", "dashboards_dir"),
+    ("extract", "media", "model_cache"),
+)
+# Model settings hold a package/model name or a path: anchored only when they look like a path.
+_MODEL_FIELDS: tuple[tuple[str, ...], ...] = (
+    ("search", "model"),
+    ("extract", "spacy_model"),
+    ("extract", "media", "speech_model"),
+    ("extract", "media", "label_model"),
+    ("extract", "media", "face_model"),
+    ("extract", "media", "unsafe_model"),
+)
+
+
+def _looks_like_path(value: str) -> bool:
+    return value.startswith((".", "~", "/")) or "/" in value or os.sep in value
+
+
+def _anchor_paths(settings: Settings, toml_file: Path | None, overrides: dict[str, Any]) -> None:
+    import tomllib
+
+    from_file: dict[str, Any] = {}
+    if toml_file is not None:
+        try:
+            from_file = tomllib.loads(toml_file.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError):
+            from_file = {}
+    env = {k.upper() for k in os.environ}
+    cwd = Path.cwd()
+
+    def base_for(keys: tuple[str, ...]) -> Path:
+        in_file: Any = from_file
+        for k in keys:
+            in_file = in_file.get(k) if isinstance(in_file, dict) else None
+        overridden = keys[0] in overrides or ("SHOAL_" + "__".join(keys)).upper() in env
+        if in_file is not None and not overridden and toml_file is not None:
+            return toml_file.expanduser().resolve().parent
+        return cwd
+
+    for keys, only_paths in [(k, False) for k in _PATH_FIELDS] + [(k, True) for k in _MODEL_FIELDS]:
+        owner: Any = settings
+        for k in keys[:-1]:
+            owner = getattr(owner, k)
+        value = getattr(owner, keys[-1])
+        if value is None:
+            continue
+        text = str(value)
+        if "://" in text:
+            continue
+        path = Path(text).expanduser()
+        if not path.is_absolute():
+            base = base_for(keys)
+            # A model setting is a path when it looks like one or names a file beside the config.
+            if only_paths and not (_looks_like_path(text) or (base / path).exists()):
+                continue
+            path = base / path
+        path = Path(os.path.normpath(path))
+        setattr(owner, keys[-1], path if isinstance(value, Path) else str(path))
+    # An embedded catalog named by a relative file: jdbc:sqlite:lake/catalog.db
+    uri = settings.catalog.uri
+    if uri and uri.startswith("jdbc:sqlite:") and not uri.startswith("jdbc:sqlite::"):
+        file = Path(uri.removeprefix("jdbc:sqlite:")).expanduser()
+        if not file.is_absolute():
+            settings.catalog.uri = "jdbc:sqlite:" + os.path.normpath(base_for(("catalog", "uri")) / file)
+
+
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Read settings from the TOML file (if any), the environment and `overrides`."""
+    """Read settings from the TOML file (if any), the environment and `overrides`.
+
+    Relative paths come back absolute: from the config file, relative to its folder;
+    from the environment, overrides or defaults, relative to the current folder.
+    """
     path: Path | None = None
     if config_file is not None:
         path = Path(config_file)
@@ -376,9 +455,11 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         path = Path(DEFAULT_CONFIG_FILE)
     _TOML_FILE["path"] = path
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
         where = f" (file {path})" if path else ""
         raise ConfigError(f"invalid configuration{where}:\n{exc}") from exc
     finally:
         _TOML_FILE["path"] = None
+    _anchor_paths(settings, path, overrides)
+    return settings

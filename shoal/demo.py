@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from shoal.cdc import ApplyOptions, apply_changes
 from shoal.cli import output
-from shoal.config import load_settings
+from shoal.config import CatalogSettings, load_settings
 from shoal.lake import TableName, history
 from shoal.spark import get_spark
 from shoal.sql import run as run_sql
@@ -43,22 +46,75 @@ def write_changes(source: Path) -> None:
     (source / "20220302-1402450000.csv").write_text(CHANGES_2)
 
 
+class _Parts:
+    """Times each part of the demo for the closing summary."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, float]] = []
+
+    @contextmanager
+    def part(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.rows.append((name, time.monotonic() - start))
+
+
 def run_demo(workspace: Path) -> None:
+    # Resolved once here: every part below prints and stores paths derived from it, and a
+    # relative folder (the README's `demo-workspace`) must behave like an absolute one.
+    workspace = Path(workspace).expanduser().resolve()
     if workspace.exists():
         if not (workspace / MARKER).exists():
             raise SystemExit(f"{workspace} exists and is not a Shoal demo workspace; pass --workspace NEW_FOLDER")
         shutil.rmtree(workspace)
     workspace.mkdir(parents=True)
     (workspace / MARKER).write_text("created by `shoal demo`; safe to delete\n")
-    settings = load_settings(workspace=workspace / ".shoal")
-    source = workspace / "dms" / "inventory" / "products"
+    # The demo lake lives wholly in its workspace, whatever ./shoal.toml says about catalogs.
+    settings = load_settings(workspace=workspace / ".shoal", warehouse=None, catalog=CatalogSettings())
     table = "inventory.products"
+    say = output.out.print
+    parts = _Parts()
+    started = time.monotonic()
+    with parts.part("start Spark"):
+        spark = get_spark(settings)
+    with parts.part("CDC upserts and time travel (1-6)"):
+        _cdc(spark, settings, workspace, table, say)
+    with parts.part("documents: ingest, extract, catalog (7-9)"):
+        _unstructured(spark, settings, workspace, say)
+    with parts.part("media: images, audio, video"):
+        _media(spark, settings, workspace, say)
+    with parts.part("workflow: sales-and-marketing refresh (10)"):
+        _pipeline(spark, settings, workspace, say)
+    with parts.part("semantic search and governance (11-12)"):
+        _search_and_governance(spark, settings, table, say)
+    with parts.part("web console (13)"):
+        _console(settings, workspace, say)
+    output.print_rows(
+        f"Demo summary: {time.monotonic() - started:.0f} s",
+        ["part", "seconds"],
+        [[name, f"{seconds:.1f}"] for name, seconds in parts.rows],
+    )
+    ws = settings.workspace_dir
+    say(
+        f"\nDemo lake: {ws} (catalog.db + warehouse/). Where to look next:\n"
+        f'  SHOAL_WORKSPACE={ws} shoal sql "SELECT * FROM {table}"\n'
+        f"  SHOAL_WORKSPACE={ws} shoal table history {table}\n"
+        f"  SHOAL_WORKSPACE={ws} shoal catalog objects --has-pii\n"
+        f'  SHOAL_WORKSPACE={ws} shoal search "bill for coffee equipment"\n'
+        f"  SHOAL_WORKSPACE={ws} shoal workflow executions\n"
+        f"  SHOAL_WORKSPACE={ws} shoal serve   # then http://127.0.0.1:8080/ "
+        f"(user demo, password in {workspace / 'console-password.txt'})"
+    )
+
+
+def _cdc(spark, settings, workspace: Path, table: str, say) -> None:
+    """Part one: CDC upserts of the product inventory, time travel and history."""
+    source = workspace / "dms" / "inventory" / "products"
     opts = ApplyOptions(
         table=table, keys=["product_id"], sequence="last_update_time", partition_by="category, bucket(16, product_id)"
     )
-    spark = get_spark(settings)
-    say = output.out.print
-
     say(f"[bold]1. Full load[/] written to {source}")
     write_sample(source)
     say(
@@ -93,17 +149,6 @@ def run_demo(workspace: Path) -> None:
         "snapshots",
         ["snapshot_id", "committed_at", "operation", "files"],
         [[r["snapshot_id"], r["committed_at"], r["operation"], ", ".join(r["files"])] for r in rows],
-    )
-    _unstructured(spark, settings, workspace, say)
-    _media(spark, settings, workspace, say)
-    _pipeline(spark, settings, workspace, say)
-    _search_and_governance(spark, settings, table, say)
-    _console(settings, workspace, say)
-    say(
-        f"\nDemo lake: {settings.workspace_dir} (catalog.db + warehouse/). Explore it with:\n"
-        f'  SHOAL_WORKSPACE={settings.workspace_dir} shoal sql "SELECT * FROM {table}"\n'
-        f"  SHOAL_WORKSPACE={settings.workspace_dir} shoal catalog objects --has-pii\n"
-        f"  SHOAL_WORKSPACE={settings.workspace_dir} shoal workflow executions"
     )
 
 
@@ -374,7 +419,7 @@ def _console(settings, workspace: Path, say) -> None:
     secret.touch(mode=0o600)
     secret.write_text(password + "\n")
     say(
-        "\n[bold]12. The web console[/]\n"
+        "\n[bold]13. The web console[/]\n"
         f"$ SHOAL_WORKSPACE={settings.workspace_dir} shoal serve\n"
         f"then open http://127.0.0.1:8080/ and sign in as demo (password in {secret}); the built-in dashboard "
         "/dashboards/sales-revenue shows the revenue summary the workflow just rebuilt"

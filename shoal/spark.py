@@ -14,6 +14,7 @@ from pathlib import Path
 
 from shoal.config import Settings
 from shoal.exceptions import DependencyError
+from shoal.private import private_dir, private_file
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 _lock = threading.Lock()
@@ -189,6 +190,18 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     if uses_object_store(settings):
         conf.update(storage_conf(settings))
     conf.update(settings.spark.conf)
+    # Applied after the user's conf on purpose: these close read paths around governance.
+    # Spark would expand ${env:...}, ${system:...} and ${spark.*} inside any SQL text, string
+    # literals included, handing secrets (catalog password, S3 keys) to whoever writes SQL.
+    conf["spark.sql.variable.substitute"] = "false"
+    if settings.spark.master.startswith("local"):
+        # Embedded mode needs no network: the driver's RPC and block manager stay on loopback,
+        # and their connections are authenticated (local masters generate the secret).
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.authenticate"] = "true"
+    # Table files written through Hadoop's local file system: owner only, like their folder.
+    conf.setdefault("spark.hadoop.fs.permissions.umask-mode", "077")
     return conf
 
 
@@ -203,9 +216,11 @@ def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
         # pandas UDFs and Python workers must run on this interpreter, not a system one.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        settings.workspace_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(settings.workspace_dir)
+        if settings.catalog.type == "sqlite" and settings.catalog_jdbc_uri.startswith("jdbc:sqlite:"):
+            private_file(Path(settings.catalog_jdbc_uri.removeprefix("jdbc:sqlite:")))
         if "://" not in settings.warehouse_uri:
-            Path(settings.warehouse_uri).mkdir(parents=True, exist_ok=True)
+            private_dir(Path(settings.warehouse_uri))
         builder = SparkSession.builder
         for key, value in spark_conf(settings).items():
             builder = builder.config(key, value)

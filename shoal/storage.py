@@ -77,7 +77,7 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     if uri.startswith(("s3://", "s3a://")):
         return _s3(), uri.split("://", 1)[1].rstrip("/")
     try:
-        return pafs.FileSystem.from_uri(uri if "://" in uri else posixpath.abspath(uri))
+        return pafs.FileSystem.from_uri(uri if "://" in uri else posixpath.abspath(os.path.expanduser(uri)))
     except Exception as exc:  # pyarrow raises several types for bad URIs
         raise SourceError(f"cannot open {uri}: {exc}") from exc
 

@@ -11,6 +11,7 @@ from helpers import run_cli
 from sqlalchemy import text
 
 from shoal.governance import AccessDenied, AuditLog, AuthError, Governance, GovernanceError, GovernedSql, Principals
+from shoal.governance.masks import mask_hash
 
 OPPS = [
     (1, "EU", 10.0, "ann@eu.example", 100.0, "vip"),
@@ -129,7 +130,10 @@ def test_column_include_and_row_filter_via_group(w):
 
 def test_exclude_list_and_hash_mask(w):
     r = w.sql("bob", "SELECT id, email, notes FROM {db}.opps ORDER BY id")
-    assert [row[1] for row in r.rows] == [hashlib.sha256(o[3].encode()).hexdigest() for o in OPPS]
+    masked = [row[1] for row in r.rows]
+    assert masked == [mask_hash(w.settings, o[3]) for o in OPPS]
+    # Keyed: the plain SHA-256 a dictionary attack would compute matches none of them.
+    assert not set(masked) & {hashlib.sha256(o[3].encode()).hexdigest() for o in OPPS}
     assert [row[2] for row in r.rows] == [o[5] for o in OPPS]
     with pytest.raises(AccessDenied, match="column salary is not available"):
         w.sql("bob", "SELECT salary FROM {db}.opps")

@@ -143,7 +143,8 @@ def crawl(spark, settings: Settings, path: str, table: str, *, fmt: str = "auto"
     name = table.lower()
     if name.count(".") != 1 or not all(p.isidentifier() for p in name.split(".")):
         raise CrawlError(f"invalid table name {table!r}", hint="use NAMESPACE.TABLE, e.g. raw.orders")
-    location = path.rstrip("/")
+    # Absolute once: Spark resolves a relative path against its own default file system.
+    location = table_location(path.rstrip("/") or path)
     files = _data_files(location)
     fmt = detect_format(files) if fmt == "auto" else fmt
     if fmt not in FORMATS:

@@ -39,7 +39,8 @@ def _root(
         Path | None, typer.Option("--config", "-c", help="Path of shoal.toml (default: $SHOAL_CONFIG or ./shoal.toml).")
     ] = None,
 ) -> None:
-    _state["config"] = config
+    # Absolute at once: whatever runs later (a scheduler, a server) reads the same file.
+    _state["config"] = config.expanduser().resolve() if config is not None else None
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,8 +16,24 @@ from rich.table import Table
 
 from shoal.sql import QueryResult, to_json_value
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Not a terminal (a log, a pipe, CI): rich would wrap tables at 80 columns and split words
+# ("quantity_avail able"). $COLUMNS wins when set; otherwise a wide page.
+WIDE_DEFAULT = 200
+
+
+def _width(stream) -> int | None:
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    try:
+        if stream.isatty():
+            return None  # rich asks the terminal
+    except (AttributeError, ValueError):
+        pass
+    return WIDE_DEFAULT
+
+
+out = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
 
 
 def print_json(data: Any) -> None:

@@ -16,9 +16,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
-import os
 import re
-import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -32,6 +30,7 @@ from shoal.config import Settings
 from shoal.governance.audit import AuditLog
 from shoal.governance.errors import AccessDenied, GovernanceError
 from shoal.governance.grants import Governance
+from shoal.governance.keys import signing_key
 from shoal.governance.principals import Principal, Principals
 from shoal.lake import database
 from shoal.lake.database import utcnow
@@ -264,16 +263,7 @@ class RawAccess:
         return hmac.new(self._key(), msg, hashlib.sha256).hexdigest()
 
     def _key(self) -> bytes:
-        configured = self.settings.governance.signing_key
-        if configured is not None:
-            return configured.get_secret_value().encode()
-        path = self.settings.workspace_dir / "secrets" / "signing.key"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                fh.write(secrets.token_hex(32))
-        return path.read_text().strip().encode()
+        return signing_key(self.settings)
 
 
 def _clean_path(path: str, *, allow_empty: bool = False) -> str:

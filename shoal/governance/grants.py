@@ -29,8 +29,12 @@ from shoal.lake.database import utcnow
 
 PRIVILEGES = ("SELECT", "INSERT", "ALTER", "DROP", "DESCRIBE", "ALL")
 TARGETS = ("TABLE", "DATABASE", "TAGS")
+# What each mask guarantees (README, Governance): `hash` is a keyed HMAC-SHA256 with a
+# per-deployment secret (equal values stay equal, so joins and counts work, but no
+# dictionary of guesses can be hashed to match); `redact` and `null` reveal nothing;
+# `last4` and `email` reveal the kept part by design.
 MASKS = {
-    "hash": "sha2(cast({c} AS string), 256)",
+    "hash": "shoal_mask_hmac(cast({c} AS string))",
     "redact": "CAST('****' AS string)",
     "null": "CAST(NULL AS string)",
     "last4": "concat(repeat('*', greatest(length(cast({c} AS string)) - 4, 0)), right(cast({c} AS string), 4))",
@@ -39,6 +43,13 @@ MASKS = {
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Functions that read files, reach the JVM or reveal where data lives: never in a filter.
 FORBIDDEN_FUNCTIONS = {"input_file_name", "input_file_block_start", "input_file_block_length", "reflect", "java_method"}
+
+
+def forbidden_function(name: str) -> bool:
+    """Never in user SQL or filters: file/JVM functions, and Shoal's own (the mask function
+    would otherwise hash values of the caller's choosing with the secret key)."""
+    name = name.lower()
+    return name in FORBIDDEN_FUNCTIONS or name.startswith("shoal_")
 
 
 def table_key(name: str) -> tuple[str, str]:
@@ -77,7 +88,7 @@ def check_predicate(text: str, columns: list[str] | None, *, what: str = "row fi
         raise GovernanceError(f"the {what} must be an expression over the row, not a query: {text!r}")
     for fn in tree.find_all(exp.Func):
         name = (fn.sql_name() if not isinstance(fn, exp.Anonymous) else fn.name).lower()
-        if name in FORBIDDEN_FUNCTIONS:
+        if forbidden_function(name):
             raise GovernanceError(f"function {name} is not allowed in a {what}")
     if columns is not None:
         unknown = sorted({c.name.lower() for c in tree.find_all(exp.Column)} - {c.lower() for c in columns})

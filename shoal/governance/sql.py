@@ -27,7 +27,8 @@ from shoal.config import Settings
 from shoal.exceptions import SqlError, first_line
 from shoal.governance.audit import AuditLog
 from shoal.governance.errors import AccessDenied, GovernanceError
-from shoal.governance.grants import FORBIDDEN_FUNCTIONS, Governance, TableAccess, table_key
+from shoal.governance.grants import Governance, TableAccess, forbidden_function, table_key
+from shoal.governance.masks import register_mask_functions
 from shoal.governance.principals import Principal
 from shoal.sql import QueryResult, run, split_statements
 
@@ -47,6 +48,21 @@ FILE_SOURCES = {
 }
 _TABLE_FUNCTIONS = {"range"}
 _UNRESOLVED = re.compile(r"UNRESOLVED_COLUMN|cannot be resolved|cannot resolve", re.I)
+# Deeper nesting than any real query: refused before the parser recurses into it.
+MAX_NESTING = 64
+# Marks the table nodes the rewrite produced or checked; any other table left in a statement
+# is a construct the rewrite did not understand, and the statement is refused.
+_GOVERNED = "shoal_governed"
+# INSERT clauses the rewrite does not govern (conditions, upserts, statement-level CTEs).
+_INSERT_REFUSED = {
+    "where": "REPLACE WHERE",
+    "conflict": "ON CONFLICT",
+    "returning": "RETURNING",
+    "alternative": "INSERT OR ...",
+    "with_": "WITH before INSERT",
+}
+# ALTER TABLE actions that change columns only; renaming or relocating a table is refused.
+_ALTER_ACTIONS = (exp.ColumnDef, exp.Schema, exp.Drop, exp.RenameColumn, exp.AlterColumn)
 
 
 class GovernedSql:
@@ -58,37 +74,80 @@ class GovernedSql:
         self.audit = AuditLog(settings)
         self.catalog = settings.catalog.name.lower()
         self._ctes = itertools.count(1)
+        register_mask_functions(spark, settings)
 
     def execute(self, sql: str, *, limit: int | None = None) -> QueryResult:
-        """Check every statement first; run them only if all are allowed (never partially)."""
-        statements = split_statements(sql)
+        """Check every statement first; run them only if all are allowed (never partially).
+
+        Every outcome is audited: refusals, statements that fail while running, and each
+        statement run, with the tables it reads and writes.
+        """
+        try:
+            statements = split_statements(sql)
+        except SqlError as exc:
+            self.audit.record(self.principal.name, "query", None, False, reason=first_line(exc), sql=sql[:10_000])
+            raise AccessDenied(f"the statement is not run: {first_line(exc)}") from exc
         if not statements:
             raise SqlError("no SQL statement given")
         planned = [self._planned(statement, limit) for statement in statements]
         result = QueryResult([], [], [])
-        for statement, action, tables, runner in planned:
-            result = runner()
+        for plan in planned:
+            try:
+                result = plan.runner()
+            except Exception as exc:
+                self.audit.record(
+                    self.principal.name,
+                    plan.action,
+                    plan.resource,
+                    True,
+                    reason=f"failed: {first_line(exc)}",
+                    sql=plan.sql,
+                    reads=plan.reads,
+                    writes=plan.writes,
+                )
+                raise
             self.audit.record(
-                self.principal.name, action, ",".join(tables) or None, True, sql=statement, rows=len(result.rows)
+                self.principal.name,
+                plan.action,
+                plan.resource,
+                True,
+                sql=plan.sql,
+                rows=len(result.rows),
+                reads=plan.reads,
+                writes=plan.writes,
             )
         return result
 
     # ---- one statement --------------------------------------------------------------------------
-    def _planned(self, sql: str, limit: int | None) -> tuple[str, str, list[str], Callable[[], QueryResult]]:
-        tables: list[str] = []
+    def _planned(self, sql: str, limit: int | None) -> _Plan:
+        plan = _Plan(sql)
         try:
             try:
-                action, runner = self._plan(sql, tables, limit)
+                if _nesting(sql) > MAX_NESTING:
+                    raise AccessDenied(f"the statement nests deeper than {MAX_NESTING} levels, so it is not run")
+                plan.action, plan.runner = self._plan(sql, plan, limit)
             except GovernanceError as exc:  # e.g. a malformed table name: refused like the rest
                 raise AccessDenied(str(exc).splitlines()[0], hint=exc.hint) from exc
+            except (RecursionError, sqlglot.errors.SqlglotError) as exc:
+                raise AccessDenied(f"the statement cannot be checked, so it is not run: {first_line(exc)}") from exc
         except AccessDenied as exc:
             reason = str(exc).splitlines()[0]
-            self.audit.record(self.principal.name, "query", ",".join(tables) or None, False, reason=reason, sql=sql)
+            self.audit.record(
+                self.principal.name,
+                "query",
+                plan.resource,
+                False,
+                reason=reason,
+                sql=sql,
+                reads=plan.reads,
+                writes=plan.writes,
+            )
             raise
-        return sql, action, tables, runner
+        return plan
 
-    def _plan(self, sql: str, tables: list[str], limit: int | None) -> tuple[str, Callable[[], QueryResult]]:
+    def _plan(self, sql: str, plan: _Plan, limit: int | None) -> tuple[str, Callable[[], QueryResult]]:
         """All checks and the rewrite; returns the action and what runs it."""
+        tables = plan.reads
         head = " ".join(sql.split()[:2]).upper()
         if head.startswith(("SHOW TABLES", "SHOW DATABASES", "SHOW NAMESPACES", "SHOW SCHEMAS")):
             return "show", lambda: self._show(sql)
@@ -97,50 +156,78 @@ class GovernedSql:
         except sqlglot.errors.ParseError as exc:
             raise AccessDenied(f"cannot parse the statement, so it is not run: {str(exc).splitlines()[0]}") from exc
         if self.principal.is_admin:
-            self._collect_tables(tree, tables)
+            self._collect_tables(tree, plan)
             return "admin", lambda: run(self.spark, sql, limit=limit)
         self._forbid(tree)
         if isinstance(tree, exp.Query):
-            governed = self.govern(tree, tables).sql(dialect="spark")
+            governed_tree = self.govern(tree, tables)
+            _verify_covered(governed_tree)
+            governed = governed_tree.sql(dialect="spark")
             self._analyze(governed)
             return "select", lambda: self._run(governed, limit)
         if isinstance(tree, exp.Describe):
             target = self._describable(tree, tables)
             return "describe", lambda: self._describe(target)
-        if (
-            isinstance(tree, exp.Insert)
-            and not tree.args.get("overwrite")
-            and isinstance(tree.this, exp.Table | exp.Schema)
-        ):
-            target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
-            name = self._real_name(target)
-            tables.append(name)
-            self._require(name, "INSERT")
-            tree = tree.copy()
-            source = tree.expression
-            if isinstance(source, exp.Query):
-                governed_source = self.govern(source, tables)
-                self._analyze(governed_source.sql(dialect="spark"))
-                tree.set("expression", governed_source)
-            self._qualify(tree.this.this if isinstance(tree.this, exp.Schema) else tree.this, name)
-            insert_sql = tree.sql(dialect="spark")
+        if isinstance(tree, exp.Insert):
+            insert_sql = self._insert(tree, plan)
             return "insert", lambda: self._run(insert_sql, limit)
         if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "TABLE":
             for t in tree.args.get("tables") or [tree.this]:
                 name = self._real_name(t)
-                tables.append(name)
+                plan.writes.append(name)
                 self._require(name, "DROP")
             return "drop", lambda: run(self.spark, sql, limit=limit)
         if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
             name = self._real_name(tree.this)
-            tables.append(name)
+            plan.writes.append(name)
             self._require(name, "ALTER")
+            for action in tree.args.get("actions") or []:
+                if not isinstance(action, _ALTER_ACTIONS) or (
+                    isinstance(action, exp.Drop) and (action.args.get("kind") or "COLUMN").upper() != "COLUMN"
+                ):
+                    raise AccessDenied(
+                        f"ALTER TABLE ... {action.sql(dialect='spark')[:60]} is not allowed for {self.principal.name}",
+                        hint="under governance ALTER TABLE adds, drops, renames or changes columns only",
+                    )
             return "alter", lambda: run(self.spark, sql, limit=limit)
         kind = type(tree).__name__.upper() if not isinstance(tree, exp.Command) else str(tree.this).upper()
         raise AccessDenied(
             f"{kind} statements are not allowed for {self.principal.name}",
             hint="only queries, INSERT INTO, DROP/ALTER TABLE with the privilege, DESCRIBE and SHOW TABLES run under governance",
         )
+
+    def _insert(self, tree: exp.Insert, plan: _Plan) -> str:
+        """INSERT INTO t <source>: the privilege on t, and the source governed like a query,
+        whatever form it takes (SELECT, TABLE src, VALUES with subqueries)."""
+        if tree.args.get("overwrite") or not isinstance(tree.this, exp.Table | exp.Schema):
+            raise AccessDenied(
+                f"INSERT OVERWRITE is not allowed for {self.principal.name}", hint="use INSERT INTO with the privilege"
+            )
+        for arg, what in _INSERT_REFUSED.items():
+            if tree.args.get(arg):
+                raise AccessDenied(
+                    f"{what} is not allowed in a governed INSERT",
+                    hint="write INSERT INTO t SELECT ... (a WITH clause goes inside the SELECT)",
+                )
+        tree = tree.copy()
+        target_node = tree.this
+        target = target_node.this if isinstance(target_node, exp.Schema) else target_node
+        name = self._real_name(target)
+        plan.writes.append(name)
+        self._require(name, "INSERT")
+        source = tree.args.get("expression") or tree.args.get("source")
+        tree.set("source", None)
+        if isinstance(source, exp.Table):  # INSERT INTO t TABLE src
+            source = exp.select("*").from_(source)
+        if not isinstance(source, exp.Query | exp.Values):
+            raise AccessDenied("the INSERT has no source the rewrite understands, so it is not run")
+        governed_source = self.govern(source, plan.reads)
+        _verify_covered(governed_source)
+        if isinstance(governed_source, exp.Query):
+            self._analyze(governed_source.sql(dialect="spark"))
+        tree.set("expression", governed_source)
+        self._qualify(target, name)
+        return tree.sql(dialect="spark")
 
     def _run(self, sql: str, limit: int | None) -> QueryResult:
         try:
@@ -176,8 +263,10 @@ class GovernedSql:
             raise AccessDenied("script transforms (TRANSFORM ... USING) are not allowed")
         for fn in tree.find_all(exp.Func):
             name = (fn.name if isinstance(fn, exp.Anonymous) else fn.sql_name()).lower()
-            if name in FORBIDDEN_FUNCTIONS:
-                raise AccessDenied(f"function {name} is not allowed (it reveals files or reaches the JVM)")
+            if forbidden_function(name):
+                raise AccessDenied(
+                    f"function {name} is not allowed (it reveals files, reaches the JVM or is Shoal's own)"
+                )
         for node in tree.find_all(
             exp.Set, exp.Use, exp.Command, exp.Create, exp.Cache, exp.Uncache, exp.Merge, exp.Delete, exp.Update
         ):
@@ -202,6 +291,7 @@ class GovernedSql:
                 table.set("this", exp.to_identifier(new))
                 if not table.alias:
                     table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+                table.meta[_GOVERNED] = True
                 continue
             self._replace(table, tables)
         return tree
@@ -257,6 +347,7 @@ class GovernedSql:
                 else ""
             )
             if fname in _TABLE_FUNCTIONS:
+                table.meta[_GOVERNED] = True
                 return
             raise AccessDenied(f"table function {fname or table.sql()} is not allowed")
         catalog = table.text("catalog").lower()
@@ -281,6 +372,7 @@ class GovernedSql:
         if meta is not None:
             if not access.unrestricted:
                 raise AccessDenied(f"metadata tables of {full} reveal more than {self.principal.name} may see")
+            table.meta[_GOVERNED] = True
             return
         version = table.args.get("version")
         if version is not None and not access.unrestricted:
@@ -292,6 +384,7 @@ class GovernedSql:
         inner = sqlglot.parse_one(
             f"SELECT {', '.join(select)} FROM {source}" + (f" WHERE {where}" if where else ""), read="spark"
         )
+        inner.args["from_"].this.meta[_GOVERNED] = True
         if version is not None:
             inner.args["from_"].this.set("version", version.copy())
         alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name.lower()))
@@ -333,10 +426,23 @@ class GovernedSql:
         table.set("this", exp.to_identifier(name))
 
     @staticmethod
-    def _collect_tables(tree: exp.Expression, tables: list[str]) -> None:
-        tables.extend(
-            sorted({".".join(p for p in (t.text("db"), t.name) if p) for t in tree.find_all(exp.Table) if t.name})
+    def _collect_tables(tree: exp.Expression, plan: _Plan) -> None:
+        """An admin's statement runs as written; the audit still names what it touches."""
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        target = tree.this if isinstance(tree, exp.Insert | exp.Drop | exp.Alter | exp.Create | exp.Merge) else None
+        if isinstance(target, exp.Schema):
+            target = target.this
+        extra = (
+            [t for t in tree.args.get("tables") or [] if isinstance(t, exp.Table)] if isinstance(tree, exp.Drop) else []
         )
+        written = {id(t) for t in [target, *extra] if isinstance(t, exp.Table)}
+        for t in tree.find_all(exp.Table):
+            if not t.name or (not t.text("db") and t.name.lower() in ctes):
+                continue
+            name = ".".join(p for p in (t.text("db"), t.name) if p)
+            bucket = plan.writes if id(t) in written else plan.reads
+            if name not in bucket:
+                bucket.append(name)
 
     # ---- catalog statements -------------------------------------------------------------------
     def _describable(self, tree: exp.Describe, tables: list[str]) -> str:
@@ -380,3 +486,51 @@ class GovernedSql:
             return [r[1] for r in run(self.spark, f"SHOW TABLES IN {self.catalog}.`{db}`").rows]
         except SqlError:
             return []
+
+
+class _Plan:
+    """One statement: what it reads and writes (for the audit) and what runs it."""
+
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+        self.reads: list[str] = []
+        self.writes: list[str] = []
+        self.action = "query"
+        self.runner: Callable[[], QueryResult] = lambda: QueryResult([], [], [])
+
+    @property
+    def resource(self) -> str | None:
+        return ",".join(dict.fromkeys(self.writes + self.reads)) or None
+
+
+def _nesting(sql: str) -> int:
+    """Deepest parenthesis nesting outside string literals and comments (a cheap pre-check)."""
+    depth = deepest = 0
+    quote = None
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth -= 1
+        i += 1
+    return deepest
+
+
+def _verify_covered(tree: exp.Expression) -> None:
+    """Deny by default: every table left in a rewritten statement must be one the rewrite made
+    or checked. Anything else (a syntax the rewrite walked past) refuses the statement."""
+    for table in tree.find_all(exp.Table):
+        if not table.meta.get(_GOVERNED):
+            raise AccessDenied(
+                f"the statement reads {table.sql(dialect='spark')[:80]} in a way governance does not check"
+            )

@@ -11,6 +11,7 @@ a name already taken by other content gets the new content's hash in its name.
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import re
 from collections.abc import Callable
@@ -89,6 +90,8 @@ def parse_tags(values: list[str]) -> dict[str, str]:
 
 
 def default_source_name(source: str) -> str:
+    if "://" not in source:  # `shoal ingest .` names the source after the folder itself
+        source = os.path.abspath(os.path.expanduser(source))
     base = posixpath.basename(source.rstrip("/")) or "source"
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", base).strip("-.") or "source"
     return name[:64]

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from pathlib import Path
 
 from sqlalchemy import Connection, Engine, MetaData, Table, create_engine, event, insert, update
 
 from shoal.config import Settings
+from shoal.private import private_dir, private_file
 
 _engines: dict[str, Engine] = {}
 _created: set[tuple[str, int]] = set()
@@ -46,7 +48,10 @@ def engine(settings: Settings, metadata: MetaData | None = None) -> Engine:
 
 def _create(url: str, settings: Settings) -> Engine:
     if url.startswith("sqlite"):
-        settings.workspace_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(settings.workspace_dir)
+        db_file = url.removeprefix("sqlite:///")
+        if db_file and db_file != url and not db_file.startswith(":"):
+            private_file(Path(db_file))  # SQLite's -wal and -shm files copy its mode
         eng = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(eng, "connect")

@@ -36,7 +36,11 @@ __all__ = [
 
 
 def validate(path: str | Path, *, name: str | None = None) -> StateMachine:
-    return definition.load(path, name=name, resource_check=tasks.unsupported)
+    machine = definition.load(path, name=name, resource_check=tasks.unsupported)
+    # Paths in a definition file are relative to its folder, fixed now so the stored
+    # definition runs the same from the scheduler, `resume` or any other folder.
+    tasks.anchor_paths(machine.definition, Path(path).expanduser().resolve().parent)
+    return machine
 
 
 def register(settings: Settings, path: str | Path, *, name: str | None = None) -> tuple[StateMachine, int]:

@@ -151,6 +151,8 @@ class Store:
                 )
                 return 1
             if row.definition == text:
+                # Same definition from another file: remember where it now lives.
+                conn.execute(update(workflows).where(workflows.c.name == name).values(source=source))
                 return row.version
             conn.execute(
                 update(workflows)

@@ -16,10 +16,12 @@ Every handler runs synchronously (`.sync` semantics): the state finishes when th
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import uuid
 from collections.abc import Callable
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 from shoal.workflows.engine import TaskContext
@@ -281,3 +283,52 @@ def resolve(resource: str) -> Handler:
         return lambda ctx, params: _call_entry_point(name, params)
     known = ", ".join(sorted(NATIVE)) + ", " + ", ".join(f"arn:aws:states:::{s}:{a}" for s, a in _SERVICES)
     raise StatesError("States.Runtime", f"unsupported resource {resource!r} (supported: {known})")
+
+
+# Task parameters that name files or folders. In a definition file they are relative to that
+# file's folder (like a job file's datasets), so a registered workflow runs the same from the
+# scheduler, `resume` or any other folder. Job names are taken as files only when such a file
+# sits beside the definition; otherwise they stay names of registered jobs.
+_PATH_PARAMETERS: dict[Handler, tuple[tuple[str, ...], bool]] = {
+    cdc: (("Source",), False),
+    extract: (("Source",), False),
+    crawl: (("Path", "Location"), False),
+    quality: (("Ruleset",), False),
+    enrich: (("Job",), False),
+    recipe: (("Job", "Name", "JobName"), True),
+    job: (("JobName", "Name"), True),
+}
+
+
+def anchor_paths(definition: dict[str, Any], base: Path) -> None:
+    """Make the path parameters of every task in `definition` absolute under `base` (in place)."""
+    for state in (definition.get("States") or {}).values():
+        if not isinstance(state, dict):
+            continue
+        for branch in state.get("Branches") or []:
+            if isinstance(branch, dict):
+                anchor_paths(branch, base)
+        for key in ("Iterator", "ItemProcessor"):
+            if isinstance(state.get(key), dict):
+                anchor_paths(state[key], base)
+        if state.get("Type") != "Task" or not isinstance(state.get("Resource"), str):
+            continue
+        try:
+            handler = resolve(state["Resource"])
+        except StatesError:
+            continue
+        keys, only_existing = _PATH_PARAMETERS.get(handler, ((), False))
+        for block in ("Parameters", "Arguments"):
+            params = state.get(block)
+            if not isinstance(params, dict):
+                continue
+            for key in keys:
+                value = params.get(key)
+                if not isinstance(value, str) or not value or "://" in value or value.startswith("{%"):
+                    continue
+                path = Path(value).expanduser()
+                if path.is_absolute():
+                    continue
+                if only_existing and not (base / path).is_file():
+                    continue
+                params[key] = os.path.normpath(base / path)
