@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 import threading
 from dataclasses import dataclass
 
@@ -82,8 +83,16 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         raise SourceError(f"cannot open {uri}: {exc}") from exc
 
 
-def list_files(root: str, suffixes: tuple[str, ...] = ()) -> list[FileEntry]:
-    """All files below `root` whose name ends with one of `suffixes` (case-insensitive; empty: all)."""
+def list_files(
+    root: str, suffixes: tuple[str, ...] = (), *, skipped: list[tuple[str, str]] | None = None
+) -> list[FileEntry]:
+    """All files below `root` whose name ends with one of `suffixes` (case-insensitive; empty: all).
+
+    On local disks symbolic links below `root` are never followed (a link could bring any
+    file the process can read into the lake); they are left out and, when `skipped` is given,
+    listed there as (relative path, reason)."""
+    if "://" not in root:
+        return _list_local(root, suffixes, skipped)
     fs, base = filesystem(root)
     info = fs.get_file_info(base)
     if info.type == pafs.FileType.NotFound:
@@ -101,6 +110,44 @@ def list_files(root: str, suffixes: tuple[str, ...] = ()) -> list[FileEntry]:
         if not suffixes or entry.base_name.lower().endswith(suffixes):
             mtime = entry.mtime.timestamp() if entry.mtime is not None else None
             out.append(FileEntry(prefix + entry.path, rel, entry.size or 0, mtime))
+    return out
+
+
+def _list_local(root: str, suffixes: tuple[str, ...], skipped: list[tuple[str, str]] | None) -> list[FileEntry]:
+    base = os.path.realpath(os.path.expanduser(root))  # the root itself may be a link
+    if not os.path.exists(base):
+        raise SourceError(f"source {root} does not exist")
+    if not os.path.isdir(base):
+        raise SourceError(f"source {root} is not a folder", hint="pass the folder holding the change files")
+    out: list[FileEntry] = []
+    for folder, dirs, files in os.walk(base, followlinks=False):
+        rel_folder = os.path.relpath(folder, base)
+        for d in list(dirs):
+            rel = posixpath.normpath(posixpath.join(rel_folder, d))
+            if d.startswith("."):
+                dirs.remove(d)  # hidden folders
+            elif os.path.islink(os.path.join(folder, d)):
+                dirs.remove(d)
+                if skipped is not None:
+                    skipped.append((rel, "symbolic link to a folder (not followed)"))
+        for name in files:
+            rel = posixpath.normpath(posixpath.join(rel_folder, name))
+            if name.startswith("."):
+                continue  # hidden files and in-progress uploads
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue  # vanished while listing
+            if stat.S_ISLNK(st.st_mode):
+                if skipped is not None:
+                    skipped.append((rel, "symbolic link (not followed)"))
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue  # sockets, fifos, devices
+            if not suffixes or name.lower().endswith(suffixes):
+                out.append(FileEntry(path, rel, st.st_size, st.st_mtime))
+    out.sort(key=lambda e: e.relative)
     return out
 
 
@@ -138,18 +185,27 @@ def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts)
 
 
-def open_input(uri: str):
-    """A readable binary stream (for hashing or copying large files without loading them)."""
+def open_input(uri: str, *, follow_links: bool = True):
+    """A readable binary stream (for hashing or copying large files without loading them).
+
+    `follow_links=False` refuses a local path that is (or became, since it was listed) a
+    symbolic link or not a regular file."""
+    if not follow_links and "://" not in uri:
+        fd = os.open(os.path.expanduser(uri), os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise SourceError(f"{uri} is not a regular file")
+        return os.fdopen(fd, "rb")
     fs, path = filesystem(uri)
     return fs.open_input_stream(path)
 
 
-def copy(src: str, dst: str, *, chunk: int = 8 << 20) -> None:
+def copy(src: str, dst: str, *, chunk: int = 8 << 20, follow_links: bool = True) -> None:
     """Copy a file between any two stores; written to a temporary name, then moved into place."""
     fs, path = filesystem(dst)
     fs.create_dir(posixpath.dirname(path), recursive=True)
     tmp = posixpath.join(posixpath.dirname(path), "." + posixpath.basename(path) + ".part")
-    with open_input(src) as fin, fs.open_output_stream(tmp) as fout:
+    with open_input(src, follow_links=follow_links) as fin, fs.open_output_stream(tmp) as fout:
         while block := fin.read(chunk):
             fout.write(block)
     fs.move(tmp, path)

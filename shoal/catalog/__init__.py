@@ -7,7 +7,8 @@ search words come from users and must not change the query.
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
@@ -15,6 +16,12 @@ from shoal import storage
 from shoal.exceptions import ShoalError
 from shoal.lake import metadata
 from shoal.sql import to_json_value
+
+if TYPE_CHECKING:
+    from shoal.config import Settings
+    from shoal.governance import Principal
+
+_OBJECT_ID = re.compile(r"^[0-9a-f]{32}$")
 
 LIST_COLUMNS = (
     "object_id",
@@ -50,7 +57,13 @@ def list_objects(
     source_name: str | None = None,
     all_versions: bool = False,
     limit: int = 1000,
+    principal: Principal | None = None,
+    settings: Settings | None = None,
 ) -> list[dict[str, Any]]:
+    """Objects matching every filter. With a `principal` (API, console) the `text` filter
+    matches only the extracted text that principal may read, through its grant on
+    `shoal.text` (columns, row filters; no grant, no match); without one (the operator's
+    CLI) it matches all text."""
     metadata.ensure_tables(spark, ("objects", "object_index", "text"))
     where, args = [], {}
     if media_type:
@@ -77,7 +90,14 @@ def list_objects(
     if not all_versions:
         where.append("i.is_latest")
     words = [w.lower() for w in (text or "").split() if w.strip()]
-    if words:
+    if words and principal is not None and not principal.is_admin:
+        if settings is None:
+            raise ValueError("list_objects needs settings to check a principal's grants")
+        ids = _text_matches(spark, settings, principal, words)
+        if not ids:
+            return []
+        where.append(f"i.object_id IN ({', '.join(repr(i) for i in ids)})")  # 32 hex digits each
+    elif words:
         conds = " AND ".join(f"bool_or(instr(lower(t.text), :w{n}) > 0)" for n in range(len(words)))
         where.append(
             f"i.object_id IN (SELECT t.object_id FROM {metadata.table('text').sql} t GROUP BY t.object_id "
@@ -90,6 +110,23 @@ def list_objects(
         + f" ORDER BY i.source_name, i.source_path, i.version LIMIT {int(limit)}"
     )
     return _records(spark.sql(sql, args=args))
+
+
+def _text_matches(spark: SparkSession, settings: Settings, principal: Principal, words: list[str]) -> list[str]:
+    """Object ids whose text, as `principal` may read it, holds every word (governed SQL)."""
+    from shoal.governance import AccessDenied, GovernedSql
+
+    # GovernedSql takes no bound parameters: words go in as hex, which cannot break out.
+    conds = " AND ".join(
+        f"bool_or(instr(lower(text), decode(unhex('{w.encode('utf-8').hex()}'), 'UTF-8')) > 0)" for w in words
+    )
+    try:
+        result = GovernedSql(spark, settings, principal).execute(
+            f"SELECT object_id FROM shoal.text GROUP BY object_id HAVING {conds}"
+        )
+    except AccessDenied:
+        return []  # no grant on the text: the filter matches nothing (the refusal is audited)
+    return [r[0] for r in result.rows if isinstance(r[0], str) and _OBJECT_ID.match(r[0])]
 
 
 def resolve_object_id(spark: SparkSession, prefix: str) -> str:

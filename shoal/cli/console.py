@@ -240,16 +240,23 @@ def catalog_objects(
     all_versions: Annotated[bool, typer.Option("--all-versions", help="Include superseded versions.")] = False,
     limit: Annotated[int, typer.Option("--limit", help="At most this many objects.")] = 1000,
     json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+    as_: Annotated[
+        str | None,
+        typer.Option("--as", help="As this principal: --text matches only the text it may read (audited)."),
+    ] = None,
 ) -> None:
     """Objects with their raw and extracted paths, filtered by type, language, PII, tags or words."""
     from shoal.catalog import list_objects
+    from shoal.governance import Principals
     from shoal.ingest import parse_tags
     from shoal.spark import get_spark
 
     _state["json"] = json_out
     tags = parse_tags(tag or [])
+    s = settings()
+    principal = Principals(s).principal(as_) if as_ else None
     rows = list_objects(
-        get_spark(settings()),
+        get_spark(s),
         media_type=media_type,
         language=lang,
         has_pii=True if has_pii else None,
@@ -258,6 +265,8 @@ def catalog_objects(
         source_name=source_name,
         all_versions=all_versions,
         limit=limit,
+        principal=principal,
+        settings=s,
     )
     if json_out:
         output.print_json(rows)

@@ -198,6 +198,10 @@ class RawAccess:
             local = (root / rel).resolve()  # follows symlinks: the result must still be inside the raw zone
             if not local.is_relative_to(root) or not local.is_file():
                 raise AccessDenied(f"no readable object {rel} under access point {name}")
+            # The prefix (and tags below) were checked on the name asked for; a symlink inside
+            # the zone could point elsewhere in it. The object read must be the object named.
+            if local.relative_to(root).as_posix() != rel:
+                raise AccessDenied(f"{rel} is a link; access points serve the objects themselves")
             target = RawObject(str(local), local.name, local.stat().st_size, local)
         if ap["tags"] and not self._tags_match(rel, ap["tags"]):
             raise AccessDenied(f"{rel} lacks the tags access point {name} requires")

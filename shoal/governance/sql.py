@@ -85,8 +85,10 @@ class GovernedSql:
         try:
             statements = split_statements(sql)
         except SqlError as exc:
-            self.audit.record(self.principal.name, "query", None, False, reason=first_line(exc), sql=sql[:10_000])
-            raise AccessDenied(f"the statement is not run: {first_line(exc)}") from exc
+            self.audit.record(
+                self.principal.name, "query", None, False, reason=f"error: {first_line(exc)}", sql=sql[:10_000]
+            )
+            raise
         if not statements:
             raise SqlError("no SQL statement given")
         planned = [self._planned(statement, limit) for statement in statements]
@@ -130,6 +132,18 @@ class GovernedSql:
                 raise AccessDenied(str(exc).splitlines()[0], hint=exc.hint) from exc
             except (RecursionError, sqlglot.errors.SqlglotError) as exc:
                 raise AccessDenied(f"the statement cannot be checked, so it is not run: {first_line(exc)}") from exc
+        except SqlError as exc:  # names, types: the statement is not run, and that is on record
+            self.audit.record(
+                self.principal.name,
+                "query",
+                plan.resource,
+                False,
+                reason=f"error: {first_line(exc)}",
+                sql=sql,
+                reads=plan.reads,
+                writes=plan.writes,
+            )
+            raise
         except AccessDenied as exc:
             reason = str(exc).splitlines()[0]
             self.audit.record(

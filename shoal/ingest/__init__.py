@@ -44,7 +44,7 @@ def raw_zone(settings: Settings) -> str:
 @dataclass
 class IngestedFile:
     source_path: str
-    status: str  # new | new_version | unchanged | duplicate | error
+    status: str  # new | new_version | unchanged | duplicate | error | skipped
     object_id: str | None = None
     raw_path: str | None = None
     media_type: str | None = None
@@ -73,6 +73,7 @@ class IngestResult:
             "unchanged": self.count("unchanged"),
             "duplicates": self.count("duplicate"),
             "errors": self.count("error"),
+            "skipped": self.count("skipped"),
             "bytes_ingested": sum(f.size_bytes or 0 for f in self.files if f.status in ("new", "new_version")),
             "files": [asdict(f) for f in self.files],
         }
@@ -113,9 +114,11 @@ def ingest(
             f"invalid source name {name!r}",
             hint="use letters, digits, '.', '_' or '-' (at most 64), starting with a letter or digit",
         )
-    entries = storage.list_files(source)
+    links: list[tuple[str, str]] = []
+    entries = storage.list_files(source, skipped=links)
     metadata.ensure_tables(spark, ("objects", "object_index"))
     result = IngestResult(name)
+    result.files.extend(IngestedFile(rel, "skipped", error=reason) for rel, reason in links)
     objects = metadata.table("objects")
     now = datetime.now(UTC)
     day = now.strftime("%Y/%m/%d")
@@ -177,7 +180,7 @@ def _known_versions(spark: SparkSession, source_name: str) -> dict[str, list[tup
 def _hash(uri: str) -> tuple[str, bytes]:
     digest = hashlib.sha256()
     head = b""
-    with storage.open_input(uri) as f:
+    with storage.open_input(uri, follow_links=False) as f:
         while block := f.read(8 << 20):
             if len(head) < SNIFF_BYTES:
                 head += block[: SNIFF_BYTES - len(head)]
@@ -211,7 +214,7 @@ def _ingest_one(
     media_type = detect_media_type(head, entry.relative, data)
     raw_path = _free_raw_path(settings, source_name, day, entry.relative, sha)
     if not storage.exists(raw_path):
-        storage.copy(entry.uri, raw_path)
+        storage.copy(entry.uri, raw_path, follow_links=False)
     version = max((v[1] for v in versions), default=0) + 1
     rows.append(
         {

@@ -16,6 +16,7 @@ from shoal.search.index import open_index
 
 RRF_K = 60
 _HEX = re.compile(r"^[0-9a-f]{32}$")
+_WS = re.compile(r"\s+")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -121,12 +122,14 @@ def search(
         }
     allowed = _readable(settings, spark, principal, {rows[c][1] for c in ordered if c in rows})
     hits: list[Hit] = []
+    chunk_of: dict[str, str] = {}
     seen: set[str] = set()
     for cid in ordered:
         row = rows.get(cid)
         if row is None or row[1] in seen or (allowed is not None and row[1] not in allowed):
             continue
         seen.add(row[1])
+        chunk_of[row[1]] = row[5] or ""
         hits.append(
             Hit(
                 object_id=row[1],
@@ -143,7 +146,41 @@ def search(
         )
         if len(hits) == k:
             break
+    texts = _readable_text(settings, spark, principal, {h.object_id for h in hits})
+    if texts is not None:
+        # A snippet is shown only when the principal may read that text itself (its grant on
+        # shoal.text, with row filters and masks): the chunk must appear in the governed text.
+        for h in hits:
+            body = texts.get((h.object_id, h.part or ""))
+            if body is None or _WS.sub(" ", chunk_of[h.object_id]).strip() not in body:
+                h.snippet = ""
     return hits
+
+
+def _readable_text(settings: Settings, spark, principal, object_ids: set[str]) -> dict[tuple[str, str], str] | None:
+    """(object id, part) -> text as the principal reads it through governed SQL, whitespace
+    folded (None: no restriction, the operator; empty: no grant on the text)."""
+    if principal is None or principal.is_admin:
+        return None
+    from shoal.governance import AccessDenied, GovernedSql
+    from shoal.lake import metadata
+
+    ids = sorted(o for o in object_ids if _HEX.match(o))
+    if not ids:
+        return {}
+    listed = ", ".join(f"'{o}'" for o in ids)
+    try:
+        result = GovernedSql(spark, settings, principal).execute(
+            f"SELECT object_id, part, text FROM {metadata.table('text')} WHERE object_id IN ({listed}) "
+            "ORDER BY object_id, part, part_index"
+        )
+    except AccessDenied:
+        return {}
+    texts: dict[tuple[str, str], list[str]] = {}
+    for oid, part, body in result.rows:
+        if isinstance(body, str):
+            texts.setdefault((oid, part or ""), []).append(body)
+    return {key: _WS.sub(" ", " ".join(parts)) for key, parts in texts.items()}
 
 
 def _readable(settings: Settings, spark, principal, object_ids: set[str]) -> set[str] | None:

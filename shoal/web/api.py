@@ -150,7 +150,16 @@ def create_app(settings: Settings) -> FastAPI:
 
         if not settings.governance.metadata_visible_to_all and not who.is_admin:
             raise AccessDenied("the object inventory is not open to all users here")
-        rows = list_objects(spark(), media_type=type, language=lang, has_pii=has_pii, text=text, limit=limit)
+        rows = list_objects(
+            spark(),
+            media_type=type,
+            language=lang,
+            has_pii=has_pii,
+            text=text,
+            limit=limit,
+            principal=who,
+            settings=settings,
+        )
         AuditLog(settings).record(who.name, "catalog.objects", None, True, rows=len(rows))
         gov = Governance(settings)
         return [{**{k: to_json_value(v) for k, v in r.items()}, **gov.object_info(r["object_id"])} for r in rows]

@@ -113,6 +113,8 @@ def add(router: APIRouter, c: Console) -> None:
             tags=tags,
             text=text or None,
             limit=200,
+            principal=who,
+            settings=c.settings,
         )
         c.audit.record(who.name, "catalog.objects", None, True, via="console", rows=len(rows))
         filters = {"type": type or "", "lang": lang or "", "pii": pii or "", "tag": tag or "", "text": text or ""}
