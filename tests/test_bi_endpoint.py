@@ -12,6 +12,8 @@ import shutil
 import socket
 import struct
 import subprocess
+import threading
+import time
 import uuid
 
 import psycopg
@@ -323,3 +325,15 @@ def test_psql_client(server, lake):
         timeout=60,
     )
     assert bad.returncode != 0 and "password authentication failed" in bad.stderr
+
+
+def test_cancel_request_stops_the_running_statement(connect):
+    conn = connect()
+    timer = threading.Timer(3, conn.cancel_safe)
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(psycopg.errors.QueryCanceled):
+        conn.execute("SELECT sum(id * 2) FROM range(0, 100000000000, 1, 4)")
+    timer.join()
+    assert time.monotonic() - start < 60
+    assert conn.execute("SELECT 1").fetchone() == (1,)
