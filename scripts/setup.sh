@@ -37,6 +37,8 @@ case ",$extras," in *,test,*) [ -x /usr/bin/chromium ] || need+=(chromium) ;; es
 # Tests also compile llama-cpp-python (a C++ compiler; CMake and Ninja come from PyPI).
 case ",$extras," in *,test,*) command -v g++ >/dev/null || need+=(g++) ;; esac
 case ",$extras," in *,test,*) compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql) ;; esac
+# The PostgreSQL endpoint's tests drive psql.
+case ",$extras," in *,test,*) command -v psql >/dev/null || need+=(postgresql-client) ;; esac
 if [ "${#need[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "setup: installing Debian packages: ${need[*]}"

@@ -202,12 +202,23 @@ class SearchSettings(BaseModel):
 
 
 class ServerSettings(BaseModel):
-    """`shoal serve`: the HTTP API (and, later, the web console); `--thrift`: the JDBC/ODBC endpoint."""
+    """`shoal serve`: the HTTP API and the web console; `--pg`: the governed PostgreSQL-protocol
+    endpoint for BI tools; `--thrift`: Spark's JDBC/ODBC endpoint (not governed: trusted operators)."""
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=1, le=65535)
     thrift_host: str = "127.0.0.1"
     thrift_port: int = Field(default=10000, ge=1, le=65535)
+    # The PostgreSQL wire-protocol endpoint. Passwords and tokens arrive in cleartext: keep it on
+    # loopback, or behind a proxy that terminates TLS.
+    pg_host: str = "127.0.0.1"
+    pg_port: int = Field(default=5433, ge=1, le=65535)
+    # Open client connections at most; more are refused (SQLSTATE 53300).
+    pg_max_connections: int = Field(default=32, ge=1)
+    # Rows one statement returns at most; a longer result is cut, with a warning to the client.
+    pg_max_rows: int = Field(default=100_000, ge=1)
+    # Close a connection idle (no message from the client) this long.
+    pg_idle_timeout_s: float = Field(default=900, gt=0)
     # Console sign-in sessions end after this many hours.
     session_hours: float = Field(default=12, gt=0, le=24 * 30)
     # Mark the session cookie Secure (set when the console is served over HTTPS, e.g. behind a proxy).
