@@ -424,6 +424,25 @@ def test_parallel_failure_without_catch_fails_execution(settings):
     assert (rec.status, rec.error, rec.cause) == ("FAILED", "Branch.Broke", "x")
 
 
+def test_parallel_reports_the_failure_that_stopped_its_siblings(settings):
+    # Branch 0 fails only after branch 1's failure stopped the group (like a Spark job whose
+    # group was cancelled): the execution names branch 1's error, not the lower index.
+    rec = run(
+        settings,
+        {
+            "P": {
+                "Type": "Parallel",
+                "Branches": [
+                    {"StartAt": "Slow", "States": {"Slow": {**py("fail_later", seconds=0.6), "End": True}}},
+                    {"StartAt": "Boom", "States": {"Boom": {**py("boom"), "End": True}}},
+                ],
+                "End": True,
+            }
+        },
+    )
+    assert (rec.status, rec.error) == ("FAILED", "RuntimeError"), (rec.error, rec.cause)
+
+
 def test_map_concurrency_selector_and_context(settings):
     wftasks.reset_tracking()
     rec = run(

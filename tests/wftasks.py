@@ -80,3 +80,9 @@ def slow_first(payload: dict[str, Any]) -> dict[str, Any]:
     if calls == 1:
         time.sleep(120)
     return {"calls": calls}
+
+
+def fail_later(payload: dict[str, Any]) -> Any:
+    """Fails after a while, as a Spark job cancelled because a sibling branch failed does."""
+    time.sleep(payload.get("seconds", 0.5))
+    raise LookupError("job group cancelled")

@@ -542,6 +542,9 @@ class _Run:
         group = CancelToken(cancel)
         results: list[Any] = [None] * len(jobs)
         failures: list[tuple[int, StatesError]] = []
+        # Failures of branches stopped because a sibling failed first (a cancelled Spark job
+        # surfaces as the task's own error) are consequences, never the reported cause.
+        consequences: set[int] = set()
         lock = threading.Lock()
 
         def one(index: int) -> None:
@@ -550,8 +553,10 @@ class _Run:
                 results[index] = self.machine_scope(body, item, scope, resume=resume, cancel=group, extra=extra)
             except StatesError as err:
                 with lock:
+                    if group.is_set():
+                        consequences.add(index)
                     failures.append((index, err))
-                    if len(failures) > tolerated:
+                    if len(failures) - len(consequences) > tolerated:
                         group.set(err)
                 raise
 
@@ -564,5 +569,5 @@ class _Run:
                 with contextlib.suppress(StatesError, Cancelled):
                     f.result()
         cancel.check()
-        failures.sort(key=lambda f: f[0])
+        failures.sort(key=lambda f: (f[0] in consequences, f[0]))
         return results, failures
