@@ -102,6 +102,23 @@ def test_errors_exit_nonzero_with_file_and_line(spark, cli_env, source, table_na
     assert code == 1 and "does not exist" in err
 
 
+def test_cdc_settings_decide_what_the_flags_leave_open(
+    spark, settings, cli_env, source, table_name, tmp_path, capsys, monkeypatch
+) -> None:
+    """`[cdc] on_error` in shoal.toml changes what `shoal cdc apply` does; a flag still wins."""
+    write_csv(source, "20220302-1134010000.csv", [["U", 1, "a", "b", 1, T2], ["Z", 2, "a", "b", 1, T2]])
+    config = tmp_path / "shoal.toml"
+    config.write_text(f'workspace = "{settings.workspace_dir}"\n[cdc]\non_error = "quarantine"\n')
+    monkeypatch.delenv("SHOAL_WORKSPACE", raising=False)
+    args = ["cdc", "apply", str(source), "--table", table_name, "--key", "product_id", "--sequence", "updated_at"]
+    code, out, err = run_cli(["--config", str(config), *args, "--on-error", "fail", "--json"], capsys, monkeypatch)
+    assert code == 1 and "unknown operation 'Z'" in json.loads(out)["error"]
+    code, out, err = run_cli(["--config", str(config), *args, "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["inserted"], result["rejected"]) == (1, 1)
+
+
 @pytest.mark.slow
 def test_process_killed_at_random_moments_then_rerun_is_exactly_once(tmp_path: Path) -> None:
     """SIGKILL a real `shoal cdc apply` mid-flight, several times, then let it finish."""

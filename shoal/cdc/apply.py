@@ -6,7 +6,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Literal
@@ -61,12 +61,21 @@ class ApplyOptions:
     keys: list[str]
     sequence: str
     partition_by: str | None = None
-    op_column: str = "op"
+    # None: from `[cdc]` in the settings, resolved in one place (apply_changes).
+    op_column: str | None = None
     header: bool = True
     columns: list[str] | None = None
-    on_error: Literal["fail", "quarantine"] = "fail"
+    on_error: Literal["fail", "quarantine"] | None = None
     write_mode: WriteMode | None = None
     delimiter: str = ","
+
+    def resolved(self, settings: Settings) -> ApplyOptions:
+        """These options with every unset choice taken from `[cdc]`."""
+        return replace(
+            self,
+            op_column=self.op_column or settings.cdc.op_column,
+            on_error=self.on_error or settings.cdc.on_error,
+        )
 
 
 @dataclass
@@ -101,6 +110,7 @@ def apply_changes(
     """Apply the change files under `source` not yet applied to `options.table`."""
     say = progress or (lambda _msg: None)
     table = TableName.parse(options.table)
+    options = options.resolved(settings)
     _validate_options(options)
     spark = get_spark(settings)
     with table_lock(settings, str(table)):
@@ -109,11 +119,14 @@ def apply_changes(
 
 def _validate_options(options: ApplyOptions) -> None:
     if not options.keys or any(not k.strip() for k in options.keys):
-        raise ShoalError("--key needs at least one column name")
+        raise ShoalError("the key needs at least one column name", hint="CLI: --key COL[,COL...]")
     if not options.header and not options.columns:
-        raise ShoalError("--no-header needs --columns a,b,c naming the data columns in file order")
+        raise ShoalError(
+            "files without a header need the data column names in file order",
+            hint="CLI: --no-header --columns a,b,c",
+        )
     if options.on_error not in ("fail", "quarantine"):
-        raise ShoalError(f"--on-error must be fail or quarantine, not {options.on_error!r}")
+        raise ShoalError(f"on_error must be fail or quarantine, not {options.on_error!r}")
 
 
 class _Batch:

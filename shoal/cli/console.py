@@ -73,15 +73,21 @@ def cdc_apply(
         str | None,
         typer.Option("--partition-by", help='Partition spec for a new table, e.g. "category, bucket(16, id)".'),
     ] = None,
-    op_column: Annotated[str, typer.Option("--op-column", help="Name of the operation column (I/U/D).")] = "op",
+    op_column: Annotated[
+        str | None,
+        typer.Option("--op-column", help="Name of the operation column (I/U/D) [default: \\[cdc] op_column, op]."),
+    ] = None,
     no_header: Annotated[bool, typer.Option("--no-header", help="Files have no header row (use --columns).")] = False,
     columns: Annotated[
         str | None, typer.Option("--columns", help="Data column names in file order, for --no-header.")
     ] = None,
     on_error: Annotated[
-        OnError,
-        typer.Option("--on-error", help="fail: apply nothing; quarantine: divert bad rows to NS.TABLE__rejects."),
-    ] = OnError.fail,
+        OnError | None,
+        typer.Option(
+            "--on-error",
+            help="fail: apply nothing; quarantine: divert bad rows to NS.TABLE__rejects [default: \\[cdc] on_error, fail].",
+        ),
+    ] = None,
     write_mode: Annotated[
         WriteMode | None,
         typer.Option("--write-mode", help="Row-level write mode for this table (default from config)."),
@@ -101,7 +107,7 @@ def cdc_apply(
         op_column=op_column,
         header=not no_header,
         columns=_split([columns]) if columns else None,
-        on_error=on_error.value,
+        on_error=on_error.value if on_error else None,
         write_mode=write_mode.value if write_mode else None,
         delimiter=delimiter,
     )

@@ -90,8 +90,8 @@ def cdc(ctx: TaskContext, params: Any) -> Any:
         keys=[keys] if isinstance(keys, str) else list(keys),
         sequence=_need(p, "Sequence"),
         partition_by=p.get("PartitionBy"),
-        op_column=p.get("OpColumn", ctx.settings.cdc.op_column),
-        on_error=p.get("OnError", ctx.settings.cdc.on_error),
+        op_column=p.get("OpColumn"),
+        on_error=p.get("OnError"),
         write_mode=p.get("WriteMode"),
     )
     ctx.spark()
