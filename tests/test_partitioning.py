@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from shoal.cdc.partitioning import partition_sql
 from shoal.exceptions import ShoalError
+from shoal.lake.partitioning import partition_sql
 
 COLS = ["product_id", "category", "updated_at", "name"]
 

@@ -121,3 +121,67 @@ def test_errors_name_the_statement(spark, settings, db):
         runner.execute(f"CREATE EXTERNAL TABLE {db}.x (a int) STORED AS PARQUET")
     msg = runner.execute(f"MSCK REPAIR TABLE {db}.not_external")[0].rows[0][0]
     assert "not an external table" in msg
+
+
+def test_athena_iceberg_ddl_makes_a_partitioned_lake_table_cdc_applies_to(spark, settings, db, tmp_path):
+    """The reference architecture's DDL, unedited but for the bucket path (issue 19)."""
+    from helpers import write_csv
+
+    from shoal.cdc import ApplyOptions, apply_changes
+
+    location = tmp_path / "iceberg_output"
+    runner = SqlRunner(spark, settings, dialect="athena")
+    ddl = (
+        f"CREATE TABLE {db}.iceberg_output (product_id bigint, category string, product_name string, "
+        "quantity_available bigint, last_update_time timestamp) "
+        "PARTITIONED BY (category, bucket(16,product_id)) "
+        f"LOCATION '{location}' TBLPROPERTIES ('table_type'='ICEBERG')"
+    )
+    result, _ = runner.execute(ddl)
+    assert "created Iceberg table" in result.rows[0][0]
+    assert Registry(settings).get(f"{db}.iceberg_output") is None  # a lake table, not an external one
+    spec = spark.sql(f"SHOW CREATE TABLE {db}.iceberg_output").collect()[0][0]
+    assert "PARTITIONED BY (category)" in spec and "CLUSTERED BY (product_id)" in spec and "INTO 16 BUCKETS" in spec
+    assert str(location) in spec
+    source = tmp_path / "changes"
+    source.mkdir()
+    header = ["op", "product_id", "category", "product_name", "quantity_available", "last_update_time"]
+    write_csv(source, "LOAD00000001.csv", [[None, 1, "tools", "saw", 5, "2022-03-01 10:00:00"]], header)
+    opts = ApplyOptions(table=f"{db}.iceberg_output", keys=["product_id"], sequence="last_update_time")
+    first = apply_changes(settings, str(source), opts)
+    write_csv(source, "20220302-1134010000.csv", [["U", 1, "tools", "saw", 3, "2022-03-02 11:34:01"]], header)
+    apply_changes(settings, str(source), opts)
+    assert runner.execute(f"SELECT quantity_available FROM {db}.iceberg_output")[0].rows == [(3,)]
+    back = runner.execute(f"SELECT quantity_available FROM {db}.iceberg_output FOR VERSION AS OF {first.snapshot_id}")
+    assert back[0].rows == [(5,)]
+    assert list(location.rglob("*.parquet"))  # the data lives where LOCATION said
+
+
+def test_stored_as_inputformat_text_and_the_default_database(spark, settings, tmp_path):
+    """Hive's INPUTFORMAT class names pick the format; unqualified names live in `default`."""
+    folder = tmp_path / "sales"
+    folder.mkdir()
+    (folder / "part-0.csv").write_text("date,amount\n2024-01-02,10.5\n2024-01-03,4.5\n")
+    name = f"sales_{uuid.uuid4().hex[:8]}"
+    runner = SqlRunner(spark, settings, dialect="athena")
+    runner.execute(
+        f"CREATE EXTERNAL TABLE {name} (`date` string, amount double) "
+        "ROW FORMAT DELIMITED FIELDS TERMINATED BY ',' "
+        "STORED AS INPUTFORMAT 'org.apache.hadoop.mapred.TextInputFormat' "
+        "OUTPUTFORMAT 'org.apache.hadoop.hive.ql.io.HiveIgnoreKeyTextOutputFormat' "
+        f"LOCATION '{folder}/' TBLPROPERTIES ('skip.header.line.count'='1')"
+    )
+    assert Registry(settings).get(f"default.{name}").format == "csv"
+    assert runner.execute(f"SELECT sum(amount) FROM {name}")[0].rows == [(15.0,)]
+    assert runner.execute(f"SELECT count(*) FROM default.{name}")[0].rows == [(2,)]
+    # Ctrl-A is Hive's field separator for text tables that name none.
+    pipe = tmp_path / "ctrl-a"
+    pipe.mkdir()
+    (pipe / "x.txt").write_text("a\x011\nb\x012\n")
+    runner.execute(f"CREATE EXTERNAL TABLE {name}_a (k string, v int) STORED AS TEXTFILE LOCATION '{pipe}'")
+    assert runner.execute(f"SELECT k, v FROM {name}_a ORDER BY k")[0].rows == [("a", 1), ("b", 2)]
+    with pytest.raises(SqlError, match="unknown INPUTFORMAT"):
+        runner.execute(
+            f"CREATE EXTERNAL TABLE {name}_b (a string) STORED AS INPUTFORMAT 'com.example.Nope' "
+            f"OUTPUTFORMAT 'x' LOCATION '{pipe}'"
+        )

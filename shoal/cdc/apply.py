@@ -18,7 +18,6 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from shoal.cdc import ledger
 from shoal.cdc.batch import ACTION_COL, APPLIED_ACTIONS, classify, latest_events
-from shoal.cdc.partitioning import partition_sql
 from shoal.cdc.schema import cast_checked, infer_types, quote
 from shoal.cdc.source import (
     ERROR_COL,
@@ -38,6 +37,7 @@ from shoal.config import Settings
 from shoal.exceptions import BadChangeRowError, ShoalError, SourceError
 from shoal.lake import commit_with_properties, current_snapshot, empty_commit, set_properties, table_exists
 from shoal.lake.locks import table_lock
+from shoal.lake.partitioning import partition_sql
 from shoal.lake.tables import TableName, require_table, table_properties
 from shoal.spark import get_spark
 

@@ -58,6 +58,23 @@ _SERDE_FORMATS = {
     "org.apache.hadoop.hive.ql.io.orc.orcserde": "orc",
 }
 _STORED_AS = {"PARQUET": "parquet", "ORC": "orc", "TEXTFILE": "csv", "JSON": "json", "AVRO": "avro"}
+# STORED AS INPUTFORMAT '<class>': the Hadoop input format names the file format.
+_INPUT_FORMATS = {
+    "org.apache.hadoop.mapred.textinputformat": "csv",
+    "org.apache.hadoop.hive.ql.io.parquet.mapredparquetinputformat": "parquet",
+    "parquet.hive.deprecatedparquetinputformat": "parquet",
+    "org.apache.hadoop.hive.ql.io.orc.orcinputformat": "orc",
+    "org.apache.hadoop.hive.ql.io.avro.avrocontainerinputformat": "avro",
+}
+# Hive's text SerDe separates fields with Ctrl-A unless told otherwise; OpenCSVSerde with ','.
+_LAZY_SIMPLE = "org.apache.hadoop.hive.serde2.lazy.lazysimpleserde"
+_SERDE_OPTIONS = {"field.delim": "sep", "separatorchar": "sep", "quotechar": "quote", "escapechar": "escape"}
+# Athena's Iceberg table properties, as Iceberg names them.
+_ICEBERG_PROPERTIES = {
+    "format": "write.format.default",
+    "write_compression": "write.parquet.compression-codec",
+    "write_target_data_file_size_bytes": "write.target-file-size-bytes",
+}
 
 
 @dataclass
@@ -158,8 +175,12 @@ class SqlRunner:
         self.spark = spark
         self.settings = settings
         self.dialect = dialect
-        self.database = database_name.lower() if database_name else None
+        # Athena runs a statement without a database in `default`; so does Shoal, for every
+        # dialect but Spark's own (where the session's current namespace decides).
+        self.database = database_name.lower() if database_name else (None if dialect == "spark" else "default")
         self.registry = Registry(settings)
+        if self.database == "default":
+            _ensure_default_database(spark)
 
     def execute(self, sql: str, *, limit: int | None = None) -> tuple[QueryResult, int]:
         """Run every statement; returns the last result and how many statements ran."""
@@ -184,6 +205,8 @@ class SqlRunner:
             tree = sqlglot.parse_one(sql, read=self.dialect)
         except ParseError:
             tree = None
+        if isinstance(tree, exp.Create) and self._is_iceberg_create(tree):
+            return self._create_iceberg(tree)
         if isinstance(tree, exp.Create) and self._is_external_create(tree):
             return self._create_external(tree)
         if isinstance(tree, exp.Create) and isinstance(tree.expression, exp.Query | exp.Select):
@@ -244,6 +267,52 @@ class SqlRunner:
         if table.repaired and table.partition_columns:
             self.spark.sql(f"MSCK REPAIR TABLE {table.spark_name}")
 
+    @staticmethod
+    def _is_iceberg_create(tree: exp.Create) -> bool:
+        """Athena's DDL for an Iceberg table: CREATE TABLE ... TBLPROPERTIES ('table_type'='ICEBERG')."""
+        props = tree.args.get("properties")
+        if tree.expression is not None or props is None or (tree.args.get("kind") or "").upper() != "TABLE":
+            return False
+        return any(
+            type(p) is exp.Property
+            and p.name.lower() == "table_type"
+            and _literal(p.args["value"]).upper() == "ICEBERG"
+            for p in props.expressions
+        )
+
+    def _create_iceberg(self, tree: exp.Create) -> QueryResult:
+        """A lake table with exactly the declared columns, partition spec and location."""
+        from shoal.lake.partitioning import partition_sql, quote
+
+        schema = tree.this
+        name = self._name(schema.this if isinstance(schema, exp.Schema) else schema)
+        if not name or not isinstance(schema, exp.Schema):
+            raise SqlError("CREATE TABLE needs a table name and its columns")
+        columns = [
+            (c.name, c.args["kind"].sql(dialect="spark")) for c in schema.expressions if isinstance(c, exp.ColumnDef)
+        ]
+        ddl = [", ".join(f"{quote(n)} {t}" for n, t in columns)]
+        clauses, properties = "", {}
+        for prop in tree.args["properties"].expressions:
+            if isinstance(prop, exp.PartitionedByProperty):
+                spec = ", ".join(e.sql(dialect="spark") for e in prop.this.expressions)
+                clauses += f" PARTITIONED BY ({partition_sql(spec, [n for n, _ in columns])})"
+            elif isinstance(prop, exp.LocationProperty):
+                clauses += f" LOCATION '{_q(table_location(_literal(prop.this)))}'"
+            elif type(prop) is exp.Property:
+                key, value = prop.name.lower(), _literal(prop.args["value"])
+                if key in _ICEBERG_PROPERTIES:
+                    properties[_ICEBERG_PROPERTIES[key]] = value.lower()
+                elif key.startswith(("write.", "read.", "commit.", "history.")):
+                    properties[key] = value
+        if properties:
+            clauses += " TBLPROPERTIES (" + ", ".join(f"'{_q(k)}' = '{_q(v)}'" for k, v in properties.items()) + ")"
+        db, table = name.split(".")
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(db)}")
+        exists = "IF NOT EXISTS " if tree.args.get("exists") else ""
+        run(self.spark, f"CREATE TABLE {exists}{quote(db)}.{quote(table)} ({ddl[0]}) USING iceberg{clauses}")
+        return _message(f"created Iceberg table {name}")
+
     def _is_external_create(self, tree: exp.Create) -> bool:
         props = tree.args.get("properties")
         if tree.expression is not None or props is None:
@@ -268,23 +337,45 @@ class SqlRunner:
                     for c in inner.expressions
                     if isinstance(c, exp.ColumnDef)
                 ]
+            elif isinstance(prop, exp.FileFormatProperty) and isinstance(prop.this, exp.InputOutputFormat):
+                input_format = _literal(prop.this.args.get("input_format") or "").lower()
+                fmt = fmt or _INPUT_FORMATS.get(input_format)
+                if fmt is None:
+                    raise SqlError(
+                        f"CREATE EXTERNAL TABLE {name}: unknown INPUTFORMAT {input_format!r}",
+                        hint="known: " + ", ".join(sorted(_INPUT_FORMATS)),
+                    )
             elif isinstance(prop, exp.FileFormatProperty):
                 stored = prop.this.name.upper() if prop.this is not None else ""
                 fmt = fmt or _STORED_AS.get(stored)
                 if stored and stored not in _STORED_AS and "parquet" in stored.lower():
                     fmt = "parquet"
             elif isinstance(prop, exp.RowFormatSerdeProperty):
-                fmt = _SERDE_FORMATS.get(prop.this.name.lower(), fmt)
+                serde = prop.this.name.lower()
+                fmt = _SERDE_FORMATS.get(serde, fmt)
+                if serde == _LAZY_SIMPLE:
+                    options.setdefault("sep", "\u0001")
+                serde_props = prop.args.get("serde_properties")
+                for sp in serde_props.expressions if serde_props is not None else []:
+                    option = _SERDE_OPTIONS.get(sp.name.lower())
+                    if option:
+                        options[option] = _literal(sp.args["value"])
             elif isinstance(prop, exp.RowFormatDelimitedProperty):
                 fmt = fmt or "csv"
-                if prop.args.get("fields"):
-                    options["sep"] = prop.args["fields"].name
+                options["sep"] = prop.args["fields"].name if prop.args.get("fields") else "\u0001"
             elif isinstance(prop, exp.LocationProperty):
                 location = prop.this.name
             elif isinstance(prop, exp.Property) and prop.name.lower() == "skip.header.line.count":
                 options["header"] = "true" if str(prop.args["value"].name) != "0" else "false"
         if not location:
             raise SqlError(f"CREATE EXTERNAL TABLE {name}: LOCATION is required")
+        if (
+            fmt in (None, "csv")
+            and "sep" not in options
+            and not any(isinstance(p, exp.RowFormatSerdeProperty) for p in tree.args["properties"].expressions)
+            and any(isinstance(p, exp.FileFormatProperty) for p in tree.args["properties"].expressions)
+        ):
+            options["sep"] = "\u0001"  # STORED AS TEXTFILE with no ROW FORMAT: Hive's default
         location = table_location(location)
         table = ExternalTable(name, columns, parts, fmt or "parquet", location, options)
         existing = self.registry.get(name)
@@ -385,6 +476,16 @@ class SqlRunner:
         self.spark.sql(f"DROP TABLE IF EXISTS {table.spark_name}")
         self.materialize(table)
         return _message(f"created external table {name} ({fmt} at {location})")
+
+
+_default_ready: set[int] = set()
+
+
+def _ensure_default_database(spark) -> None:
+    """The `default` database exists in the lake, as it does in every Athena catalog."""
+    if id(spark) not in _default_ready:
+        spark.sql("CREATE NAMESPACE IF NOT EXISTS `default`")
+        _default_ready.add(id(spark))
 
 
 def run_df(spark, sql: str):

@@ -1,4 +1,5 @@
-"""`--partition-by` specs, parsed with sqlglot and re-rendered with quoted identifiers."""
+"""Partition specs (`--partition-by`, Athena's `PARTITIONED BY` for Iceberg tables), parsed
+with sqlglot and re-rendered as Spark's Iceberg DDL with quoted identifiers."""
 
 from __future__ import annotations
 
@@ -6,16 +7,20 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from shoal.cdc.schema import quote
 from shoal.exceptions import ShoalError
 
 _TIME_TRANSFORMS = {"years", "months", "days", "hours", "year", "month", "day", "hour"}
 _WIDTH_TRANSFORMS = {"bucket", "truncate"}
 
 
+def quote(name: str) -> str:
+    """Spark SQL identifier quoting; names come from files and users, so never trust them."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _bad(spec: str, why: str) -> ShoalError:
     return ShoalError(
-        f"invalid --partition-by {spec!r}: {why}",
+        f"invalid partition spec {spec!r}: {why}",
         hint='use columns and Iceberg transforms, e.g. "category, bucket(16, product_id), days(updated_at)"',
     )
 
@@ -37,6 +42,8 @@ def partition_sql(spec: str, columns: list[str]) -> str:
             continue
         if isinstance(item, exp.Trunc):
             name, args = "truncate", [item.this, item.args.get("decimals")]
+        elif isinstance(item, exp.Year | exp.Month | exp.Day | exp.Hour):  # Athena: day(ts)
+            name, args = type(item).__name__.lower(), [item.this]
         elif isinstance(item, exp.Anonymous):
             name, args = item.name.lower(), list(item.expressions)
         elif isinstance(item, exp.Func):
