@@ -22,7 +22,9 @@ def test_a_real_demo_log_passes(tmp_path: Path) -> None:
 def test_each_missing_result_is_named(tmp_path: Path) -> None:
     broken = {
         "traceback": LOG + "\nTraceback (most recent call last):\n  File x\nValueError: boom\n",
-        "time travel": LOG.replace("│ 103        │ home        │ Desk lamp ", "│ 107        │ home        │ Desk lamp "),
+        "time travel": LOG.replace(
+            "│ 103        │ home        │ Desk lamp ", "│ 107        │ home        │ Desk lamp "
+        ),
         "search": LOG.replace("invoices/invoice-1001.pdf    │ page 1", "reviews/other.txt            │ page 1"),
         "refused column": LOG.replace("error: column quantity_available", "note: column quantity_available"),
         "garden products only": LOG.replace("Hose reel", "Hose rail"),
