@@ -190,6 +190,15 @@ class GovernanceSettings(Section):
     # HMAC key for signed raw-object URLs; default: <workspace>/secrets/signing.key (0600).
     signing_key: SecretStr | None = None
     signed_url_max_s: int = Field(default=24 * 3600, ge=1)
+    # Sign-in throttling (console passwords and tokens, API tokens, signed URLs): this many
+    # failures within `throttle_window_s` lock the account (or token) key; `throttle_client_failures`
+    # lock the client address. A lock lasts `throttle_lockout_s`, doubling with each lock in a
+    # row up to `throttle_lockout_max_s`; a success resets the account's counter.
+    throttle_account_failures: int = Field(default=5, ge=1)
+    throttle_client_failures: int = Field(default=50, ge=1)
+    throttle_window_s: int = Field(default=15 * 60, ge=1)
+    throttle_lockout_s: int = Field(default=60, ge=1)
+    throttle_lockout_max_s: int = Field(default=3600, ge=1)
 
 
 class SearchSettings(Section):
@@ -231,6 +240,26 @@ class ServerSettings(Section):
     secure_cookies: bool = False
     # Extra folder of dashboard files (*.yaml) besides <workspace>/dashboards and the built-in ones.
     dashboards_dir: str | None = None
+    # Reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (addresses or
+    # networks). Empty (the default): forwarded headers are ignored and the peer address is
+    # the client, for audit and access-point --cidr checks alike.
+    trusted_proxies: list[str] = Field(default_factory=list)
+    # Swagger UI at /docs and ReDoc at /redoc load their scripts from a CDN (blank on an
+    # air-gapped server, and outside the console's CSP): off unless turned on. /openapi.json
+    # is always served.
+    api_docs: bool = False
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        import ipaddress
+
+        for item in v:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"trusted_proxies: {item!r} is not an address or network") from None
+        return v
 
 
 class StorageSettings(Section):

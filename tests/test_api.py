@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 
 from shoal.governance import Governance, Principals
-from shoal.web import create_app
+from shoal.web import create_app, server_config
 
 
 def free_port() -> int:
@@ -63,8 +63,7 @@ class Api:
         self.ap = f"ap-{u}"
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
+        self.server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", self.port))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.monotonic() + 30
@@ -203,6 +202,69 @@ def test_audit_over_http(api):
     reads = [e for e in entries if e["action"] == "raw.read" and e["principal"] == api.names["alice"]]
     assert {e["decision"] for e in reads} == {"allow", "deny"}
     assert any(e["action"] == "api.auth" and e["decision"] == "deny" for e in entries)
+
+
+def test_api_headers_and_docs_off_by_default(api):
+    r = api.client("alice").get("/api/v1/me")
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
+    assert api.client().get("/api/v1/me").headers["content-security-policy"].startswith("default-src 'none'")
+    assert api.client().get("/docs").status_code == 404 and api.client().get("/redoc").status_code == 404
+    assert api.client().get("/openapi.json").status_code == 200
+
+
+def test_forged_forwarded_for_is_ignored(api, settings):
+    from shoal.governance import AuditLog
+
+    ap = f"{api.ap}-net"
+    body = {"name": ap, "prefix": api.prefix, "principals": [api.names["alice"]], "cidrs": ["10.0.0.0/8"]}
+    assert api.client("admin").post("/api/v1/access-points", json=body).status_code == 201
+    forged = {"X-Forwarded-For": "10.1.2.3", "X-Forwarded-Proto": "https"}
+    r = api.client("alice").get(f"/raw/{ap}/{api.prefix}/report.html", headers=forged)
+    assert r.status_code == 403 and "127.0.0.1" in r.json()["detail"]
+    row = next(
+        e
+        for e in AuditLog(settings).list(principal=api.names["alice"], limit=50)
+        if e["resource"] == (f"{ap}:{api.prefix}/report.html")
+    )
+    assert row["decision"] == "deny" and row["detail"]["client"] == "127.0.0.1"
+    # Behind a configured proxy the header is believed, from that proxy only.
+    trusted = settings.model_copy(
+        update={"server": settings.server.model_copy(update={"trusted_proxies": ["10.0.0.1"]})}
+    )
+    config = server_config(trusted, create_app(trusted), "127.0.0.1", 1)
+    assert config.proxy_headers and config.forwarded_allow_ips == ["10.0.0.1"]
+    assert not server_config(settings, create_app(settings)).proxy_headers
+
+
+def test_token_guessing_is_throttled(api, settings):
+    from shoal.governance import AuditLog
+
+    p = Principals(settings)
+    name = f"guess_{uuid.uuid4().hex[:6]}"
+    p.add(name)
+    token_id, token = p.create_token(name)
+    wrong = f"shoal_{token_id}_" + ("B" if token[-43] == "A" else "A") + token[-42:]
+    for _ in range(settings.governance.throttle_account_failures):
+        assert api.client().get("/api/v1/me", headers={"Authorization": f"Bearer {wrong}"}).status_code == 401
+    r = api.client().get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})  # right, but locked
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    entries = AuditLog(settings).list(principal="anonymous", decision="deny", limit=20)
+    assert any(e["action"] == "api.auth" and e["reason"] == "throttled" for e in entries)
+    assert api.client("alice").get("/api/v1/me").status_code == 200  # other tokens are unaffected
+
+
+def test_unexpected_query_errors_are_audited_400s(api, settings, monkeypatch):
+    from shoal.governance import AuditLog, GovernedSql
+
+    def boom(*_args, **_kwargs):
+        raise RuntimeError("something nobody foresaw")
+
+    monkeypatch.setattr(GovernedSql, "execute", boom)
+    r = api.client("alice").post("/api/v1/query", json={"sql": "SELECT 1"})
+    assert r.status_code == 400 and "foresaw" not in r.text
+    latest = AuditLog(settings).list(principal=api.names["alice"], limit=5)
+    assert any(e["action"] == "api.error" and e["resource"] == "/api/v1/query" for e in latest)
 
 
 def test_fuzz_the_api_from_its_openapi_spec(api):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import uuid
@@ -484,3 +485,164 @@ def test_objects_have_owners_and_descriptions(w):
         w.g.set_object_owner(oid, "nobody_here")
     with pytest.raises(GovernanceError, match="invalid object id"):
         w.g.set_object_owner("../etc", w.names["carol"])
+
+
+# ---- sessions, principal removal, throttling, workflow grants ---------------------------------
+
+
+def test_token_revocation_and_password_change_end_sessions(settings):
+    from shoal.governance.sessions import Sessions
+
+    p, s = Principals(settings), Sessions(settings)
+    name = f"ses_{uuid.uuid4().hex[:6]}"
+    p.add(name, password="correct horse battery")
+    token_id, _token = p.create_token(name)
+    by_token, _ = s.create(name, token_id=token_id)
+    by_password, _ = s.create(name)
+    p.revoke_token(token_id)
+    assert s.get(by_token) is None and s.get(by_password) is not None  # only the token's session ends
+
+    other, _ = s.create(name)
+    p.set_password(name, "another long password", keep_session=by_password)  # changed from this session
+    assert s.get(by_password) is not None and s.get(other) is None
+    p.set_password(name, "a third long password")  # from the CLI: every session ends
+    assert s.get(by_password) is None and s.count(name) == 0
+
+
+def test_removing_a_principal_leaves_nothing_for_a_namesake(settings):
+    from shoal.governance.access import AccessRequests, RawAccess
+    from shoal.governance.sessions import Sessions
+
+    p, g, s = Principals(settings), Governance(settings), Sessions(settings)
+    admin = p.principal("admin")
+    u = uuid.uuid4().hex[:6]
+    name, group, keep = f"gone_{u}", f"team_{u}", f"stays_{u}"
+    p.add(name, password="correct horse battery")
+    p.add(keep)
+    p.add(group, kind="group")
+    p.add_member(group, name)
+    _tid, token = p.create_token(name)
+    cookie, _ = s.create(name)
+    table = f"rm_{u}.t"
+    g.grant(admin, "SELECT", "TABLE", table, name)
+    g.grant(admin, "SELECT", "WORKFLOW", f"wf-{u}", name)
+    g.set_owner(table, name)
+    RawAccess(settings).create(admin, f"rm-{u}", principals=[name, keep])
+    AccessRequests(settings).request(p.principal(name), f"rm_{u}.other", "needed for the quarterly review")
+
+    p.remove(name)
+    p.add(name)  # a namesake
+    again = p.principal(name)
+    assert again.groups == frozenset() and g.list(name) == [] and g.owner(table) is None
+    assert not g.privileges(again, table) and not g.workflow_privileges(again, f"wf-{u}")
+    assert p.list_tokens(name) == [] and s.get(cookie) is None
+    with pytest.raises(AuthError):
+        p.authenticate(token)
+    assert RawAccess(settings).get(f"rm-{u}")["principals"] == [keep]
+    assert RawAccess(settings).list(again) == []
+    assert [r for r in AccessRequests(settings).list(admin) if r["principal"] == name] == []
+
+
+def test_sign_in_throttling(settings, monkeypatch):
+    from shoal.governance import principals as principals_module
+    from shoal.governance.throttle import Throttle, Throttled
+
+    p = Principals(settings)
+    u = uuid.uuid4().hex[:6]
+    name, client = f"thr_{u}", f"198.51.100.{int(u[:2], 16) % 250 + 1}"
+    p.add(name, password="correct horse battery")
+    # Five failures lock the account: even the right password is refused, before any hashing.
+    for _ in range(settings.governance.throttle_account_failures):
+        with pytest.raises(AuthError, match="wrong user name or password"):
+            p.check_password(name, "guess", client=client)
+    verified = []
+
+    class Spy:  # records any hashing work
+        def verify(self, *a):
+            verified.append(a)
+
+        hash = verify
+
+    monkeypatch.setattr(principals_module, "_hasher", Spy())
+    with pytest.raises(Throttled) as locked:
+        p.check_password(name, "correct horse battery", client=client)
+    assert verified == [] and 1 <= locked.value.retry_after <= settings.governance.throttle_lockout_s + 1
+    monkeypatch.undo()
+    # Another account from the same client is not locked by this one.
+    other = f"thr2_{u}"
+    p.add(other, password="correct horse battery")
+    assert p.check_password(other, "correct horse battery", client=client).name == other
+
+    # Once the lock has passed, a success resets the account's counter.
+    throttle = Throttle(settings)
+    with throttle.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE shoal_auth_failures SET locked_until = NULL WHERE key = :k"), {"k": f"account:{name}"}
+        )
+    assert p.check_password(name, "correct horse battery", client=client).name == name
+    for _ in range(settings.governance.throttle_account_failures - 1):
+        with pytest.raises(AuthError, match="wrong"):
+            p.check_password(name, "guess", client=client)
+    assert p.check_password(name, "correct horse battery", client=client).name == name
+
+    # Locks in a row grow: the second lock lasts twice the first.
+    key = f"account:lock_{u}"
+    for _ in range(settings.governance.throttle_account_failures):
+        throttle.fail(key)
+    with throttle.engine.begin() as conn:
+        first = conn.execute(
+            text("SELECT locked_until, window_start FROM shoal_auth_failures WHERE key = :k"), {"k": key}
+        ).one()
+        conn.execute(text("UPDATE shoal_auth_failures SET locked_until = NULL WHERE key = :k"), {"k": key})
+    for _ in range(settings.governance.throttle_account_failures):
+        throttle.fail(key)
+    with throttle.engine.connect() as conn:
+        second = conn.execute(
+            text("SELECT locked_until, window_start, lockouts FROM shoal_auth_failures WHERE key = :k"), {"k": key}
+        ).one()
+
+    def span(row) -> float:
+        until, start = (v if isinstance(v, dt.datetime) else dt.datetime.fromisoformat(v) for v in row[:2])
+        return (until - start).total_seconds()
+
+    assert second[2] == 2 and span(second) == pytest.approx(2 * span(first), abs=1)
+
+    # Per client: many accounts guessed from one address lock the address for every account.
+    bad_client = f"203.0.113.{int(u[2:4], 16) % 250 + 1}"
+    for i in range(settings.governance.throttle_client_failures):
+        with pytest.raises(AuthError):
+            p.check_password(f"nobody{i}_{u}", "guess", client=bad_client)
+    with pytest.raises(Throttled):
+        p.check_password(other, "correct horse battery", client=bad_client)
+    with pytest.raises(Throttled):
+        p.authenticate("shoal_0123456789abcdef_" + "A" * 43, client=bad_client)
+
+
+def test_workflow_grants(w):
+    from shoal.governance.grants import OPERATORS
+
+    u = uuid.uuid4().hex[:6]
+    wf = f"nightly-{u}"
+    viewer, runner, nobody = (w.p.principal(w.names[n]) for n in ("bob", "carol", "dave"))
+    assert w.g.workflow_privileges(nobody, wf) == set() and w.g.workflows_visible(nobody) == set()
+    table_privileges = w.g.privileges(viewer, w.opps)
+    w.g.grant(w.admin, "select", "workflow", wf, viewer.name)
+    w.g.grant(w.admin, "EXECUTE", "WORKFLOW", wf, runner.name)
+    assert w.g.workflow_privileges(viewer, wf) == {"SELECT"}
+    assert w.g.workflow_privileges(runner, wf) == {"SELECT", "EXECUTE"}
+    assert w.g.workflow_privileges(viewer, f"other-{u}") == set() and wf in w.g.workflows_visible(viewer)
+    assert w.g.workflow_privileges(w.admin, wf) == {"SELECT", "EXECUTE"} and w.g.workflows_visible(w.admin) is None
+    # A workflow grant is no table privilege, and table privileges do not apply to workflows.
+    assert w.g.privileges(viewer, w.opps) == table_privileges
+    with pytest.raises(GovernanceError, match="unknown privilege"):
+        w.g.grant(w.admin, "INSERT", "WORKFLOW", wf, viewer.name)
+    with pytest.raises(GovernanceError, match="unknown privilege"):
+        w.g.grant(w.admin, "EXECUTE", "TABLE", w.opps, viewer.name)
+    with pytest.raises(AccessDenied):
+        w.g.grant(viewer, "SELECT", "WORKFLOW", wf, nobody.name)  # no grant option
+    if OPERATORS not in {r["name"] for r in w.p.list()}:
+        w.p.add(OPERATORS, kind="group")
+    ops = f"ops_{u}"
+    w.p.add(ops)
+    w.p.add_member(OPERATORS, ops)
+    assert w.g.workflow_privileges(w.p.principal(ops), wf) == {"SELECT", "EXECUTE"}

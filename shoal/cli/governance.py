@@ -73,7 +73,7 @@ def principal_add(
 
 @principal_app.command("password")
 def principal_password(name: Annotated[str, typer.Argument()]) -> None:
-    """Set a user's password (prompted; or piped on stdin)."""
+    """Set a user's password (prompted; or piped on stdin); their console sessions end."""
     password = getpass.getpass(f"password for {name}: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
     if len(password) < 8:
         raise ShoalError("a password needs at least 8 characters")
@@ -98,8 +98,12 @@ def principal_list(json_out: JsonOpt = False) -> None:
 
 @principal_app.command("remove")
 def principal_remove(name: Annotated[str, typer.Argument()]) -> None:
-    """Remove a user or group (its tokens are revoked)."""
+    """Remove a user or group with its tokens, sessions, grants, memberships, access-point places,
+    access requests, table ownership and SQL editor history."""
+    from shoal.web.console.history import QueryHistory
+
     _principals().remove(name)
+    QueryHistory(settings()).forget(name)
     output.out.print(f"{name} removed")
 
 
@@ -143,7 +147,7 @@ def token_create(
 
 @token_app.command("revoke")
 def token_revoke(token_id: Annotated[str, typer.Argument()]) -> None:
-    """Revoke a token by id."""
+    """Revoke a token by id (console sessions signed in with it end too)."""
     _principals().revoke_token(token_id)
     output.out.print(f"token {token_id} revoked")
 
@@ -167,9 +171,12 @@ def token_list(name: Annotated[str | None, typer.Argument()] = None, json_out: J
 
 
 def grant(
-    privilege: Annotated[str, typer.Argument(help="SELECT, INSERT, ALTER, DROP, DESCRIBE or ALL.")],
+    privilege: Annotated[
+        str,
+        typer.Argument(help="SELECT, INSERT, ALTER, DROP, DESCRIBE or ALL; on a workflow SELECT, EXECUTE or ALL."),
+    ],
     on: Annotated[str, typer.Argument(metavar="ON")],
-    kind: Annotated[str, typer.Argument(metavar="TABLE|DATABASE|TAGS")],
+    kind: Annotated[str, typer.Argument(metavar="TABLE|DATABASE|TAGS|WORKFLOW")],
     target: Annotated[str, typer.Argument(metavar="NAME|TAG-EXPRESSION")],
     to: Annotated[str, typer.Argument(metavar="TO")],
     grantee: Annotated[str, typer.Argument(metavar="PRINCIPAL")],
@@ -187,12 +194,13 @@ def grant(
     as_: AsOpt = "admin",
     json_out: JsonOpt = False,
 ) -> None:
-    """Grant a privilege: shoal grant SELECT ON TABLE db.t TO analysts [--columns ...] [--row-filter ...]."""
+    """Grant a privilege: shoal grant SELECT ON TABLE db.t TO analysts [--columns ...] [--row-filter ...];
+    shoal grant SELECT|EXECUTE ON WORKFLOW name TO PRINCIPAL (see / also start and resume it in the console)."""
     from shoal.governance import AuditLog
 
     state["json"] = json_out
     if on.upper() != "ON" or to.upper() != "TO":
-        raise ShoalError("write: shoal grant PRIVILEGE ON TABLE|DATABASE|TAGS NAME TO PRINCIPAL")
+        raise ShoalError("write: shoal grant PRIVILEGE ON TABLE|DATABASE|TAGS|WORKFLOW NAME TO PRINCIPAL")
     masks = {}
     for m in mask or []:
         if "=" not in m:
@@ -568,11 +576,11 @@ def serve(
         bool, typer.Option("--pg-only", help="Serve only the PostgreSQL endpoint (no HTTP API).")
     ] = False,
 ) -> None:
-    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs); --pg adds the governed PostgreSQL
+    """Serve the HTTP API and console (OpenAPI at /openapi.json); --pg adds the governed PostgreSQL
     endpoint for BI tools; --thrift adds Spark's JDBC/ODBC endpoint (not governed: trusted operators)."""
     import uvicorn
 
-    from shoal.web import create_app
+    from shoal.web import create_app, server_config
 
     s = settings()
     proc = None
@@ -611,8 +619,9 @@ def serve(
 
             threading.Event().wait()  # until Ctrl-C or TERM
             return
-        output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port} (docs at /docs)")
-        uvicorn.run(create_app(s), host=host or s.server.host, port=port or s.server.port, log_level="warning")
+        docs = " (docs at /docs)" if s.server.api_docs else ""
+        output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port}{docs}")
+        uvicorn.Server(server_config(s, create_app(s), host, port)).run()
     finally:
         if proc is not None:
             thrift_server.stop(proc)

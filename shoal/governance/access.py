@@ -32,6 +32,7 @@ from shoal.governance.errors import AccessDenied, GovernanceError
 from shoal.governance.grants import Governance
 from shoal.governance.keys import signing_key
 from shoal.governance.principals import Principal, Principals
+from shoal.governance.throttle import Throttled, client_key
 from shoal.lake import database
 from shoal.lake.database import utcnow
 
@@ -237,6 +238,15 @@ class RawAccess:
     def verify(
         self, name: str, path: str, *, expires: int, principal_name: str, signature: str, client: str | None = None
     ) -> RawObject:
+        throttle = self.principals.throttle
+        key = client_key(client, "signed-url")
+        try:
+            throttle.check(key)
+        except Throttled:
+            self.audit.record(
+                principal_name, "raw.read", f"{name}:{path}", False, reason="throttled", via="signed-url", client=client
+            )
+            raise
         try:
             rel = _clean_path(path)
         except GovernanceError as exc:
@@ -246,6 +256,8 @@ class RawAccess:
             self._signature(name, rel, expires, principal_name).encode(), (signature or "").encode()
         )
         if not good or expires < time.time():
+            if not good:
+                throttle.fail(key)
             self.audit.record(
                 principal_name,
                 "raw.read",

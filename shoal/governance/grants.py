@@ -28,7 +28,13 @@ from shoal.lake import database
 from shoal.lake.database import utcnow
 
 PRIVILEGES = ("SELECT", "INSERT", "ALTER", "DROP", "DESCRIBE", "ALL")
-TARGETS = ("TABLE", "DATABASE", "TAGS")
+TARGETS = ("TABLE", "DATABASE", "TAGS", "WORKFLOW")
+# On a workflow: SELECT sees its definition, executions (with their step results) and
+# graphs; EXECUTE (or ALL) also starts and resumes it.
+WORKFLOW_PRIVILEGES = ("SELECT", "EXECUTE", "ALL")
+# Members of this group see, start and resume every workflow (as admins do).
+OPERATORS = "operators"
+_WORKFLOW = re.compile(r"^[^\s\x00-\x1f/]{1,200}$")
 # What each mask guarantees (README, Governance): `hash` is a keyed HMAC-SHA256 with a
 # per-deployment secret (equal values stay equal, so joins and counts work, but no
 # dictionary of guesses can be hashed to match); `redact` and `null` reveal nothing;
@@ -197,12 +203,18 @@ class Governance:
         table_columns: list[str] | None = None,
     ) -> Grant:
         privilege, target_kind = privilege.upper(), target_kind.upper()
-        if privilege not in PRIVILEGES:
-            raise GovernanceError(f"unknown privilege {privilege!r} (known: {', '.join(PRIVILEGES)})")
         if target_kind not in TARGETS:
-            raise GovernanceError(f"unknown target {target_kind!r} (ON TABLE, ON DATABASE or ON TAGS)")
+            raise GovernanceError(f"unknown target {target_kind!r} (ON TABLE, ON DATABASE, ON TAGS or ON WORKFLOW)")
+        known = WORKFLOW_PRIVILEGES if target_kind == "WORKFLOW" else PRIVILEGES
+        if privilege not in known:
+            raise GovernanceError(
+                f"unknown privilege {privilege!r} on {target_kind.lower()} (known: {', '.join(known)})"
+            )
         self.principals.get_row(grantee)
-        if target_kind == "TABLE":
+        if target_kind == "WORKFLOW":
+            if not _WORKFLOW.match(target):
+                raise GovernanceError(f"invalid workflow name {target!r}")
+        elif target_kind == "TABLE":
             target = ".".join(table_key(target))
         elif target_kind == "DATABASE":
             if not _IDENT.match(target):
@@ -409,6 +421,8 @@ class Governance:
         out: set[str] = set()
         table_tags: dict[str, str] | None = None
         for g in self.grants_for(principal):
+            if g.target_kind == "WORKFLOW":
+                continue
             if g.target_kind == "TABLE" and g.target != table or g.target_kind == "DATABASE" and g.target != db:
                 continue
             if g.target_kind == "TAGS":
@@ -445,6 +459,24 @@ class Governance:
                     rules.append(CellRule(visible, None, {}))
         return TableAccess(table, cols, [r for r in rules if r.columns])
 
+    def workflow_privileges(self, principal: Principal, workflow: str) -> set[str]:
+        """What a principal may do with a workflow: {"SELECT"} to see it (definition, executions,
+        step results), plus "EXECUTE" to start and resume it. Admins and the operators group may
+        do both on every workflow; others need a grant ON WORKFLOW (EXECUTE implies SELECT)."""
+        if principal.is_admin or OPERATORS in principal.groups:
+            return {"SELECT", "EXECUTE"}
+        out: set[str] = set()
+        for g in self.grants_for(principal):
+            if g.target_kind == "WORKFLOW" and g.target == workflow:
+                out |= {"SELECT"} if g.privilege == "SELECT" else {"SELECT", "EXECUTE"}
+        return out
+
+    def workflows_visible(self, principal: Principal) -> set[str] | None:
+        """The workflows a principal may see: None for all (admins, operators), else the granted names."""
+        if principal.is_admin or OPERATORS in principal.groups:
+            return None
+        return {g.target for g in self.grants_for(principal) if g.target_kind == "WORKFLOW"}
+
     def discoverable(self, principal: Principal, table: str) -> bool:
         """Catalog metadata: everyone authenticated by default ([governance] metadata_visible_to_all)."""
         if self.settings.governance.metadata_visible_to_all:
@@ -472,4 +504,4 @@ def _grant(row: Any) -> Grant:
     )
 
 
-__all__ = ["EVERYONE", "Governance", "Grant", "TableAccess"]
+__all__ = ["EVERYONE", "OPERATORS", "Governance", "Grant", "TableAccess"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import json
 import re
 import secrets
 import weakref
@@ -23,7 +24,9 @@ from sqlalchemy import delete, insert, select, update
 
 from shoal.config import Settings
 from shoal.governance.errors import AuthError, GovernanceError
-from shoal.governance.store import members, metadata, principals, tokens
+from shoal.governance.sessions import end_sessions
+from shoal.governance.store import auth_failures, grants, members, metadata, principals, table_info, tokens
+from shoal.governance.throttle import Throttle, account_key, client_key
 from shoal.lake import database
 from shoal.lake.database import utcnow
 
@@ -49,7 +52,9 @@ class Principal:
 
 class Principals:
     def __init__(self, settings: Settings) -> None:
+        self.settings = settings
         self.engine = database.engine(settings, metadata)
+        self.throttle = Throttle(settings)
         # Once per process and catalog: Principals is built per API request.
         if self.engine not in _bootstrapped:
             self._bootstrap()
@@ -89,16 +94,31 @@ class Principals:
             )
 
     def remove(self, name: str) -> None:
+        """Remove a user or group and everything attached to the name: tokens, console sessions,
+        grants to it, group memberships, its place in access points, its access requests and
+        the tables and objects it owns; a principal added later under the same name inherits nothing."""
         if name in (ADMIN, EVERYONE):
             raise GovernanceError(f"{name!r} is built in and cannot be removed")
         self.get_row(name)
+        from shoal.governance import access  # access builds on principals: imported here, not at the top
+
+        database.engine(self.settings, access.metadata)  # its tables exist before they are cleaned
         with self.engine.begin() as conn:
             conn.execute(delete(members).where((members.c.member == name) | (members.c.group_name == name)))
-            conn.execute(
-                update(tokens)
-                .where(tokens.c.principal == name, tokens.c.revoked_at.is_(None))
-                .values(revoked_at=utcnow())
-            )
+            conn.execute(delete(tokens).where(tokens.c.principal == name))
+            end_sessions(conn, principal=name)
+            conn.execute(delete(grants).where(grants.c.grantee == name))
+            conn.execute(update(table_info).where(table_info.c.owner == name).values(owner=None))
+            conn.execute(delete(access.access_requests).where(access.access_requests.c.principal == name))
+            conn.execute(delete(auth_failures).where(auth_failures.c.key == account_key(name)))
+            for ap in conn.execute(select(access.access_points.c.name, access.access_points.c.principals)).all():
+                listed = json.loads(ap.principals)
+                if name in listed:
+                    conn.execute(
+                        update(access.access_points)
+                        .where(access.access_points.c.name == ap.name)
+                        .values(principals=json.dumps([p for p in listed if p != name]))
+                    )
             conn.execute(delete(principals).where(principals.c.name == name))
 
     def get_row(self, name: str) -> Any:
@@ -108,7 +128,9 @@ class Principals:
             raise GovernanceError(f"no principal named {name!r}", hint="list them with `shoal principal list`")
         return row
 
-    def set_password(self, name: str, password: str) -> None:
+    def set_password(self, name: str, password: str, *, keep_session: str | None = None) -> None:
+        """Set a user's password and end their console sessions: all of them, or all but the one
+        whose cookie is `keep_session` (the console session that made the change)."""
         row = self.get_row(name)
         if row.kind != "user":
             raise GovernanceError(f"{name!r} is a group; only users have passwords")
@@ -116,6 +138,7 @@ class Principals:
             conn.execute(
                 update(principals).where(principals.c.name == name).values(password_hash=_hasher.hash(password))
             )
+            end_sessions(conn, principal=name, keep=keep_session)
 
     def add_member(self, group: str, member: str) -> None:
         if group == EVERYONE:
@@ -163,18 +186,24 @@ class Principals:
         return Principal(name=name, is_admin=row.is_admin, groups=groups)
 
     # ---- credentials ---------------------------------------------------------------------------
-    def check_password(self, name: str, password: str) -> Principal:
+    def check_password(self, name: str, password: str, *, client: str | None = None) -> Principal:
+        """The user, or AuthError; Throttled (before any hashing) while the account or client is locked."""
+        keys = (account_key(name), client_key(client))
+        self.throttle.check(*keys)
         try:
             row = self.get_row(name)
         except GovernanceError:
             _hasher.hash(password)  # same work whether or not the user exists
+            self.throttle.fail(*keys)
             raise AuthError("wrong user name or password") from None
         try:
             if not row.password_hash or row.kind != "user":
                 raise VerifyMismatchError
             _hasher.verify(row.password_hash, password)
         except (VerifyMismatchError, InvalidHashError):
+            self.throttle.fail(*keys)
             raise AuthError("wrong user name or password") from None
+        self.throttle.succeed(keys[0])
         return self.principal(name)
 
     def create_token(
@@ -200,10 +229,12 @@ class Principals:
         return token_id, f"shoal_{token_id}_{secret}"
 
     def revoke_token(self, token_id: str) -> None:
+        """Revoke a token; console sessions signed in with it end too."""
         with self.engine.begin() as conn:
             n = conn.execute(
                 update(tokens).where(tokens.c.id == token_id, tokens.c.revoked_at.is_(None)).values(revoked_at=utcnow())
             ).rowcount
+            end_sessions(conn, token_id=token_id)
         if not n:
             raise GovernanceError(f"no active token {token_id!r}")
 
@@ -226,13 +257,20 @@ class Principals:
             for r in rows
         ]
 
-    def authenticate(self, token: str) -> Principal:
+    def authenticate(self, token: str, *, client: str | None = None) -> Principal:
+        """The token's user, or AuthError; Throttled while the token id or the client is locked.
+        Wrong tokens count as failures; malformed ones (which cannot match any secret) and expired
+        or revoked ones (a real secret) do not."""
         m = _TOKEN.match(token or "")
         if not m:
             raise AuthError("malformed token")
+        ckey = client_key(client)
+        tkey = f"token:{m.group(1)}"
+        self.throttle.check(tkey, ckey)
         with self.engine.connect() as conn:
             row = conn.execute(select(tokens).where(tokens.c.id == m.group(1))).first()
         if row is None or not hmac.compare_digest(row.secret_hash, _digest(m.group(2))):
+            self.throttle.fail(tkey, ckey)
             raise AuthError("invalid token")
         if row.revoked_at is not None:
             raise AuthError("token revoked")
@@ -240,7 +278,14 @@ class Principals:
             raise AuthError("token expired")
         with self.engine.begin() as conn:
             conn.execute(update(tokens).where(tokens.c.id == row.id).values(last_used_at=utcnow()))
+            conn.execute(delete(auth_failures).where(auth_failures.c.key == tkey))
         return self.principal(row.principal)
+
+
+def token_id(token: str) -> str | None:
+    """The id part of a well-formed token (what console sessions remember to end on revocation)."""
+    m = _TOKEN.match(token or "")
+    return m.group(1) if m else None
 
 
 def _digest(secret: str) -> str:

@@ -1,5 +1,5 @@
 """Governance state in the catalog database: principals, groups, tokens, grants, tags,
-table owners, and the append-only audit log."""
+table owners, console sessions, failed sign-in counters, and the append-only audit log."""
 
 from __future__ import annotations
 
@@ -84,6 +84,29 @@ table_info = Table(
     Column("name", String(400), primary_key=True),
     Column("owner", String(200)),
     Column("description", Text),
+)
+# Console sign-in sessions (shoal.governance.sessions). A new table beside the earlier
+# `shoal_web_sessions` (no migrations: create_all only), which is no longer read.
+sessions = Table(
+    "shoal_sessions",
+    metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("principal", String(200), nullable=False, index=True),
+    Column("token_id", String(32), index=True),  # the API token signed in with, if any
+    Column("csrf", String(64), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+    Column("last_seen", DateTime, nullable=False),
+    Column("expires_at", DateTime, nullable=False),
+)
+# Failed credential checks per key (`account:NAME`, `token:ID`, `client:ADDR`, ...): shoal.governance.throttle.
+auth_failures = Table(
+    "shoal_auth_failures",
+    metadata,
+    Column("key", String(300), primary_key=True),
+    Column("failures", Integer, nullable=False, default=0),
+    Column("window_start", DateTime, nullable=False),
+    Column("locked_until", DateTime),
+    Column("lockouts", Integer, nullable=False, default=0),
 )
 audit = Table(
     "shoal_audit",

@@ -5,9 +5,14 @@ access points, signed URLs, raw-object reads, access requests and audit.
 Every route but the raw read of a signed URL takes `Authorization: Bearer <token>`; a
 missing, wrong, expired or revoked token is a 401. Refusals are 403 with the reason.
 Raw bytes are served as attachments with `nosniff` and a sandboxing CSP: an uploaded
-HTML file must never run in the API's origin.
+HTML file must never run in the API's origin; every other API answer carries `nosniff` and
+`default-src 'none'`. Wrong tokens and signatures are throttled (429 while locked; see
+shoal.governance.throttle). An unexpected error is audited (`api.error`); on the query
+path it is a 400 like any other failed query. Swagger UI (/docs) and ReDoc (/redoc) load
+scripts from a CDN and are off unless `[server] api_docs` is on; /openapi.json is always served.
 """
 
+import logging
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -18,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from shoal import __version__, storage
 from shoal.config import Settings
-from shoal.exceptions import ShoalError, SqlError
+from shoal.exceptions import ShoalError, SqlError, first_line
 from shoal.governance import (
     AccessDenied,
     AuditLog,
@@ -30,7 +35,12 @@ from shoal.governance import (
     Principals,
 )
 from shoal.governance.access import AccessRequests, RawAccess
+from shoal.governance.throttle import Throttled
 from shoal.sql import to_json_value
+
+API_CSP = "default-src 'none'; frame-ancestors 'none'"
+QUERY_PATHS = ("/api/v1/query",)  # a failure here is the query's failure: 400, never 500
+log = logging.getLogger("shoal.api")
 
 RequestId = Annotated[int, Path(ge=1, le=2**31 - 1)]
 
@@ -69,20 +79,69 @@ class DecisionIn(BaseModel):
 
 
 def create_app(settings: Settings) -> FastAPI:
-    app = FastAPI(title="Shoal API", version=__version__, description="Governed access to the Shoal lakehouse.")
+    docs = settings.server.api_docs
+    app = FastAPI(
+        title="Shoal API",
+        version=__version__,
+        description="Governed access to the Shoal lakehouse.",
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+    )
     bearer = HTTPBearer(auto_error=False)
     principals = Principals(settings)
 
-    def current(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
-        if creds is None or creds.scheme.lower() != "bearer":
+    def current(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
+        if creds is None or creds.scheme.lower() != "bearer":  # no credentials: nothing to throttle
             raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+        client = _client(request)
         try:
-            return principals.authenticate(creds.credentials)
+            who = principals.authenticate(creds.credentials, client=client)
+        except Throttled as exc:
+            AuditLog(settings).record("anonymous", "api.auth", None, False, reason="throttled", client=client)
+            raise HTTPException(429, exc.hint or "throttled", headers={"Retry-After": str(exc.retry_after)}) from None
         except AuthError as exc:
-            AuditLog(settings).record("anonymous", "api.auth", None, False, reason=str(exc).splitlines()[0])
-            raise HTTPException(401, str(exc).splitlines()[0], headers={"WWW-Authenticate": "Bearer"}) from None
+            AuditLog(settings).record("anonymous", "api.auth", None, False, reason=first_line(exc), client=client)
+            raise HTTPException(401, first_line(exc), headers={"WWW-Authenticate": "Bearer"}) from None
+        request.state.principal = who.name
+        return who
 
     Who = Annotated[Principal, Depends(current)]
+
+    @app.middleware("http")
+    async def _api_headers(request: Request, call_next):
+        response = await call_next(request)
+        if request.url.path.startswith(("/api/", "/openapi")):
+            response.headers.setdefault("X-Content-Type-Options", "nosniff")
+            response.headers.setdefault("Content-Security-Policy", API_CSP)
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    @app.exception_handler(Throttled)
+    async def _throttled(_request: Request, exc: Throttled) -> JSONResponse:
+        return JSONResponse(
+            {"detail": "throttled", "hint": exc.hint}, status_code=429, headers={"Retry-After": str(exc.retry_after)}
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return _failed(request, exc)
+
+    def _failed(request: Request, exc: Exception) -> JSONResponse:
+        """An error nobody foresaw: logged, audited, and answered without its details."""
+        log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        AuditLog(settings).record(
+            getattr(request.state, "principal", None) or "anonymous",
+            "api.error",
+            request.url.path,
+            False,
+            reason=type(exc).__name__,
+            client=_client(request),
+        )
+        query = request.url.path in QUERY_PATHS
+        return JSONResponse(
+            {"detail": "the query failed" if query else "internal error", "hint": "the error is in the audit log"},
+            status_code=400 if query else 500,
+        )
 
     @app.exception_handler(AccessDenied)
     async def _denied(_request: Request, exc: AccessDenied) -> JSONResponse:
@@ -109,12 +168,19 @@ def create_app(settings: Settings) -> FastAPI:
     def me(who: Who) -> dict[str, Any]:
         return {"name": who.name, "admin": who.is_admin, "groups": sorted(who.groups)}
 
-    @app.post("/api/v1/query", response_model=QueryOut)
-    def query(body: QueryIn, who: Who) -> QueryOut:
-        result = GovernedSql(spark(), settings, who).execute(body.sql, limit=body.limit)
-        return QueryOut(
-            columns=result.columns, types=result.types, rows=[[to_json_value(v) for v in row] for row in result.rows]
-        )
+    @app.post("/api/v1/query", response_model=QueryOut, responses={400: {"description": "the query failed"}})
+    def query(body: QueryIn, who: Who, request: Request) -> Any:
+        try:
+            result = GovernedSql(spark(), settings, who).execute(body.sql, limit=body.limit)
+            return QueryOut(
+                columns=result.columns,
+                types=result.types,
+                rows=[[to_json_value(v) for v in row] for row in result.rows],
+            )
+        except ShoalError:  # refused (403) or invalid (400): the handlers below answer
+            raise
+        except Exception as exc:  # noqa: BLE001 - audited and answered 400, never an unaudited 500
+            return _failed(request, exc)
 
     @app.get("/api/v1/catalog/tables")
     def tables(who: Who) -> list[dict[str, Any]]:
@@ -206,7 +272,7 @@ def create_app(settings: Settings) -> FastAPI:
                 name, path, expires=expires, principal_name=principal, signature=signature, client=client
             )
         else:
-            target = access.resolve(current(creds), name, path, client=client)
+            target = access.resolve(current(request, creds), name, path, client=client)
         headers = {
             "X-Content-Type-Options": "nosniff",
             "Content-Security-Policy": "sandbox; default-src 'none'",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, Text, insert, select
+from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, Text, delete, insert, select
 
 from shoal.config import Settings
 from shoal.lake import database
@@ -57,3 +57,8 @@ class QueryHistory:
                 select(queries).where(queries.c.principal == principal).order_by(queries.c.id.desc()).limit(limit)
             )
             return [dict(r._mapping) for r in rows]
+
+    def forget(self, principal: str) -> None:
+        """A removed principal's queries go with it (a later principal of that name sees none)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(queries).where(queries.c.principal == principal))

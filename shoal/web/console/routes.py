@@ -16,13 +16,14 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from shoal import __version__
 from shoal.config import Settings
 from shoal.exceptions import first_line
-from shoal.governance import AuditLog, AuthError, GovernanceError, Principal, Principals
+from shoal.governance import AuditLog, AuthError, Governance, GovernanceError, Principal, Principals
+from shoal.governance.principals import token_id
+from shoal.governance.throttle import Throttled
 from shoal.web.console import sessions as sess
 
 HERE = Path(__file__).resolve().parent.parent
 PAGE_SIZE = 50
 MAX_QUERY_ROWS = 10_000
-OPERATORS = "operators"  # a group whose members may start and resume workflows (besides admins)
 # Pictures the console shows inline; anything else is only downloaded.
 INLINE_IMAGES = {"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"}
 CSP = (
@@ -88,6 +89,7 @@ class Console:
         html = self.env.get_template(template).render(
             request=request,
             who=who,
+            workflows_link=who is not None and self.sees_workflows(who),
             csrf=session.csrf if session else "",
             version=__version__,
             path=request.url.path,
@@ -101,8 +103,21 @@ class Console:
     def error(self, request: Request, who: Principal, session: sess.Session, status: int, message: str):
         return self.page(request, "error.html", who, session, status=status, message=message)
 
-    def is_operator(self, who: Principal) -> bool:
-        return who.is_admin or OPERATORS in who.groups
+    def workflow_privileges(self, who: Principal, name: str) -> set[str]:
+        """SELECT (see it, its executions and step results) and EXECUTE (start, resume): see
+        Governance.workflow_privileges (admins, the operators group, grants ON WORKFLOW)."""
+        return Governance(self.settings).workflow_privileges(who, name)
+
+    def sees_workflows(self, who: Principal) -> bool:
+        visible = Governance(self.settings).workflows_visible(who)
+        return visible is None or bool(visible)
+
+    def refuse(
+        self, request: Request, who: Principal, session: sess.Session, action: str, resource: str | None, message: str
+    ):
+        """A 403 page, with its audit row."""
+        self.audit.record(who.name, action, resource, False, reason=message, via="console")
+        return self.error(request, who, session, 403, message)
 
 
 def mount(app: FastAPI, settings: Settings) -> None:
@@ -160,15 +175,28 @@ def mount(app: FastAPI, settings: Settings) -> None:
             raise CsrfFailed()
         client = request.client.host if request.client else None
         try:
-            who = c.principals.authenticate(token) if method == "token" else c.principals.check_password(user, password)
+            if method == "token" and token:
+                who = c.principals.authenticate(token, client=client)
+            elif method != "token" and user and password:
+                who = c.principals.check_password(user, password, client=client)
+            else:  # nothing to check (and nothing to count against the account)
+                raise AuthError("wrong user name or password")
         except (AuthError, GovernanceError) as exc:
+            throttled = isinstance(exc, Throttled)
             c.audit.record(
-                user or "anonymous", "console.login", None, False, reason=first_line(exc), client=client, via=method
+                user or "anonymous",
+                "console.login",
+                None,
+                False,
+                reason="throttled" if throttled else first_line(exc),
+                client=client,
+                via=method,
             )
+            message = "Too many failed sign-ins. Try again later." if throttled else first_line(exc)
             return RedirectResponse(
-                "/login?" + urlencode({"next": _safe_next(next), "error": first_line(exc)}), status_code=303
+                "/login?" + urlencode({"next": _safe_next(next), "error": message}), status_code=303
             )
-        cookie, _session = c.sessions.create(who.name)
+        cookie, _session = c.sessions.create(who.name, token_id=token_id(token) if method == "token" else None)
         c.audit.record(who.name, "console.login", None, True, client=client, via=method)
         response = RedirectResponse(_safe_next(next), status_code=303)
         response.set_cookie(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import time
 from typing import Annotated, Any
 
@@ -28,6 +29,11 @@ def add(router: APIRouter, c: Console) -> None:
             result = GovernedSql(c.spark(), c.settings, who).execute(sql, limit=limit)
         except (AccessDenied, SqlError, ShoalError) as exc:
             return {"columns": [], "rows": []}, first_line(exc), int((time.monotonic() - started) * 1000)
+        except Exception as exc:  # noqa: BLE001 - a failed query, audited; never an unaudited 500
+            logging.getLogger("shoal.console").exception("unexpected error running a query")
+            c.audit.record(who.name, "api.error", "/sql", False, reason=type(exc).__name__, sql=sql, via="console")
+            error = "the query failed (the error is in the audit log)"
+            return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
         rows = [[views.to_json_value(v) for v in r] for r in result.rows]
         return (
             {"columns": result.columns, "types": result.types, "rows": rows},
@@ -91,7 +97,7 @@ def add(router: APIRouter, c: Console) -> None:
             return Response(error, status_code=400, media_type="text/plain")
         buf = io.StringIO()
         writer = csv.writer(buf)
-        writer.writerow(result["columns"])
+        writer.writerow([views.csv_safe(name) for name in result["columns"]])
         for row in result["rows"]:
             writer.writerow([views.csv_safe(v if not isinstance(v, dict | list) else json.dumps(v)) for v in row])
         return Response(

@@ -1,4 +1,8 @@
-"""State machines, executions (graph, history), start and resume."""
+"""State machines, executions (graph, history), start and resume.
+
+Governed per workflow (Governance.workflow_privileges): SELECT to see a workflow, its
+executions and their step results; EXECUTE to start and resume it. Admins and the
+operators group hold both on every workflow. A refusal is a 403 with an audit row."""
 
 from __future__ import annotations
 
@@ -12,10 +16,18 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import RedirectResponse, Response
 
 from shoal.exceptions import ShoalError, first_line
-from shoal.web.console.routes import OPERATORS, Console, quietly
+from shoal.governance import Governance, Principal
+from shoal.governance.grants import OPERATORS
+from shoal.web.console.routes import Console, quietly
+
+RECENT = 30  # executions on the workflows page
 
 
 def add(router: APIRouter, c: Console) -> None:
+    def _refused_svg(who: Principal, action: str, resource: str) -> Response:
+        c.audit.record(who.name, action, resource, False, reason="no SELECT on the workflow", via="console")
+        return Response("not allowed", status_code=403, media_type="text/plain")
+
     # ---- workflows -------------------------------------------------------------------------
     @router.get("/workflows")
     def workflows_page(request: Request) -> Response:
@@ -23,16 +35,30 @@ def add(router: APIRouter, c: Console) -> None:
         from shoal.workflows.schedule import Schedules
 
         who, session = c.viewer(request)
+        visible = Governance(c.settings).workflows_visible(who)  # None: every workflow
+        if visible is not None and not visible:
+            return c.refuse(
+                request,
+                who,
+                session,
+                "workflow.list",
+                None,
+                f"{who.name} may see no workflows (admins, the {OPERATORS} group and grants ON WORKFLOW)",
+            )
         store = Store(c.settings)
+        if visible is None:
+            executions = store.list_executions(limit=RECENT)
+        else:
+            mine = [e for name in sorted(visible) for e in store.list_executions(workflow=name, limit=RECENT)]
+            executions = sorted(mine, key=lambda e: e.started_at, reverse=True)[:RECENT]
         return c.page(
             request,
             "workflows.html",
             who,
             session,
-            workflows=store.list_workflows(),
-            executions=[e.to_dict() for e in store.list_executions(limit=30)],
-            schedules=Schedules(c.settings).list(),
-            operator=c.is_operator(who),
+            workflows=[w for w in store.list_workflows() if visible is None or w["name"] in visible],
+            executions=[e.to_dict() for e in executions],
+            schedules=[s for s in Schedules(c.settings).list() if visible is None or s["workflow"] in visible],
         )
 
     @router.get("/workflows/{name}")
@@ -40,6 +66,9 @@ def add(router: APIRouter, c: Console) -> None:
         from shoal.workflows import Store
 
         who, session = c.viewer(request)
+        may = c.workflow_privileges(who, name)
+        if "SELECT" not in may:
+            return c.refuse(request, who, session, "workflow.view", name, f"{who.name} may not see workflow {name}")
         store = Store(c.settings)
         wf = store.workflow(name)
         if wf is None:
@@ -53,7 +82,7 @@ def add(router: APIRouter, c: Console) -> None:
             wf=wf,
             definition=json.dumps(wf["definition"], indent=2),
             executions=[e.to_dict() for e in store.list_executions(workflow=name, limit=50)],
-            operator=c.is_operator(who),
+            operator="EXECUTE" in may,
         )
 
     @router.get("/workflows/{name}/graph.svg")
@@ -61,7 +90,9 @@ def add(router: APIRouter, c: Console) -> None:
         from shoal.workflows import Store
         from shoal.workflows.graph import render
 
-        c.viewer(request)
+        who, _session = c.viewer(request)
+        if "SELECT" not in c.workflow_privileges(who, name):
+            return _refused_svg(who, "workflow.view", name)
         wf = Store(c.settings).workflow(name)
         if wf is None:
             return Response("no such workflow", status_code=404)
@@ -79,10 +110,14 @@ def add(router: APIRouter, c: Console) -> None:
 
         who, session = c.viewer(request)
         c.check_csrf(request, session, csrf)
-        if not c.is_operator(who):
-            c.audit.record(who.name, "workflow.start", name, False, reason="not an operator", via="console")
-            return c.error(
-                request, who, session, 403, f"{who.name} may not start workflows (admins and the {OPERATORS} group)"
+        if "EXECUTE" not in c.workflow_privileges(who, name):
+            return c.refuse(
+                request,
+                who,
+                session,
+                "workflow.start",
+                name,
+                f"{who.name} may not start {name} (admins, the {OPERATORS} group and EXECUTE grants)",
             )
         try:
             payload = json.loads(input or "{}")
@@ -123,6 +158,10 @@ def add(router: APIRouter, c: Console) -> None:
             record = store.execution(execution_id)
         except ShoalError:
             return c.error(request, who, session, 404, f"no execution {execution_id}")
+        may = c.workflow_privileges(who, record.workflow)
+        if "SELECT" not in may:
+            message = f"{who.name} may not see executions of {record.workflow}"
+            return c.refuse(request, who, session, "workflow.view", execution_id, message)
         return c.page(
             request,
             "execution.html",
@@ -132,7 +171,7 @@ def add(router: APIRouter, c: Console) -> None:
             input=json.dumps(record.input, indent=2, default=str),
             output=json.dumps(record.output, indent=2, default=str),
             history=store.history(execution_id),
-            operator=c.is_operator(who),
+            operator="EXECUTE" in may,
             running=record.status == "RUNNING",
         )
 
@@ -141,23 +180,31 @@ def add(router: APIRouter, c: Console) -> None:
         from shoal.workflows import Store
         from shoal.workflows.graph import render
 
-        c.viewer(request)
+        who, _session = c.viewer(request)
         store = Store(c.settings)
         try:
             record = store.execution(execution_id)
         except ShoalError:
             return Response("no such execution", status_code=404)
+        if "SELECT" not in c.workflow_privileges(who, record.workflow):
+            return _refused_svg(who, "workflow.view", execution_id)
         svg = render(record.definition, title=f"{record.workflow} {record.status}", history=store.history(execution_id))
         return Response(svg, media_type="image/svg+xml")
 
     @router.post("/executions/{execution_id}/resume")
     def execution_resume(request: Request, execution_id: str, csrf: Annotated[str, Form()] = "") -> Response:
         from shoal import workflows
+        from shoal.workflows import Store
 
         who, session = c.viewer(request)
         c.check_csrf(request, session, csrf)
-        if not c.is_operator(who):
-            return c.error(request, who, session, 403, f"{who.name} may not resume workflows")
+        try:
+            record = Store(c.settings).execution(execution_id)
+        except ShoalError:
+            return c.error(request, who, session, 404, f"no execution {execution_id}")
+        if "EXECUTE" not in c.workflow_privileges(who, record.workflow):
+            message = f"{who.name} may not resume {record.workflow}"
+            return c.refuse(request, who, session, "workflow.resume", execution_id, message)
         c.audit.record(who.name, "workflow.resume", execution_id, True, via="console")
         threading.Thread(target=quietly(workflows.resume), args=(c.settings, execution_id), daemon=True).start()
         time.sleep(0.3)
