@@ -337,3 +337,20 @@ def test_cancel_request_stops_the_running_statement(connect):
     timer.join()
     assert time.monotonic() - start < 60
     assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_revoking_the_token_or_changing_the_password_ends_open_connections(connect, lake, settings):
+    p = Principals(settings)
+    tid, token = p.create_token(lake.analyst, description="revoked mid-session")
+    with connect(password=token) as by_token, connect() as by_password:
+        assert by_token.execute(f"SELECT count(*) FROM {lake.opps}").fetchone() == (2,)
+        assert by_password.execute(f"SELECT count(*) FROM {lake.opps}").fetchone() == (2,)
+        p.revoke_token(tid)
+        with pytest.raises(psycopg.OperationalError, match="revoked or changed"):
+            by_token.execute(f"SELECT count(*) FROM {lake.opps}")
+        assert by_password.execute("SELECT 1").fetchone() == (1,)  # another sign-in is untouched
+        p.set_password(lake.analyst, PASSWORD)  # same text, new hash: a password change all the same
+        with pytest.raises(psycopg.OperationalError, match="revoked or changed"):
+            by_password.execute(f"SELECT count(*) FROM {lake.opps}")
+    with connect() as again:
+        assert again.execute(f"SELECT count(*) FROM {lake.opps}").fetchone() == (2,)

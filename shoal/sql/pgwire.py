@@ -107,6 +107,10 @@ class ProtocolError(Exception):
     """The client broke the protocol: its connection is closed."""
 
 
+class SessionEnded(Exception):
+    """The connection's sign-in no longer holds (token revoked, password changed, principal removed)."""
+
+
 class PgError(Exception):
     """An error reported to the client as an ErrorResponse."""
 
@@ -441,6 +445,7 @@ class Connection(socketserver.BaseRequestHandler):
         self.in_txn = False
         self.wrote_in_txn = False
         self.governed: Any = None
+        self.session: str | None = None
         self.principal: Any = None
         self.statements: dict[str, Prepared] = {}
         self.portals: dict[str, Portal] = {}
@@ -482,11 +487,18 @@ class Connection(socketserver.BaseRequestHandler):
             registered = True
             if not self._authenticate(params):
                 return
+            # The sign-in is a session like the console's, so revoking the token, changing the
+            # password or removing the principal ends it (checked before every statement).
             self.sock.settimeout(self.server.settings.server.pg_idle_timeout_s)
             self._serve()
         except TimeoutError:
             with _quiet():
                 self._fatal("terminating connection due to idle timeout", "57P05")
+        except SessionEnded:
+            with _quiet():
+                self._fatal(
+                    "terminating connection: the credentials it signed in with were revoked or changed", "57P01"
+                )
         except ProtocolError as exc:
             with _quiet():
                 self._fatal(f"protocol violation: {exc}", "08P01")
@@ -499,6 +511,11 @@ class Connection(socketserver.BaseRequestHandler):
         finally:
             if registered:
                 self.server.release(self)
+            if self.session is not None:
+                from shoal.governance.sessions import Sessions
+
+                with _quiet():
+                    Sessions(self.server.settings).end(self.session)
 
     def _startup(self) -> dict[str, str] | None:
         while True:
@@ -534,6 +551,8 @@ class Connection(socketserver.BaseRequestHandler):
 
     def _authenticate(self, params: dict[str, str]) -> bool:
         from shoal.governance import AuditLog, AuthError, GovernanceError, GovernedSql, Principals
+        from shoal.governance.principals import token_id
+        from shoal.governance.sessions import Sessions
 
         user = params.get("user", "")
         self.send(b"R", struct.pack("!i", 3))  # AuthenticationCleartextPassword
@@ -547,11 +566,11 @@ class Connection(socketserver.BaseRequestHandler):
         try:
             principals = Principals(self.server.settings)
             if via == "token":
-                principal = principals.authenticate(password)
+                principal = principals.authenticate(password, client=self.client)
                 if principal.name != user:
                     raise AuthError("the token belongs to another user")
             else:
-                principal = principals.check_password(user, password)
+                principal = principals.check_password(user, password, client=self.client)
         except (AuthError, GovernanceError) as exc:
             audit.record(
                 user or "anonymous",
@@ -576,6 +595,9 @@ class Connection(socketserver.BaseRequestHandler):
         )
         self.principal = principal
         self.governed = GovernedSql(self.server.spark, self.server.settings, principal)
+        self.session, _ = Sessions(self.server.settings).create(
+            principal.name, token_id=token_id(password) if via == "token" else None
+        )
         self.send(b"R", struct.pack("!i", 0))
         status = {
             **_SETTINGS,
@@ -763,6 +785,10 @@ class Connection(socketserver.BaseRequestHandler):
         local = self._local(sql)
         if local is not None:
             return local
+        from shoal.governance.sessions import Sessions
+
+        if Sessions(self.server.settings).get(self.session) is None:
+            raise SessionEnded()
         max_rows = self.server.settings.server.pg_max_rows
         limit = min(limit or max_rows, max_rows)
         group = f"shoal-pg-{self.pid}"
