@@ -26,6 +26,8 @@ command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 command -v tesseract >/dev/null || need+=(tesseract-ocr)
 [ -f /usr/share/tesseract-ocr/5/tessdata/eng.traineddata ] || [ -f /usr/share/tesseract-ocr/4.00/tessdata/eng.traineddata ] || need+=(tesseract-ocr-eng)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+# Word/Excel/PowerPoint 97-2003 (.doc/.xls/.ppt): the catdoc package (catdoc, xls2csv, catppt).
+command -v catdoc >/dev/null && command -v xls2csv >/dev/null && command -v catppt >/dev/null || need+=(catdoc)
 # Workflows: Graphviz draws state machines (`shoal workflow graph`).
 command -v dot >/dev/null || need+=(graphviz)
 # Media: ffmpeg (probe, keyframes, audio decoding); espeak-ng synthesizes the test speech.

@@ -7,6 +7,7 @@ import io
 import json
 import tarfile
 import zipfile
+from pathlib import Path
 
 
 def msg_bytes(eml: bytes) -> bytes:
@@ -115,3 +116,45 @@ XML_BOMB = b"""<?xml version="1.0"?>
 <lolz>&lol3;</lolz>"""
 
 NDJSON = "\n".join(json.dumps(r) for r in [{"id": 1, "city": "Lisbon"}, {"id": 2, "city": "Porto"}]) + "\n{bad json\n"
+
+
+LEGACY_OFFICE = Path(__file__).parent / "data" / "legacy_office"
+
+
+def legacy_office(name: str) -> bytes:
+    """Word/Excel/PowerPoint 97-2003 files from Apache Tika's test documents (see the README there)."""
+    return (LEGACY_OFFICE / name).read_bytes()
+
+
+def merged_cells_docx() -> bytes:
+    """A DOCX table with a horizontal and a vertical merge, plus a vertical-merge continuation
+    below a spanned cell: python-docx's cell grid raises "no 'tc' element at grid_offset=1"."""
+    import docx
+    from docx.oxml import OxmlElement
+    from docx.oxml.ns import qn
+
+    d = docx.Document()
+    t = d.add_table(rows=3, cols=3)
+    for r in range(3):
+        for c in range(3):
+            t.cell(r, c).text = f"r{r}c{c}"
+    t.cell(0, 0).merge(t.cell(0, 1))
+    t.cell(1, 2).merge(t.cell(2, 2))
+    tc = t._tbl.findall(qn("w:tr"))[1].findall(qn("w:tc"))[1]
+    tc.get_or_add_tcPr().append(OxmlElement("w:vMerge"))
+    buf = io.BytesIO()
+    d.save(buf)
+    return buf.getvalue()
+
+
+def with_whitespace_nodes(odt: bytes) -> bytes:
+    """The same ODT with its content.xml pretty-printed: text nodes between the body's elements."""
+    src = zipfile.ZipFile(io.BytesIO(odt))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "content.xml":
+                data = data.replace(b"><text:", b">\n  <text:").replace(b"><table:", b">\n  <table:")
+            zf.writestr(info, data)
+    return buf.getvalue()

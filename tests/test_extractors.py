@@ -5,6 +5,7 @@ No Spark here: these call the router and the sandbox directly.
 
 from __future__ import annotations
 
+import struct
 import time
 
 import pytest
@@ -336,3 +337,170 @@ def test_unknown_extractor_in_routes_is_a_config_error():
 
     with pytest.raises(ConfigError, match="nope"):
         Router(ExtractSettings(routes={"text/plain": ["nope"]}))
+
+
+# ---- real-world coverage: legacy Office, wide encodings, declarations, merges, crashes ----------
+class EnrichCrasher(Crasher):
+    """A native crash in an enricher: the steps after it do not read its output."""
+
+    name = "test_enrich_crasher"
+    stage = "enrich"
+
+
+class Exiter(Extractor):
+    name = "test_exiter"
+    stage = "enrich"
+
+    def run(self, ctx: Context) -> Extraction:
+        raise SystemExit(0)  # a library calling sys.exit()
+
+
+@pytest.mark.parametrize(
+    ("name", "media_type", "extractor", "expected"),
+    [
+        ("testWORD.doc", "application/msword", "doc", "This is a sample Microsoft Word Document."),
+        ("testEXCEL.xls", "application/vnd.ms-excel", "xls", "Sample Excel Worksheet - Numbers and their Squares"),
+        ("testPPT.ppt", "application/vnd.ms-powerpoint", "ppt", "Sample Powerpoint Slide"),
+    ],
+)
+def test_legacy_office_binaries(router, monkeypatch, name, media_type, extractor, expected):
+    import magic
+
+    from shoal.ingest import sniff
+
+    data = docs.legacy_office(name)
+    assert detect_media_type(data[:65536], name, data) == media_type
+    assert router.chain(media_type)[0] == extractor
+    # libmagic often says only "OLE2 container": the directory's stream names decide, else the extension.
+    monkeypatch.setattr(magic, "from_buffer", lambda *a, **k: "application/x-ole-storage")
+    assert sniff.detect_media_type(data[:65536], "noext", data) == media_type
+    assert sniff.detect_media_type(b"\xd0\xcf\x11\xe0" + b"\0" * 60, name) == media_type
+    monkeypatch.undo()
+    x = only(extract(router, data, name), extractor)
+    assert expected in text_of(x)
+    if extractor == "doc":
+        assert "HYPERLINK" not in text_of(x)  # field instructions are not text; their URLs are links
+        assert [link.url for link in x.links] == ["http://tika.apache.org/", "http://poi.apache.org/"]
+    if extractor == "xls":
+        assert x.tables[0].rows[1][1:3] == ["Number", "Square"] and x.tables[0].rows[4][1:3] == ["3", "9"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
+def test_wide_text_without_bom_is_typed_and_decoded(router, encoding):
+    eml = "From: ana@example.com\nTo: bo@example.com\nSubject: Café order\nDate: Mon, 1 Jan 2024 10:00:00 +0000\n\n"
+    eml += "Two crèmes brûlées, please.\n"
+    cases = [
+        ("note.txt", "A note in plain words, saved by a Windows editor.\n", "text/plain", "text"),
+        ("m.eml", eml, "message/rfc822", "email"),
+        ("p.csv", "name,city\nAda,Oslo\nBéa,Köln\n", "text/csv", "delimited"),
+    ]
+    for name, text, media_type, extractor in cases:
+        data = text.encode(encoding)
+        assert detect_media_type(data[:65536], name, data) == media_type, name
+        x = only(extract(router, data, name), extractor)
+        if extractor == "email":
+            assert x.properties["headers"]["subject"] == "Café order"
+            assert "crèmes brûlées" in text_of(x)
+        elif extractor == "delimited":
+            assert x.tables[0].rows == [["name", "city"], ["Ada", "Oslo"], ["Béa", "Köln"]]
+        else:
+            assert text_of(x) == text
+    # Binary data with NULs in the same places (16-bit integers) is not text.
+    from shoal.ingest.sniff import wide_encoding
+
+    assert wide_encoding(struct.pack("<2000h", *range(2000))) is None
+    assert wide_encoding(bytes(range(256)) * 8) is None
+
+
+def test_html_with_encoding_declarations(router):
+    xhtml = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml"><head>'
+        "<title>Über uns</title></head><body><p>Wir rösten Kaffee in Köln seit 1998.</p></body></html>"
+    ).encode()
+    x = only(extract(router, xhtml, "about.xhtml"), "html")
+    assert x.properties["title"] == "Über uns" and "rösten Kaffee" in text_of(x)
+    page = (
+        '<html><head><meta charset="windows-1252"><title>Prix</title></head><body>'
+        "<p>Le café coûte 2 € à Paris, naïvement.</p></body></html>"
+    ).encode("cp1252")
+    y = only(extract(router, page, "prix.html"), "html")
+    assert "Le café coûte 2 € à Paris" in text_of(y) and y.properties["encoding"] == "cp1252"
+
+
+def test_xml_in_utf16_and_utf32(router):
+    xml = '<?xml version="1.0" encoding="utf-8"?>\n<shop><item>Kaffeemühle</item></shop>\n'
+    for data in (xml.encode("utf-16"), xml.encode("utf-16-le"), xml.encode("utf-32-le")):
+        x = only(extract(router, data, "s.xml", ["xml"], "application/xml"), "xml")
+        assert "item: Kaffeemühle" in text_of(x)
+    # UTF-8 bytes that declare UTF-16
+    y = only(extract(router, xml.replace("utf-8", "UTF-16").encode(), "s.xml", ["xml"], "application/xml"), "xml")
+    assert "item: Kaffeemühle" in text_of(y)
+
+
+def test_odt_with_text_nodes_between_elements(router):
+    data = docs.with_whitespace_nodes(docs.odt_bytes("Findings", "Half the time.", [["k", "v"], ["a", "1"]]))
+    x = only(extract(router, data, "x.odt"), "odt")
+    assert x.text[0].part == "Findings" and "Half the time." in x.text[0].text
+    assert x.tables[0].rows == [["k", "v"], ["a", "1"]]
+
+
+def test_docx_merged_cells(router):
+    x = only(extract(router, docs.merged_cells_docx(), "m.docx"), "docx")
+    # Each merged cell's text once, in its first column and row.
+    assert x.tables[0].rows == [["r0c0\nr0c1", "", "r0c2"], ["r1c0", "", "r1c2\nr2c2"], ["r2c0", "r2c1", ""]]
+
+
+def test_pdf_pages_pdfminer_rejects_are_read_by_pdfium(monkeypatch):
+    import pdfplumber
+    from pdfplumber.page import Page
+
+    from shoal.extract.documents.pdf import Pdf
+
+    data = samples.invoice_pdf()
+    ctx = Context(ObjectInfo("6" * 32, "/dev/null", "application/pdf", "i.pdf", len(data)), data, ExtractSettings())
+
+    def reject(*args, **kwargs):
+        raise AttributeError("PDF stream object {'Type': /ObjStm} does not have attribute 'N'")
+
+    monkeypatch.setattr(Page, "extract_text", reject)  # one page
+    x = Pdf().run(ctx)
+    assert "Invoice 1001" in x.text[0].text and x.properties["pdfium_pages"] == [1]
+    assert x.properties["ocr_pages"] == []
+    monkeypatch.setattr(pdfplumber, "open", reject)  # the whole document
+    y = Pdf().run(ctx)
+    assert "Invoice 1001" in y.text[0].text and y.properties["page_count"] == 1
+    assert "does not have attribute 'N'" in y.details["problems"][0]
+
+
+def test_child_death_in_an_enricher_does_not_skip_the_steps_after_it():
+    r = Router(ExtractSettings(timeout_s=30, memory_mb=512), extra=(EnrichCrasher, Exiter))
+    obj = ObjectInfo("7" * 32, "/dev/null", "text/plain", "t.txt", 5)
+    text = b"A plain English sentence about the weather in Lisbon today."
+    steps = {s.extractor: s for s in run_isolated(obj, text, ["text", "test_enrich_crasher", "language"], r)}
+    assert steps["text"].status == "ok"
+    assert steps["test_enrich_crasher"].status == "error" and "SIGSEGV" in steps["test_enrich_crasher"].error
+    assert steps["language"].status == "ok", steps["language"].error
+    assert steps["language"].extraction.properties["language"] == "en"  # it read the text from before
+    # sys.exit() inside a parser is that step's error, not the end of the child (was "code 0").
+    steps = {s.extractor: s for s in run_isolated(obj, text, ["text", "test_exiter", "language"], r)}
+    assert steps["test_exiter"].status == "error" and "exit" in steps["test_exiter"].error
+    assert steps["language"].status == "ok"
+
+
+def test_source_code_and_other_text_types_use_the_text_chain(router):
+    code = b'#!/usr/bin/env python3\nimport sys\n\n\ndef greet(name: str) -> str:\n    return f"Hello, {name}!"\n'
+    mt = detect_media_type(code, "greet.py", code)
+    assert mt.startswith("text/x-") and router.chain(mt) == ["text", *NLP]
+    assert router.chain("text/x-go") == router.chain("text/x-log") == ["text", *NLP]
+    steps = extract(router, code, "greet.py", ["text", "language"])
+    assert only(steps, "text").properties["code_language"] == "python"
+    assert steps["language"].status == "skipped" and "source code" in steps["language"].error
+    # A more specific configured glob still wins over the built-in text/*.
+    r = Router(ExtractSettings(routes={"text/x-*": ["text"]}))
+    assert r.chain("text/x-go") == ["text"] and r.chain("text/troff") == ["text", *NLP]
+
+
+def test_empty_email_is_skipped(router):
+    for data in (b"\n\n  \n", "\n".encode("utf-16")):
+        steps = extract(router, data, "empty.eml", ["email"], "message/rfc822")
+        assert steps["email"].status == "skipped" and "empty" in steps["email"].error

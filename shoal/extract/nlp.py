@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from shoal.config import ExtractSettings
-from shoal.extract.base import Context, Extraction, Extractor, TextPart
+from shoal.extract.base import Context, Extraction, ExtractionSkipped, Extractor, TextPart
 
 SHORT_PART_CHARS = 200
 _models: dict[str, Any] = {}
@@ -87,6 +87,10 @@ class Language(Extractor):
         detect_language("warm up the language model", settings)
 
     def run(self, ctx: Context) -> Extraction:
+        if ctx.properties.get("source_code"):
+            raise ExtractionSkipped(
+                f"source code ({ctx.properties.get('code_language')}): no natural language to detect"
+            )
         # Short parts (a heading, a CSV row) give unreliable guesses: they inherit the
         # language of the whole document.
         whole, _ = detect_language("\n".join(p.text for p in ctx.text), ctx.settings)

@@ -20,6 +20,7 @@ from shoal.extract.documents.archive import Archive
 from shoal.extract.documents.ebook import Epub, Rtf
 from shoal.extract.documents.email import Eml, OutlookMsg
 from shoal.extract.documents.html import Html
+from shoal.extract.documents.legacy_office import Doc, Ppt, Xls
 from shoal.extract.documents.office import Docx, Odt, Pptx, Xlsx
 from shoal.extract.documents.pdf import Pdf
 from shoal.extract.documents.structured import Delimited, Json, NdJson, Xml
@@ -60,6 +61,9 @@ BUILTIN: tuple[type[Extractor], ...] = (
     Pptx,
     Xlsx,
     Odt,
+    Doc,
+    Xls,
+    Ppt,
     Rtf,
     Epub,
     Delimited,
@@ -97,6 +101,11 @@ _DOCUMENT_ROUTES: dict[str, str] = {
     "application/json": "json",
     "application/x-ndjson": "ndjson",
     "application/xml": "xml",
+    "application/msword": "doc",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.ms-powerpoint": "ppt",
+    # Every other text type (source code, logs, text/x-*): after the exact routes above.
+    "text/*": "text",
 }
 _ARCHIVES = ("application/zip", "application/x-tar", "application/gzip", "application/x-gzip")
 
@@ -141,9 +150,10 @@ class Router:
         mt = media_type or "application/octet-stream"
         if mt in self.routes:
             return self.routes[mt]
-        for pattern, chain in self.routes.items():
-            if any(c in pattern for c in "*?[") and fnmatch.fnmatch(mt, pattern):
-                return chain
+        globs = [p for p in self.routes if any(c in p for c in "*?[") and fnmatch.fnmatch(mt, p)]
+        if globs:
+            # The most specific pattern wins ("text/x-*" over the built-in "text/*").
+            return self.routes[max(globs, key=lambda p: len(p.rstrip("*?")))]
         return ["unsupported"]
 
     def model_problems(self, chains: list[list[str]]) -> list[str]:

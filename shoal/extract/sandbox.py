@@ -40,10 +40,16 @@ def _vm_bytes() -> int:
         return 0
 
 
-def _run_chain(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Router) -> bool:
-    """Run one object's chain, streaming each step to the parent. False: this child must retire."""
+def _run_chain(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Router, prior=()) -> bool:
+    """Run one object's chain, streaming each step to the parent. False: this child must retire.
+
+    `prior`: the extractions of steps a dead child finished, when this child goes on after it.
+    """
     settings = router.settings
     ctx = Context(obj, data, settings)
+    for x in prior:
+        ctx.text.extend(x.text)
+        ctx.properties.update(x.properties)
     blocked: str | None = None
     healthy = True
     for name in chain:
@@ -66,6 +72,11 @@ def _run_chain(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Rou
             step = StepResult(name, "error", "document nesting too deep (recursion limit)")
         except Exception as exc:  # any parser failure is this object's error, never the job's
             step = StepResult(name, "error", f"{type(exc).__name__}: {exc}"[:2000])
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a library's sys.exit() must not end the child
+            step = StepResult(name, "error", f"the parser tried to exit ({type(exc).__name__}: {exc})"[:2000])
+            healthy = False  # its clean-up may have run: start the next object in a fresh child
         else:
             ctx.text.extend(result.text)
             ctx.properties.update(result.properties)
@@ -87,10 +98,10 @@ def _serve(conn, router: Router) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         while True:
             try:
-                obj, data, chain = conn.recv()
+                obj, data, chain, prior = conn.recv()
             except EOFError:
                 break
-            if not _run_chain(conn, obj, data, chain, router):
+            if not _run_chain(conn, obj, data, chain, router, prior):
                 break
     except BaseException:  # noqa: BLE001 - the parent reports a child that dies mid-object
         pass
@@ -135,20 +146,42 @@ class Sandbox:
         self.proc = self.conn = None
 
     def run(self, obj: ObjectInfo, data: bytes, chain: list[str]) -> list[StepResult]:
+        """Each step's result. When the child dies in a step later steps do not depend on (an
+        enricher, an optional analyser), a fresh child goes on with the rest of the chain."""
+        results: dict[str, StepResult] = {}
+        limit = max(self.router.extractors[n].time_limit(self.router.settings) for n in chain)
+        deadline = time.monotonic() + limit
+        todo = list(chain)
+        while todo:
+            done = self._run(obj, data, todo, results, deadline, limit)
+            todo = [n for n in todo if n not in results]
+            if done or not todo:
+                break
+        return [results[n] for n in chain]
+
+    def _run(
+        self,
+        obj: ObjectInfo,
+        data: bytes,
+        chain: list[str],
+        results: dict[str, StepResult],
+        deadline: float,
+        limit: float,
+    ) -> bool:
+        """Run `chain` in the child, adding to `results`. False: the child died in a step that
+        blocks nothing after it, and the steps still missing from `results` may run elsewhere."""
         settings: ExtractSettings = self.router.settings
         if self.proc is None or not self.proc.is_alive() or self.served >= self.RECYCLE_AFTER:
             self._start()
         proc, conn = self.proc, self.conn
         assert proc is not None and conn is not None
         self.served += 1
-        results: dict[str, StepResult] = {}
         current: str | None = None
         step_start = time.monotonic()
-        limit = max(self.router.extractors[n].time_limit(settings) for n in chain)
-        deadline = time.monotonic() + limit
         failure: tuple[str, str] | None = None
+        prior = [r.extraction for r in results.values() if r.status == "ok" and r.extraction is not None]
         try:
-            conn.send((obj, data, chain))
+            conn.send((obj, data, chain, prior))
         except (BrokenPipeError, OSError):
             failure = ("error", _death_reason(proc, settings))
         while failure is None:
@@ -174,18 +207,20 @@ class Sandbox:
             elif not proc.is_alive() and not conn.poll():
                 failure = ("error", _death_reason(proc, settings))
                 break
-        if failure is not None:
-            self.close()  # killed or dead: the next object gets a fresh child
-            status, reason = failure
-            for name in chain:
-                if name in results:
-                    continue
-                if name == current:
-                    ms = int((time.monotonic() - step_start) * 1000)
-                    results[name] = StepResult(name, status, reason, None, ms)
-                else:
-                    results[name] = StepResult(name, "skipped", f"not run: an earlier step failed ({reason})")
-        return [results[n] for n in chain]
+        if failure is None:
+            return True
+        self.close()  # killed or dead: the next object (or the rest of this chain) gets a fresh child
+        status, reason = failure
+        if current is not None and current not in results:
+            ms = int((time.monotonic() - step_start) * 1000)
+            results[current] = StepResult(current, status, reason, None, ms)
+            dead = self.router.extractors[current]
+            if status == "error" and (dead.stage != "extract" or dead.optional) and time.monotonic() < deadline:
+                return False  # nothing after it reads its output: go on in a fresh child
+        for name in chain:
+            if name not in results:
+                results[name] = StepResult(name, "skipped", f"not run: an earlier step failed ({reason})")
+        return True
 
 
 _sandboxes: dict[int, Sandbox] = {}

@@ -2,7 +2,9 @@
 
 libmagic tells a PDF from a ZIP from text no matter what a file is called. Within generic
 families it cannot tell apart (plain text vs Markdown vs CSV; a ZIP that is really an
-OOXML or ODF document), the container's own manifest or, last, the extension decides.
+OOXML or ODF document; an OLE2 container holding a Word, Excel or PowerPoint file), the
+container's own manifest or directory or, last, the extension decides. UTF-16 and UTF-32
+text, which libmagic calls binary without a byte order mark, is recognised here.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import posixpath
 import zipfile
 
 import magic
+import olefile
 
 # Text formats libmagic reports as text/plain (or close): refined by extension.
 _TEXT_BY_EXTENSION = {
@@ -46,19 +49,80 @@ _ALIASES = {
     "application/csv": "text/csv",
     "application/x-ndjason": "application/x-ndjson",
 }
+_OLE_GENERIC = {"application/CDFV2", "application/x-ole-storage"}
+_LEGACY_OFFICE_BY_EXTENSION = {
+    ".doc": "application/msword",
+    ".dot": "application/msword",
+    ".xls": "application/vnd.ms-excel",
+    ".xlt": "application/vnd.ms-excel",
+    ".ppt": "application/vnd.ms-powerpoint",
+    ".pps": "application/vnd.ms-powerpoint",
+    ".pot": "application/vnd.ms-powerpoint",
+    ".msg": "application/vnd.ms-outlook",
+}
+# Top-level OLE2 streams that say what a compound file holds.
+_OLE_STREAMS = (
+    ("EncryptedPackage", "application/encrypted"),
+    ("WordDocument", "application/msword"),
+    ("Workbook", "application/vnd.ms-excel"),
+    ("Book", "application/vnd.ms-excel"),
+    ("PowerPoint Document", "application/vnd.ms-powerpoint"),
+    ("__properties_version1.0", "application/vnd.ms-outlook"),
+)
+_WIDE_BOMS = (
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\xfe\xff", "utf-16-be"),
+    (b"\xff\xfe", "utf-16-le"),
+)
 SNIFF_BYTES = 1 << 16
+
+
+def wide_encoding(data: bytes) -> str | None:
+    """ "utf-16-le", "utf-32-be"... when `data` is UTF-16/32 text: a byte order mark, or NUL bytes
+    in the places that encoding puts them, with the whole sample decoding cleanly to printable text.
+    """
+    for bom, encoding in _WIDE_BOMS:
+        if data.startswith(bom):
+            return encoding
+    sample = data[:4096]
+    sample = sample[: len(sample) - len(sample) % 4]
+    if len(sample) < 4 or b"\x00" not in sample:
+        return None
+    for encoding, width, zero_at in (
+        ("utf-32-le", 4, (2, 3)),
+        ("utf-32-be", 4, (0, 1)),
+        ("utf-16-le", 2, (1,)),
+        ("utf-16-be", 2, (0,)),
+    ):
+        units = len(sample) // width
+        zeros = sum(sample[i::width].count(0) for i in zero_at) / (units * len(zero_at))
+        if zeros < 0.5:
+            continue  # too few NULs where this encoding puts them (mostly-Latin text has ~100%)
+        try:
+            text = sample.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+        printable = sum(ch.isprintable() or ch.isspace() for ch in text)
+        if "\x00" not in text and printable >= 0.95 * len(text):
+            return encoding
+    return None
 
 
 def detect_media_type(head: bytes, name: str, data: bytes | None = None) -> str:
     """Media type of a file from its first bytes (`head`), its name and, for ZIPs, its content."""
     sniffed = magic.from_buffer(head[:SNIFF_BYTES], mime=True) if head else "application/x-empty"
     ext = posixpath.splitext(name.lower())[1]
+    if sniffed == "application/octet-stream" and (wide := wide_encoding(head)):
+        # libmagic misses BOM-less UTF-16/32: type the same text as UTF-8 instead.
+        text = head[: len(head) - len(head) % 4].decode(wide, errors="replace").lstrip("\ufeff")
+        sniffed = magic.from_buffer(text.encode("utf-8")[:SNIFF_BYTES], mime=True) if text.strip() else sniffed
     if sniffed in ("application/zip", "application/octet-stream") and data is not None and head[:2] == b"PK":
         return _zip_type(data) or sniffed
     if sniffed == "application/x-empty":
         return "application/x-empty"
-    if sniffed in ("application/CDFV2", "application/x-ole-storage") and ext == ".msg":
-        return "application/vnd.ms-outlook"
+    if sniffed in _OLE_GENERIC:
+        return _ole_type(data if data is not None else head) or _LEGACY_OFFICE_BY_EXTENSION.get(ext, sniffed)
     if sniffed == "application/CDFV2-encrypted":
         return "application/encrypted"
     if sniffed in _TEXTUAL or sniffed.startswith("text/"):
@@ -68,6 +132,19 @@ def detect_media_type(head: bytes, name: str, data: bytes | None = None) -> str:
         if sniffed in ("text/plain", "application/json") and _looks_like_json(head):
             return "application/json"
     return _ALIASES.get(sniffed, sniffed)
+
+
+def _ole_type(data: bytes) -> str | None:
+    """What an OLE2 compound file holds, from its top-level stream names (None: unreadable or unknown)."""
+    try:
+        with olefile.OleFileIO(data) as ole:
+            names = {entry[0] for entry in ole.listdir(streams=True, storages=True) if len(entry) == 1}
+    except Exception:  # noqa: BLE001 - truncated or broken containers fall back to the extension
+        return None
+    for stream, media_type in _OLE_STREAMS:
+        if stream in names:
+            return media_type
+    return None
 
 
 def _looks_like_json(head: bytes) -> bool:

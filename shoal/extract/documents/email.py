@@ -7,8 +7,10 @@ import io
 from email import policy
 from email.message import EmailMessage
 
-from shoal.extract.base import Child, Context, Extraction, ExtractionRefused, Extractor, TextPart
+from shoal.extract.base import Child, Context, Extraction, ExtractionRefused, ExtractionSkipped, Extractor, TextPart
 from shoal.extract.documents.html import html_text
+from shoal.extract.documents.text import decode_text
+from shoal.ingest.sniff import wide_encoding
 
 HEADERS = ("from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id")
 
@@ -30,14 +32,26 @@ class Eml(Extractor):
     version = "1"
 
     def run(self, ctx: Context) -> Extraction:
-        msg = email.message_from_bytes(ctx.data, policy=policy.default)
+        data = ctx.data
+        wide = wide_encoding(data)
+        if wide is not None:  # a message saved as UTF-16/32 text: headers must be read as text
+            data = data.decode(wide, errors="replace").removeprefix("\ufeff").encode("utf-8")
+        data = data.removeprefix(b"\xef\xbb\xbf")
+        if not data.strip():
+            raise ExtractionSkipped("no text: the file is empty or whitespace")
+        msg = email.message_from_bytes(data, policy=policy.default)
         if not isinstance(msg, EmailMessage) or not any(msg.get(h) for h in ("from", "subject", "date", "to")):
             raise ValueError("not an e-mail message: no From/To/Subject/Date header")
         headers = {h: str(msg.get(h, "")) for h in HEADERS if msg.get(h)}
         parts = [TextPart("headers", _headers_text(headers))]
         body = msg.get_body(preferencelist=("plain", "html"))
         if body is not None:
-            content = body.get_content()
+            if body.get_content_charset() is None:
+                # No declared charset (us-ascii by the RFC) but 8-bit text, as in a message saved
+                # as UTF-16 and read back as UTF-8: detect rather than replace every accent.
+                content = decode_text(body.get_payload(decode=True) or b"")[0]
+            else:
+                content = body.get_content()
             text = content if body.get_content_type() == "text/plain" else html_text(content)
             parts.append(TextPart("body", text))
         children = []

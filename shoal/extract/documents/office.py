@@ -18,9 +18,49 @@ def _core(props) -> dict[str, str | None]:
     return {"title": props.title or None, "author": author or None}
 
 
+def _docx_rows(table) -> list[list[str]]:
+    """A DOCX table's rows read from its `w:tr`/`w:tc` XML, one value per grid column.
+
+    python-docx's cell grid raises on merges it cannot resolve (`no 'tc' element at
+    grid_offset=...`) and repeats a merged cell's text in every column and row it spans;
+    here a merged cell's text appears once, in its first column and row, and the columns
+    it covers read "".
+    """
+    from docx.oxml.ns import qn
+    from docx.text.paragraph import Paragraph
+
+    rows = []
+    for tr in table._tbl.iterchildren(qn("w:tr")):
+        row: list[str] = []
+        pr = tr.find(qn("w:trPr"))
+        before = pr.find(qn("w:gridBefore")) if pr is not None else None
+        if before is not None:
+            row.extend([""] * _int_attr(before, 0))
+        for tc in tr.iterchildren(qn("w:tc")):
+            tcpr = tc.find(qn("w:tcPr"))
+            span = vmerge = None
+            if tcpr is not None:
+                span, vmerge = tcpr.find(qn("w:gridSpan")), tcpr.find(qn("w:vMerge"))
+            continued = vmerge is not None and vmerge.get(qn("w:val"), "continue") == "continue"
+            text = "" if continued else "\n".join(Paragraph(p, None).text for p in tc.iterchildren(qn("w:p")))
+            row.append(text)
+            row.extend([""] * (max(1, _int_attr(span, 1)) - 1))
+        rows.append(row)
+    return rows
+
+
+def _int_attr(el, default: int) -> int:
+    from docx.oxml.ns import qn
+
+    try:
+        return int(el.get(qn("w:val"))) if el is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
 class Docx(Extractor):
     name = "docx"
-    version = "1"
+    version = "2"
     preload = ("docx",)
 
     def run(self, ctx: Context) -> Extraction:
@@ -35,10 +75,7 @@ class Docx(Extractor):
                 sections.start(p.text.strip())
             sections.add(p.text)
         parts = sections.done()
-        tables = [
-            ExtractedTable(f"table {i + 1}", [[cell.text for cell in row.cells] for row in t.rows])
-            for i, t in enumerate(document.tables)
-        ]
+        tables = [ExtractedTable(f"table {i + 1}", _docx_rows(t)) for i, t in enumerate(document.tables)]
         for t in tables:
             parts.append(TextPart(t.part, "\n".join(" | ".join(r) for r in t.rows)))
         return Extraction(text=parts, tables=tables, properties=_core(document.core_properties))
@@ -105,7 +142,7 @@ class Xlsx(Extractor):
 
 class Odt(Extractor):
     name = "odt"
-    version = "1"
+    version = "2"
     preload = ("odf.opendocument", "odf.teletype", "odf.table")
 
     def run(self, ctx: Context) -> Extraction:
@@ -119,25 +156,34 @@ class Odt(Extractor):
             raise ExtractionSkipped("encrypted ODT: a password is required")
         doc = load(io.BytesIO(ctx.data))
         sections = Sections()
-        for el in doc.text.childNodes:
-            if el.qname == (TEXTNS, "h"):
-                sections.start(teletype.extractText(el).strip() or sections.heading)
-                sections.add(teletype.extractText(el))
-            elif el.qname == (TEXTNS, "p"):
-                sections.add(teletype.extractText(el))
+
+        def walk(parent) -> None:
+            for el in parent.childNodes:
+                qname = getattr(el, "qname", None)  # text and comment nodes have none
+                if qname == (TEXTNS, "h"):
+                    sections.start(teletype.extractText(el).strip() or sections.heading)
+                    sections.add(teletype.extractText(el))
+                elif qname == (TEXTNS, "p"):
+                    sections.add(teletype.extractText(el))
+                elif qname is not None and qname[0] == TEXTNS:
+                    walk(el)  # sections, lists and list items hold paragraphs too (tables: below)
+
+        walk(doc.text)
         parts = sections.done()
         tables = []
         for i, t in enumerate(doc.getElementsByType(Table)):
             rows = [
-                [teletype.extractText(c) for c in r.getElementsByType(TableCell)] for r in t.getElementsByType(TableRow)
+                [teletype.extractText(c).strip() for c in r.getElementsByType(TableCell)]
+                for r in t.getElementsByType(TableRow)
             ]
             tables.append(ExtractedTable(f"table {i + 1}", rows))
             parts.append(TextPart(f"table {i + 1}", "\n".join(" | ".join(r) for r in rows)))
         meta = doc.meta
         title = author = None
         for node in meta.childNodes if meta is not None else []:
-            if node.qname[1] == "title":
+            local = (getattr(node, "qname", None) or ("", ""))[1]
+            if local == "title":
                 title = teletype.extractText(node)
-            elif node.qname[1] in ("initial-creator", "creator"):
+            elif local in ("initial-creator", "creator"):
                 author = author or teletype.extractText(node)
         return Extraction(text=parts, tables=tables, properties={"title": title, "author": author})

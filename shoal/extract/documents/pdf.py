@@ -33,6 +33,10 @@ class Pdf(Extractor):
         import pypdf
         from pypdf.errors import PdfReadError
 
+        problems: list[str] = []  # what a parser could not read, for the JSON output
+
+        fields: list[FormField] = []
+        info: dict = {}
         try:
             reader = pypdf.PdfReader(io.BytesIO(ctx.data))
             if reader.is_encrypted and not reader.decrypt(""):
@@ -42,27 +46,52 @@ class Pdf(Extractor):
         except PdfReadError as exc:
             if "encrypt" in str(exc).lower() or "password" in str(exc).lower():
                 raise ExtractionSkipped(f"encrypted PDF: {exc}") from exc
-            raise ValueError(f"corrupt PDF: {exc}") from exc
+            problems.append(f"pypdf: {exc}")  # metadata and fields are lost; the text may not be
+        except (ExtractionSkipped, RecursionError, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - pypdf raises many types for broken files
+            problems.append(f"pypdf: {type(exc).__name__}: {exc}")
         parts: list[TextPart] = []
         tables: list[ExtractedTable] = []
         ocr_pages: list[int] = []
+        fallback_pages: list[int] = []
         try:
             pdf = pdfplumber.open(io.BytesIO(ctx.data), password="")
-        except Exception as exc:  # pdfminer raises many types for broken files
-            raise ValueError(f"corrupt PDF: {type(exc).__name__}: {exc}") from exc
-        with pdf:
             page_count = len(pdf.pages)
-            for number, page in enumerate(pdf.pages, 1):
-                label = f"page {number}"
-                text = page.extract_text() or ""
+        except Exception as exc:  # noqa: BLE001 - pdfminer raises many types for broken files
+            # pdfminer rejects some files PDFium reads (a stream without /N, a damaged xref...).
+            problems.append(f"pdfminer: {type(exc).__name__}: {exc}")
+            texts = _pdfium_texts(ctx.data, problems)
+            page_count = len(texts)
+            fallback_pages = list(range(1, page_count + 1))
+            for number, text in enumerate(texts, 1):
                 if len(text.strip()) < MIN_TEXT_CHARS:
                     text = self._ocr(ctx, number)
                     ocr_pages.append(number)
-                parts.append(TextPart(label, text))
-                for rows in page.extract_tables():
-                    cleaned = [["" if c is None else str(c) for c in row] for row in rows]
-                    if any(any(c.strip() for c in row) for row in cleaned):
-                        tables.append(ExtractedTable(label, cleaned))
+                parts.append(TextPart(f"page {number}", text))
+        else:
+            with pdf:
+                for number, page in enumerate(pdf.pages, 1):
+                    label = f"page {number}"
+                    try:
+                        text = page.extract_text() or ""
+                    except Exception as exc:  # noqa: BLE001 - one broken page: PDFium reads it
+                        problems.append(f"page {number}: pdfminer: {type(exc).__name__}: {exc}")
+                        text = _pdfium_page_text(ctx.data, number)
+                        fallback_pages.append(number)
+                    if len(text.strip()) < MIN_TEXT_CHARS:
+                        text = self._ocr(ctx, number)
+                        ocr_pages.append(number)
+                    parts.append(TextPart(label, text))
+                    try:
+                        found = page.extract_tables()
+                    except Exception as exc:  # noqa: BLE001 - tables are a bonus: the text is kept
+                        problems.append(f"page {number}: tables: {type(exc).__name__}: {exc}")
+                        found = []
+                    for rows in found:
+                        cleaned = [["" if c is None else str(c) for c in row] for row in rows]
+                        if any(any(c.strip() for c in row) for row in cleaned):
+                            tables.append(ExtractedTable(label, cleaned))
         if fields:
             # Filled-in values are text too: language, entities and PII must see them.
             parts.append(TextPart("form", "\n".join(f"{f.name}: {f.value}" for f in fields if f.value)))
@@ -76,7 +105,9 @@ class Pdf(Extractor):
                 "author": _meta(info, "/Author"),
                 "ocr_pages": ocr_pages,
                 "producer": _meta(info, "/Producer"),
+                "pdfium_pages": fallback_pages,
             },
+            details={"problems": problems} if problems else {},
         )
 
     @staticmethod
@@ -104,6 +135,40 @@ class Pdf(Extractor):
             return ocr_image(image, ctx.settings.ocr_languages)
         finally:
             pdf.close()
+
+
+def _pdfium_texts(data: bytes, problems: list[str]) -> list[str]:
+    """Every page's text layer as PDFium reads it; ValueError when PDFium cannot open the file either."""
+    import pypdfium2
+
+    try:
+        pdf = pypdfium2.PdfDocument(data)
+    except Exception as exc:  # noqa: BLE001 - PdfiumError and friends
+        raise ValueError(f"corrupt PDF: {'; '.join([*problems, f'pdfium: {exc}'])}") from exc
+    try:
+        return [_page_text(pdf, i) for i in range(len(pdf))]
+    finally:
+        pdf.close()
+
+
+def _pdfium_page_text(data: bytes, number: int) -> str:
+    import pypdfium2
+
+    pdf = pypdfium2.PdfDocument(data)
+    try:
+        return _page_text(pdf, number - 1)
+    finally:
+        pdf.close()
+
+
+def _page_text(pdf, index: int) -> str:
+    page = pdf[index]
+    textpage = page.get_textpage()
+    try:
+        return textpage.get_text_bounded().replace("\r\n", "\n")
+    finally:
+        textpage.close()
+        page.close()
 
 
 def _meta(info, key: str) -> str | None:

@@ -5,13 +5,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from typing import Any
 
 from defusedxml import ElementTree as SafeET
 from defusedxml.common import DefusedXmlException
 
 from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionRefused, Extractor, TextPart
-from shoal.extract.documents.text import read_text
+from shoal.extract.documents.text import decode_text, read_text
+from shoal.ingest.sniff import wide_encoding
 
 MAX_TEXT_ROWS = 10_000  # rows rendered into text for NLP; the table keeps them all
 
@@ -112,13 +114,32 @@ class NdJson(Extractor):
         )
 
 
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
+
+
+def _parse_xml(data: bytes):
+    return SafeET.fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+
+
 class Xml(Extractor):
     name = "xml"
     version = "1"
 
     def run(self, ctx: Context) -> Extraction:
+        data, encoding = ctx.data, None
+        if wide_encoding(data) is not None:
+            # expat reads UTF-16 only with a BOM and UTF-32 never: hand it UTF-8 without the declaration.
+            text, encoding = decode_text(data)
+            data = _XML_DECLARATION.sub("", text, count=1).encode("utf-8")
         try:
-            root = SafeET.fromstring(ctx.data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
+            try:
+                root = _parse_xml(data)
+            except SafeET.ParseError as exc:
+                if "encoding" not in str(exc) or encoding is not None:
+                    raise
+                # The declaration names another encoding than the bytes are in: detect, then parse.
+                text, encoding = decode_text(data)
+                root = _parse_xml(_XML_DECLARATION.sub("", text, count=1).encode("utf-8"))
         except DefusedXmlException as exc:
             raise ExtractionRefused(f"XML refused: {exc} (entity expansion or external references)") from exc
         except SafeET.ParseError as exc:
@@ -130,5 +151,9 @@ class Xml(Extractor):
                 lines.append(f"{tag}: {el.text.strip()}")
         return Extraction(
             text=[TextPart("document", "\n".join(lines))],
-            properties={"root": root.tag.split("}", 1)[-1], "elements": sum(1 for _ in root.iter())},
+            properties={
+                "root": root.tag.split("}", 1)[-1],
+                "elements": sum(1 for _ in root.iter()),
+                "encoding": encoding,
+            },
         )

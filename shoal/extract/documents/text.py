@@ -17,14 +17,8 @@ from shoal.extract.base import (
     Sections,
     TextPart,
 )
+from shoal.ingest.sniff import wide_encoding
 
-_BOMS = (
-    (b"\x00\x00\xfe\xff", "utf-32-be"),
-    (b"\xff\xfe\x00\x00", "utf-32-le"),
-    (b"\xef\xbb\xbf", "utf-8"),
-    (b"\xfe\xff", "utf-16-be"),
-    (b"\xff\xfe", "utf-16-le"),
-)
 _CANDIDATES = [
     "utf_16_le",
     "utf_16_be",
@@ -39,19 +33,13 @@ _CANDIDATES = [
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
-    """Text and the encoding it was read with: a BOM, else strict UTF-8, else the best detected guess."""
-    for bom, encoding in _BOMS:
-        if data.startswith(bom):
-            return data[len(bom) :].decode(encoding, errors="replace"), encoding
-    if b"\x00" in data[:4096]:
-        # NUL bytes are valid UTF-8 but never real text: UTF-16/32 without a BOM.
-        for encoding in ("utf-32-le", "utf-32-be", "utf-16-le", "utf-16-be"):
-            try:
-                text = data.decode(encoding)
-            except UnicodeDecodeError:
-                continue
-            if "\x00" not in text and _mostly_printable(text):
-                return text, encoding
+    """Text and the encoding it was read with: a BOM or UTF-16/32's NUL pattern, else strict UTF-8,
+    else the best detected guess."""
+    wide = wide_encoding(data)
+    if wide is not None:
+        return data.decode(wide, errors="replace").removeprefix("\ufeff"), wide
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:].decode("utf-8", errors="replace"), "utf-8"
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -61,11 +49,6 @@ def decode_text(data: bytes) -> tuple[str, str]:
     return data.decode(encoding, errors="replace"), encoding.replace("_", "-")
 
 
-def _mostly_printable(text: str) -> bool:
-    sample = text[:2000]
-    return sum(ch.isprintable() or ch.isspace() for ch in sample) >= 0.95 * len(sample)
-
-
 def read_text(ctx: Context) -> tuple[str, str]:
     text, encoding = decode_text(ctx.data)
     if not text.strip():
@@ -73,13 +56,74 @@ def read_text(ctx: Context) -> tuple[str, str]:
     return text, encoding
 
 
+# Source code: libmagic's text/x-<language> types and common source-file extensions.
+_CODE_TYPES = {
+    "text/x-c": "c",
+    "text/x-c++": "c++",
+    "text/x-java": "java",
+    "text/x-objective-c": "objective-c",
+    "text/x-python": "python",
+    "text/x-script.python": "python",
+    "text/x-shellscript": "shell",
+    "text/x-perl": "perl",
+    "text/x-ruby": "ruby",
+    "text/x-php": "php",
+    "text/x-lua": "lua",
+    "text/x-tcl": "tcl",
+    "text/x-asm": "assembly",
+    "text/x-makefile": "make",
+    "text/x-m4": "m4",
+    "text/x-awk": "awk",
+}
+_CODE_EXTENSIONS = {
+    ".py": "python",
+    ".go": "go",
+    ".rs": "rust",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".ts": "typescript",
+    ".java": "java",
+    ".kt": "kotlin",
+    ".scala": "scala",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "c++",
+    ".cpp": "c++",
+    ".hpp": "c++",
+    ".cs": "c#",
+    ".rb": "ruby",
+    ".php": "php",
+    ".pl": "perl",
+    ".lua": "lua",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".swift": "swift",
+    ".sql": "sql",
+    ".r": "r",
+}
+
+
+def code_language(media_type: str, file_name: str) -> str | None:
+    """The programming language of a source file, or None for prose."""
+    dot = file_name.rfind(".")
+    by_ext = _CODE_EXTENSIONS.get(file_name[dot:].lower()) if dot > 0 else None
+    return by_ext or _CODE_TYPES.get(media_type.split(";")[0])
+
+
 class PlainText(Extractor):
+    """Plain text and every other text/* type without a route of its own (source code, logs...)."""
+
     name = "text"
     version = "1"
 
     def run(self, ctx: Context) -> Extraction:
         text, encoding = read_text(ctx)
-        return Extraction(text=[TextPart("document", text)], properties={"encoding": encoding})
+        props: dict[str, str | bool] = {"encoding": encoding}
+        language = code_language(ctx.obj.media_type, ctx.obj.file_name)
+        if language:
+            # Read by the language enricher: code has no natural language to detect.
+            props.update(source_code=True, code_language=language)
+        return Extraction(text=[TextPart("document", text)], properties=props)
 
 
 # ---- markup: split into sections at headings, strip the markup ------------------------------------
