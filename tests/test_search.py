@@ -86,6 +86,10 @@ def test_results_respect_the_principal(spark, settings, corpus):
         table_columns=cols,
     )
     suite = {"suite": corpus["suite"]}
+    # Listing objects is not reading their text: without a grant on shoal.text nothing ranks.
+    assert search(settings, "payment of an invoice", k=5, tags=suite, principal=p.principal(fan), spark=spark) == []
+    text_cols = [f.name for f in spark.table("shoal.text").schema.fields]
+    g.grant(p.principal("admin"), "SELECT", "TABLE", "shoal.text", fan, table_columns=text_cols)
     as_fan = search(settings, "payment of an invoice", k=5, tags=suite, principal=p.principal(fan), spark=spark)
     assert names(as_fan) == ["league-final.txt"]
     assert search(settings, "payment of an invoice", k=5, tags=suite, principal=p.principal(nobody), spark=spark) == []

@@ -104,32 +104,43 @@ def search(
             sql += " ORDER BY bm25(chunks_fts) LIMIT ?"
             with index.connect() as conn:
                 keyword_ranks = {r[0]: i for i, r in enumerate(conn.execute(sql, (match, *args, depth)))}
+    candidates = set(vector_ranks) | set(keyword_ranks)
+    if not candidates:
+        return []
+    with index.connect() as conn:
+        placeholders = ",".join("?" * len(candidates))
+        rows = {
+            r[0]: r
+            for r in conn.execute(
+                f"SELECT chunk_id, object_id, raw_path, source_path, part, text, media_type, languages FROM chunks WHERE chunk_id IN ({placeholders})",
+                sorted(candidates),
+            )
+        }
+    if principal is not None and not principal.is_admin:
+        # Only text the principal may read takes part at all: ranking over the rest would
+        # answer "does this document contain W" without a grant. A chunk counts when the
+        # object is listed for the principal and the chunk appears in its governed text.
+        allowed = _readable(settings, spark, principal, {r[1] for r in rows.values()}) or set()
+        texts = _readable_text(settings, spark, principal, allowed) or {}
+        rows = {
+            cid: r
+            for cid, r in rows.items()
+            if r[1] in allowed and _WS.sub(" ", r[5] or "").strip() in texts.get((r[1], r[4] or ""), "\0")
+        }
+        vector_ranks = _rerank(vector_ranks, rows)
+        keyword_ranks = _rerank(keyword_ranks, rows)
     fused: dict[int, float] = {}
     for ranks in (vector_ranks, keyword_ranks):
         for cid, rank in ranks.items():
             fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
     ordered = sorted(fused, key=lambda c: -fused[c])
-    if not ordered:
-        return []
-    with index.connect() as conn:
-        placeholders = ",".join("?" * len(ordered))
-        rows = {
-            r[0]: r
-            for r in conn.execute(
-                f"SELECT chunk_id, object_id, raw_path, source_path, part, text, media_type, languages FROM chunks WHERE chunk_id IN ({placeholders})",
-                ordered,
-            )
-        }
-    allowed = _readable(settings, spark, principal, {rows[c][1] for c in ordered if c in rows})
     hits: list[Hit] = []
-    chunk_of: dict[str, str] = {}
     seen: set[str] = set()
     for cid in ordered:
         row = rows.get(cid)
-        if row is None or row[1] in seen or (allowed is not None and row[1] not in allowed):
+        if row is None or row[1] in seen:
             continue
         seen.add(row[1])
-        chunk_of[row[1]] = row[5] or ""
         hits.append(
             Hit(
                 object_id=row[1],
@@ -146,15 +157,12 @@ def search(
         )
         if len(hits) == k:
             break
-    texts = _readable_text(settings, spark, principal, {h.object_id for h in hits})
-    if texts is not None:
-        # A snippet is shown only when the principal may read that text itself (its grant on
-        # shoal.text, with row filters and masks): the chunk must appear in the governed text.
-        for h in hits:
-            body = texts.get((h.object_id, h.part or ""))
-            if body is None or _WS.sub(" ", chunk_of[h.object_id]).strip() not in body:
-                h.snippet = ""
     return hits
+
+
+def _rerank(ranks: dict[int, int], kept: dict[int, Any]) -> dict[int, int]:
+    """Ranks among the kept chunks only, in the same order."""
+    return {cid: r for r, cid in enumerate(c for c in sorted(ranks, key=ranks.__getitem__) if c in kept)}
 
 
 def _readable_text(settings: Settings, spark, principal, object_ids: set[str]) -> dict[tuple[str, str], str] | None:
