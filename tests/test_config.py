@@ -6,7 +6,7 @@ import pytest
 
 from shoal.config import load_settings
 from shoal.exceptions import ConfigError
-from shoal.spark import catalog_conf
+from shoal.spark import catalog_conf, spark_conf
 
 
 def test_defaults_live_in_the_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -142,3 +142,36 @@ def test_a_misspelt_key_inside_a_section_is_refused(tmp_path: Path, monkeypatch:
     (tmp_path / "shoal.toml").write_text('[extract.media]\nspeech_modle = "tiny.en"\n')
     with pytest.raises(ConfigError, match=r"speech_modle"):
         load_settings()
+
+
+def test_local_mode_keeps_spark_on_loopback_and_conf_cannot_widen_it(tmp_path):
+    s = load_settings(
+        workspace=tmp_path,
+        spark={"conf": {"spark.driver.bindAddress": "0.0.0.0", "spark.sql.variable.substitute": "true"}},
+    )
+    conf = spark_conf(s)
+    assert conf["spark.driver.bindAddress"] == "127.0.0.1" and conf["spark.driver.host"] == "127.0.0.1"
+    assert conf["spark.authenticate"] == "true"
+    assert conf["spark.sql.variable.substitute"] == "false"  # no ${env:...} in anyone's SQL
+    assert conf["spark.hadoop.fs.permissions.umask-mode"] == "077"
+    cluster = spark_conf(load_settings(workspace=tmp_path, spark={"master": "spark://10.0.0.5:7077"}))
+    assert "spark.driver.bindAddress" not in cluster  # executors on other hosts must reach the driver
+
+
+def test_the_workspace_is_private(settings, spark):
+    """Created 0700 (catalog, secrets, table files) with catalog.db 0600, by the shared session."""
+    import stat
+
+    ws = settings.workspace_dir
+    assert stat.S_IMODE(ws.stat().st_mode) == 0o700
+    assert stat.S_IMODE((ws / "catalog.db").stat().st_mode) == 0o600
+    assert stat.S_IMODE(Path(settings.warehouse_uri).stat().st_mode) == 0o700
+    loose = ws.parent / "loose-workspace"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    from shoal.private import private_dir, private_file
+
+    private_dir(loose)
+    private_file(loose / "catalog.db")
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o700
+    assert stat.S_IMODE((loose / "catalog.db").stat().st_mode) == 0o600
