@@ -267,6 +267,18 @@ def test_table_page_snapshots_only_for_unrestricted_readers(site):
     assert 'id="snapshots"' not in page and "snapshots-denied" in page and 'id="sample"' in page
 
 
+def test_inventory_text_filter_follows_text_grants(site):
+    """The guest may list objects (metadata is open) but holds no grant on shoal.text."""
+    analyst = signin(site, site.users["analyst"])
+    page = analyst.get("/objects", params={"text": "lease Berlin"}).text
+    assert "xss.txt" in page
+    guest = signin(site, site.users["guest"])
+    assert "xss.txt" in guest.get("/objects").text  # the inventory itself stays open
+    for words in ("lease Berlin", "maria.garcia", "Garc"):
+        page = guest.get("/objects", params={"text": words}).text
+        assert "xss.txt" not in page and "lease.html" not in page, words
+
+
 def test_workflow_pages_are_governed(site, settings):
     from shoal.governance import AuditLog
     from shoal.workflows import Store
