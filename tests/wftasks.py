@@ -86,3 +86,13 @@ def fail_later(payload: dict[str, Any]) -> Any:
     """Fails after a while, as a Spark job cancelled because a sibling branch failed does."""
     time.sleep(payload.get("seconds", 0.5))
     raise LookupError("job group cancelled")
+
+
+def interrupt_first(payload: dict[str, Any]) -> dict[str, Any]:
+    """Interrupts the run (as Ctrl-C does) on its first call; later calls return at once."""
+    counter = Path(payload["counter"])
+    calls = int(counter.read_text()) + 1 if counter.exists() else 1
+    counter.write_text(str(calls))
+    if calls == 1:
+        raise KeyboardInterrupt
+    return {"calls": calls, "seen": payload.get("seen")}

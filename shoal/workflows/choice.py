@@ -6,7 +6,7 @@ import datetime as dt
 import re
 from typing import Any
 
-from shoal.workflows import paths
+from shoal.workflows import paths, query
 from shoal.workflows.errors import StatesError
 
 _KINDS = ("String", "Numeric", "Boolean", "Timestamp")
@@ -21,12 +21,13 @@ def check_rule(rule: Any, *, top: bool) -> list[str]:
     if not isinstance(rule, dict):
         return ["a choice rule must be an object"]
     problems: list[str] = []
-    allowed = {"Comment", "Variable", *COMPARATORS, *TESTS, *COMBINATORS} | ({"Next"} if top else set())
+    allowed = {"Comment", "Variable", *COMPARATORS, *TESTS, *COMBINATORS} | ({"Next", "Assign"} if top else set())
     for key in rule:
         if key not in allowed:
             problems.append(
                 f"field {key!r} is not allowed in a choice rule"
-                + (" (only top-level rules have Next)" if key == "Next" else "")
+                + (" (only top-level rules have Next and Assign)" if key in ("Next", "Assign") else "")
+                + (" (Condition and Output are JSONata fields)" if key in ("Condition", "Output") else "")
             )
     if top and not isinstance(rule.get("Next"), str):
         problems.append("a top-level choice rule needs Next")
@@ -71,17 +72,43 @@ def check_rule(rule: Any, *, top: bool) -> list[str]:
     return problems
 
 
-def matches(rule: dict[str, Any], data: Any, context: dict[str, Any]) -> bool:
+def check_jsonata_rule(rule: Any) -> list[str]:
+    """Problems of a JSONata choice rule: a Condition expression, Next, optional Assign and Output."""
+    if not isinstance(rule, dict):
+        return ["a choice rule must be an object"]
+    problems = [
+        f"field {key!r} is not allowed in a JSONata choice rule"
+        + (
+            " (use Condition with a JSONata expression)"
+            if key in COMPARATORS | TESTS | COMBINATORS | {"Variable"}
+            else ""
+        )
+        for key in rule
+        if key not in {"Condition", "Next", "Assign", "Output", "Comment"}
+    ]
+    if not isinstance(rule.get("Next"), str):
+        problems.append("a top-level choice rule needs Next")
+    condition = rule.get("Condition")
+    if "Condition" not in rule:
+        problems.append("a JSONata choice rule needs Condition")
+    elif not isinstance(condition, bool) and not query.is_expression(condition):
+        problems.append("Condition must be a JSONata expression '{% ... %}' (or true/false)")
+    else:
+        problems.extend(query.check(condition))
+    return problems
+
+
+def matches(rule: dict[str, Any], data: Any, context: dict[str, Any], variables: dict[str, Any] | None = None) -> bool:
     for op in COMBINATORS:
         if op in rule:
             if op == "Not":
-                return not matches(rule["Not"], data, context)
-            results = (matches(r, data, context) for r in rule[op])
+                return not matches(rule["Not"], data, context, variables)
+            results = (matches(r, data, context, variables) for r in rule[op])
             return all(results) if op == "And" else any(results)
     variable = rule["Variable"]
     present = True
     try:
-        value = paths.read(variable, data, context)
+        value = paths.read(variable, data, context, variables=variables)
     except StatesError:
         present, value = False, None
     if "IsPresent" in rule:
@@ -95,7 +122,7 @@ def matches(rule: dict[str, Any], data: Any, context: dict[str, Any]) -> bool:
     op = next(k for k in rule if k in COMPARATORS)
     expected = rule[op]
     if op.endswith("Path"):
-        expected = paths.read(expected, data, context)
+        expected = paths.read(expected, data, context, variables=variables)
         op = op[:-4]
     if op == "StringMatches":
         return isinstance(value, str) and _wildcard(expected).fullmatch(value) is not None

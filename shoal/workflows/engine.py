@@ -23,12 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shoal.config import Settings
-from shoal.workflows import choice, errors, paths
-from shoal.workflows.definition import StateMachine, build
+from shoal.workflows import choice, errors, paths, query
+from shoal.workflows.definition import StateMachine, build, language_of
 from shoal.workflows.errors import StatesError, WorkflowError
 from shoal.workflows.store import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionRecord, Store, now, owner_alive
 
 MAX_PAYLOAD_BYTES = 256 * 1024
+# The language's limit on the variables one scope can see (256 KiB per Assign is MAX_PAYLOAD_BYTES).
+MAX_VARIABLES_BYTES = 10 * 1024 * 1024
 
 
 def new_execution_id(workflow: str) -> str:
@@ -214,29 +216,37 @@ class _Run:
         resume: bool,
         cancel: CancelToken,
         extra: dict | None = None,
+        outer: dict[str, Any] | None = None,
     ) -> Any:
+        """Run one scope. `outer`: the variables of the enclosing scopes, readable here, never
+        assigned; what this scope assigns (`own`) is checkpointed with it and dies with it."""
         states = definition["States"]
         current = definition["StartAt"]
+        outer = outer or {}
+        own: dict[str, Any] = {}
         if resume:
             cp = self.store.checkpoint_of(self.id, scope)
             if cp is not None and cp["done"]:
                 return cp["output"]
             if cp is not None:
-                current, data = cp["next_state"], cp["input"]
+                current, data, own = cp["next_state"], cp["input"], cp["variables"]
             else:
                 resume = False
         if not resume:
             self.store.checkpoint(self.id, scope, next_state=current, input_=data)
         while True:
             cancel.check()
-            next_name, data = self.run_state(
-                current, states[current], data, scope, resume=resume, cancel=cancel, extra=extra
+            next_name, data, assigned = self.run_state(
+                current, states[current], data, scope, resume=resume, cancel=cancel, extra=extra, variables=outer | own
             )
             resume = False
+            if assigned:
+                own = {**own, **assigned}
+                self._check_variables_size(outer | own, current)
             if next_name is None:
                 self.store.checkpoint(self.id, scope, next_state=None, done=True, output=data)
                 return data
-            self.store.checkpoint(self.id, scope, next_state=next_name, input_=data)
+            self.store.checkpoint(self.id, scope, next_state=next_name, input_=data, variables=own)
             current = next_name
 
     def context(self, state: str, extra: dict | None, retry_count: int = 0) -> dict[str, Any]:
@@ -249,6 +259,9 @@ class _Run:
             ctx.update(extra)
         return ctx
 
+    def language(self, state: dict[str, Any]) -> str:
+        return language_of(state, self.machine.definition.get("QueryLanguage", query.JSONPATH))
+
     # ---- one state --------------------------------------------------------------------------
     def run_state(
         self,
@@ -260,8 +273,11 @@ class _Run:
         resume: bool,
         cancel: CancelToken,
         extra: dict | None,
-    ) -> tuple[str | None, Any]:
+        variables: dict[str, Any],
+    ) -> tuple[str | None, Any, dict[str, Any]]:
+        """Run a state to its end: (next state or None, output, variables it assigns)."""
         kind = state["Type"]
+        jsonata = self.language(state) == query.JSONATA
         self.engine.say(f"{scope}/{name}" if scope else name)
         self.store.event(self.id, f"{kind}StateEntered", state=name, scope=scope, input=raw)
         retriers = state.get("Retry") or []
@@ -270,7 +286,14 @@ class _Run:
         while True:
             ctx = self.context(name, extra, retry_count)
             try:
-                next_name, output = self._execute(kind, name, state, raw, scope, ctx, resume=resume, cancel=cancel)
+                if jsonata:
+                    next_name, output, assigned = self._execute_jsonata(
+                        kind, name, state, raw, scope, ctx, variables, resume=resume, cancel=cancel
+                    )
+                else:
+                    next_name, output, assigned = self._execute(
+                        kind, name, state, raw, scope, ctx, variables, resume=resume, cancel=cancel
+                    )
                 self._check_size(output, name)
                 break
             except Cancelled:
@@ -313,7 +336,16 @@ class _Run:
                     None,
                 )
                 if catcher is not None:
-                    output = paths.write(raw, catcher.get("ResultPath", "$"), err.to_dict())
+                    error_output = err.to_dict()
+                    if jsonata:
+                        states = {"input": raw, "errorOutput": error_output, "context": ctx}
+                        output = (
+                            query.render(catcher["Output"], states, variables) if "Output" in catcher else error_output
+                        )
+                        assigned = self._assign_jsonata(catcher.get("Assign"), states, variables)
+                    else:
+                        output = paths.write(raw, catcher.get("ResultPath", "$"), error_output)
+                        assigned = self._assign_jsonpath(catcher.get("Assign"), error_output, ctx, variables)
                     self.store.event(
                         self.id,
                         "CaughtError",
@@ -323,14 +355,20 @@ class _Run:
                         cause=err.cause,
                         next=catcher["Next"],
                     )
-                    self.store.event(self.id, f"{kind}StateExited", state=name, scope=scope, output=output)
-                    return catcher["Next"], output
+                    self._exited(kind, name, scope, output, assigned)
+                    return catcher["Next"], output, assigned
                 self.store.event(
                     self.id, f"{kind}StateFailed", state=name, scope=scope, error=err.error, cause=err.cause
                 )
                 raise
-        self.store.event(self.id, f"{kind}StateExited", state=name, scope=scope, output=output)
-        return next_name, output
+        self._exited(kind, name, scope, output, assigned)
+        return next_name, output, assigned
+
+    def _exited(self, kind: str, name: str, scope: str, output: Any, assigned: dict[str, Any]) -> None:
+        detail: dict[str, Any] = {"output": output}
+        if assigned:
+            detail["assigned"] = assigned
+        self.store.event(self.id, f"{kind}StateExited", state=name, scope=scope, **detail)
 
     def _check_size(self, output: Any, name: str) -> None:
         size = len(json.dumps(output, default=str))
@@ -339,6 +377,40 @@ class _Run:
                 errors.DATA_LIMIT_EXCEEDED, f"state {name!r} produced {size} bytes (the limit is {MAX_PAYLOAD_BYTES})"
             )
 
+    def _check_variables_size(self, variables: dict[str, Any], name: str) -> None:
+        size = len(json.dumps(variables, default=str))
+        if size > MAX_VARIABLES_BYTES:
+            raise StatesError(
+                errors.DATA_LIMIT_EXCEEDED,
+                f"after state {name!r} the variables in scope hold {size} bytes (the limit is {MAX_VARIABLES_BYTES})",
+            )
+
+    # ---- variables ----------------------------------------------------------------------------
+    def _assigned(self, values: dict[str, Any]) -> dict[str, Any]:
+        size = len(json.dumps(values, default=str))
+        if size > MAX_PAYLOAD_BYTES:
+            raise StatesError(
+                errors.DATA_LIMIT_EXCEEDED, f"Assign produced {size} bytes (the limit is {MAX_PAYLOAD_BYTES})"
+            )
+        return values
+
+    def _assign_jsonpath(
+        self, template: dict[str, Any] | None, value: Any, ctx: dict, variables: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A JSONPath Assign: `name.$` fields read `$` (the state's result), `$$` and variables
+        as they were when the state was entered."""
+        if not template:
+            return {}
+        return self._assigned(paths.render(template, value, ctx, variables=variables))
+
+    def _assign_jsonata(
+        self, template: dict[str, Any] | None, states: dict[str, Any], variables: dict[str, Any]
+    ) -> dict[str, Any]:
+        if not template:
+            return {}
+        return self._assigned(query.render(template, states, variables))
+
+    # ---- JSONPath states ----------------------------------------------------------------------
     def _execute(
         self,
         kind: str,
@@ -347,68 +419,207 @@ class _Run:
         raw: Any,
         scope: str,
         ctx: dict,
+        variables: dict[str, Any],
         *,
         resume: bool,
         cancel: CancelToken,
-    ) -> tuple[str | None, Any]:
+    ) -> tuple[str | None, Any, dict[str, Any]]:
         nxt = None if state.get("End") else state.get("Next")
+        v = variables
+
+        def out(data: Any) -> Any:
+            return paths.read(state.get("OutputPath", "$"), data, ctx, variables=v)
+
         if kind == "Fail":
             error = (
-                paths.read(state["ErrorPath"], raw, ctx) if "ErrorPath" in state else state.get("Error", "States.Fail")
+                paths.read(state["ErrorPath"], raw, ctx, variables=v)
+                if "ErrorPath" in state
+                else state.get("Error", "States.Fail")
             )
-            cause = paths.read(state["CausePath"], raw, ctx) if "CausePath" in state else state.get("Cause", "")
+            cause = (
+                paths.read(state["CausePath"], raw, ctx, variables=v)
+                if "CausePath" in state
+                else state.get("Cause", "")
+            )
             raise StatesError(str(error), str(cause))
-        effective = paths.read(state.get("InputPath", "$"), raw, ctx)
+        effective = paths.read(state.get("InputPath", "$"), raw, ctx, variables=v)
         if kind == "Succeed":
-            return None, paths.read(state.get("OutputPath", "$"), effective, ctx)
+            return None, out(effective), {}
         if kind == "Choice":
             for rule in state["Choices"]:
-                if choice.matches(rule, effective, ctx):
-                    return rule["Next"], paths.read(state.get("OutputPath", "$"), effective, ctx)
+                if choice.matches(rule, effective, ctx, v):
+                    return rule["Next"], out(effective), self._assign_jsonpath(rule.get("Assign"), effective, ctx, v)
             if "Default" in state:
-                return state["Default"], paths.read(state.get("OutputPath", "$"), effective, ctx)
+                return state["Default"], out(effective), self._assign_jsonpath(state.get("Assign"), effective, ctx, v)
             raise StatesError(
                 errors.NO_CHOICE_MATCHED, f"no choice rule of state {name!r} matched and it has no Default"
             )
         if kind == "Wait":
-            self._wait(state, effective, ctx, cancel)
-            return nxt, paths.read(state.get("OutputPath", "$"), effective, ctx)
+            self._wait(state, effective, ctx, cancel, v)
+            return nxt, out(effective), self._assign_jsonpath(state.get("Assign"), effective, ctx, v)
 
         if "Parameters" in state and kind != "Map":
-            effective = paths.render(state["Parameters"], effective, ctx)
+            effective = paths.render(state["Parameters"], effective, ctx, variables=v)
         if kind == "Pass":
             result = state.get("Result", effective)
         elif kind == "Task":
-            result = self._task(name, state, effective, scope, ctx, cancel)
+            timeout = state.get("TimeoutSeconds")
+            if "TimeoutSecondsPath" in state:
+                timeout = paths.read(state["TimeoutSecondsPath"], effective, ctx, variables=v)
+            result = self._task(name, state["Resource"], effective, timeout, scope, cancel)
         elif kind == "Parallel":
-            result = self._parallel(name, state, effective, scope, resume=resume, cancel=cancel)
+            result = self._parallel(name, state, effective, scope, v, resume=resume, cancel=cancel)
         else:
-            result = self._map(name, state, effective, scope, ctx, resume=resume, cancel=cancel)
-        if "ResultSelector" in state:
-            result = paths.render(state["ResultSelector"], result, ctx, error=errors.RUNTIME)
-        output = paths.write(raw, state.get("ResultPath", "$"), result)
-        return nxt, paths.read(state.get("OutputPath", "$"), output, ctx)
+            items = paths.read(state.get("ItemsPath", "$"), effective, ctx, variables=v)
+            selector = state.get("ItemSelector", state.get("Parameters"))
 
-    def _wait(self, state: dict[str, Any], data: Any, ctx: dict, cancel: CancelToken) -> None:
+            def item_input(index: int, value: Any, extra: dict) -> Any:
+                if selector is None:
+                    return value
+                return paths.render(selector, effective, {**ctx, **extra}, variables=v)
+
+            result = self._map(
+                name,
+                state,
+                items,
+                item_input,
+                state.get("MaxConcurrency"),
+                state.get("ToleratedFailureCount"),
+                state.get("ToleratedFailurePercentage"),
+                scope,
+                v,
+                resume=resume,
+                cancel=cancel,
+            )
+        if "ResultSelector" in state:
+            result = paths.render(state["ResultSelector"], result, ctx, error=errors.RUNTIME, variables=v)
+        assigned = self._assign_jsonpath(state.get("Assign"), result, ctx, v)
+        output = paths.write(raw, state.get("ResultPath", "$"), result)
+        return nxt, out(output), assigned
+
+    def _wait(
+        self, state: dict[str, Any], data: Any, ctx: dict, cancel: CancelToken, variables: dict[str, Any]
+    ) -> None:
         if "Seconds" in state or "SecondsPath" in state:
-            seconds = state["Seconds"] if "Seconds" in state else paths.read(state["SecondsPath"], data, ctx)
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-                raise StatesError(errors.RUNTIME, f"SecondsPath gave {seconds!r}, not a non-negative number")
-            cancel.sleep(float(seconds))
+            seconds = (
+                state["Seconds"]
+                if "Seconds" in state
+                else paths.read(state["SecondsPath"], data, ctx, variables=variables)
+            )
+            self._sleep_seconds(seconds, cancel)
             return
-        stamp = state["Timestamp"] if "Timestamp" in state else paths.read(state["TimestampPath"], data, ctx)
+        stamp = (
+            state["Timestamp"]
+            if "Timestamp" in state
+            else paths.read(state["TimestampPath"], data, ctx, variables=variables)
+        )
+        self._sleep_until(stamp, cancel)
+
+    def _sleep_seconds(self, seconds: Any, cancel: CancelToken) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise StatesError(errors.RUNTIME, f"the Wait state's seconds are {seconds!r}, not a non-negative number")
+        cancel.sleep(float(seconds))
+
+    def _sleep_until(self, stamp: Any, cancel: CancelToken) -> None:
         when = choice._timestamp(stamp)
         if when is None:
             raise StatesError(errors.RUNTIME, f"{stamp!r} is not an RFC 3339 timestamp")
         cancel.sleep(when.timestamp() - time.time())
 
+    # ---- JSONata states -----------------------------------------------------------------------
+    def _execute_jsonata(
+        self,
+        kind: str,
+        name: str,
+        state: dict[str, Any],
+        raw: Any,
+        scope: str,
+        ctx: dict,
+        variables: dict[str, Any],
+        *,
+        resume: bool,
+        cancel: CancelToken,
+    ) -> tuple[str | None, Any, dict[str, Any]]:
+        """A JSONata state: expressions see $states.input/.result/.context and the variables as
+        they were on entry (Output and Assign both, so Output never sees this state's Assign)."""
+        nxt = None if state.get("End") else state.get("Next")
+        states: dict[str, Any] = {"input": raw, "context": ctx}
+
+        def q(value: Any) -> Any:
+            return query.render(value, states, variables)
+
+        def finish(holder: dict[str, Any], default: Any) -> tuple[Any, dict[str, Any]]:
+            output = q(holder["Output"]) if "Output" in holder else default
+            return output, self._assign_jsonata(holder.get("Assign"), states, variables)
+
+        if kind == "Fail":
+            raise StatesError(str(q(state.get("Error", "States.Fail"))), str(q(state.get("Cause", ""))))
+        if kind == "Succeed":
+            return None, finish(state, raw)[0], {}
+        if kind == "Pass":
+            return nxt, *finish(state, raw)
+        if kind == "Choice":
+            for i, rule in enumerate(state["Choices"]):
+                condition = q(rule["Condition"])
+                if not isinstance(condition, bool):
+                    raise StatesError(
+                        query.QUERY_EVALUATION,
+                        f"Choices[{i}].Condition of state {name!r} gave {condition!r}, not true or false",
+                    )
+                if condition:
+                    return rule["Next"], *finish(rule, raw)
+            if "Default" in state:
+                return state["Default"], *finish(state, raw)
+            raise StatesError(
+                errors.NO_CHOICE_MATCHED, f"no choice rule of state {name!r} matched and it has no Default"
+            )
+        if kind == "Wait":
+            if "Seconds" in state:
+                self._sleep_seconds(q(state["Seconds"]), cancel)
+            else:
+                self._sleep_until(q(state["Timestamp"]), cancel)
+            return nxt, *finish(state, raw)
+
+        arguments = q(state["Arguments"]) if "Arguments" in state else raw
+        if kind == "Task":
+            timeout = q(state["TimeoutSeconds"]) if "TimeoutSeconds" in state else None
+            if "HeartbeatSeconds" in state:
+                q(state["HeartbeatSeconds"])  # evaluated for its errors; Shoal's tasks send no heartbeats
+            if timeout is not None and not (
+                not isinstance(timeout, bool) and isinstance(timeout, int | float) and timeout > 0
+            ):
+                raise StatesError(query.QUERY_EVALUATION, f"TimeoutSeconds of state {name!r} gave {timeout!r}")
+            result = self._task(name, state["Resource"], arguments, timeout, scope, cancel)
+        elif kind == "Parallel":
+            result = self._parallel(name, state, arguments, scope, variables, resume=resume, cancel=cancel)
+        else:
+            items = q(state["Items"]) if "Items" in state else raw
+            selector = state.get("ItemSelector")
+
+            def item_input(index: int, value: Any, extra: dict) -> Any:
+                if selector is None:
+                    return value
+                return query.render(selector, {"input": raw, "context": {**ctx, **extra}}, variables)
+
+            result = self._map(
+                name,
+                state,
+                items,
+                item_input,
+                q(state.get("MaxConcurrency")),
+                q(state.get("ToleratedFailureCount")),
+                q(state.get("ToleratedFailurePercentage")),
+                scope,
+                variables,
+                resume=resume,
+                cancel=cancel,
+            )
+        states["result"] = result
+        return nxt, *finish(state, result)
+
     # ---- task ---------------------------------------------------------------------------------
-    def _task(self, name: str, state: dict[str, Any], params: Any, scope: str, ctx: dict, cancel: CancelToken) -> Any:
-        resource = state["Resource"]
+    def _task(self, name: str, resource: str, params: Any, timeout: Any, scope: str, cancel: CancelToken) -> Any:
         handler = self.engine.resolve(resource)
-        timeout = state.get("TimeoutSeconds")
-        if "TimeoutSecondsPath" in state:
-            timeout = paths.read(state["TimeoutSecondsPath"], params, ctx)
         task_cancel = CancelToken(cancel)
         tctx = TaskContext(
             self.engine.settings,
@@ -476,47 +687,73 @@ class _Run:
 
     # ---- parallel and map ---------------------------------------------------------------------
     def _parallel(
-        self, name: str, state: dict[str, Any], data: Any, scope: str, *, resume: bool, cancel: CancelToken
+        self,
+        name: str,
+        state: dict[str, Any],
+        data: Any,
+        scope: str,
+        variables: dict[str, Any],
+        *,
+        resume: bool,
+        cancel: CancelToken,
     ) -> list[Any]:
         branches = state["Branches"]
         prefix = f"{scope}/{name}["
         if not resume:
             self.store.clear_checkpoints(self.id, prefix)
         jobs = [(f"{prefix}{i}]", branch, data, None) for i, branch in enumerate(branches)]
-        results, failures = self._fan_out(jobs, len(branches), resume=resume, cancel=cancel, tolerated=0)
+        results, failures = self._fan_out(jobs, len(branches), variables, resume=resume, cancel=cancel, tolerated=0)
         if failures:
             raise failures[0][1]
         return results
 
     def _map(
-        self, name: str, state: dict[str, Any], data: Any, scope: str, ctx: dict, *, resume: bool, cancel: CancelToken
+        self,
+        name: str,
+        state: dict[str, Any],
+        items: Any,
+        item_input: Callable[[int, Any, dict], Any],
+        max_concurrency: Any,
+        tolerated_count: Any,
+        tolerated_percentage: Any,
+        scope: str,
+        variables: dict[str, Any],
+        *,
+        resume: bool,
+        cancel: CancelToken,
     ) -> list[Any]:
-        items = paths.read(state.get("ItemsPath", "$"), data, ctx)
         if not isinstance(items, list):
+            source = "Items" if "Items" in state else "ItemsPath"
             raise StatesError(
-                errors.RUNTIME, f"ItemsPath of Map state {name!r} must select a list, got {type(items).__name__}"
+                errors.RUNTIME if source == "ItemsPath" else query.QUERY_EVALUATION,
+                f"{source} of Map state {name!r} must select a list, got {type(items).__name__}",
             )
+        for what, value in (
+            ("MaxConcurrency", max_concurrency),
+            ("ToleratedFailureCount", tolerated_count),
+            ("ToleratedFailurePercentage", tolerated_percentage),
+        ):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+                raise StatesError(errors.RUNTIME, f"{what} of Map state {name!r} is {value!r}, not a number >= 0")
         processor = state.get("ItemProcessor", state.get("Iterator"))
         body = {k: v for k, v in processor.items() if k != "ProcessorConfig"}
-        selector = state.get("ItemSelector", state.get("Parameters"))
         prefix = f"{scope}/{name}["
         if not resume:
             self.store.clear_checkpoints(self.id, prefix)
         jobs = []
         for index, value in enumerate(items):
             extra = {"Map": {"Item": {"Index": index, "Value": value}}}
-            item_input = paths.render(selector, data, {**ctx, **extra}) if selector is not None else value
-            jobs.append((f"{prefix}{index}]", body, item_input, extra))
-        limit = state.get("MaxConcurrency") or self.limit
+            jobs.append((f"{prefix}{index}]", body, item_input(index, value, extra), extra))
+        limit = int(max_concurrency or 0) or self.limit
         # No tolerance given: the first failed iteration fails the Map.
         tolerated = 0
-        if "ToleratedFailureCount" in state or "ToleratedFailurePercentage" in state:
+        if tolerated_count is not None or tolerated_percentage is not None:
             tolerated = min(
-                state.get("ToleratedFailureCount", len(items)),
-                int(len(items) * state.get("ToleratedFailurePercentage", 100) / 100),
+                int(tolerated_count if tolerated_count is not None else len(items)),
+                int(len(items) * (tolerated_percentage if tolerated_percentage is not None else 100) / 100),
             )
         results, failures = self._fan_out(
-            jobs, min(limit, self.limit), resume=resume, cancel=cancel, tolerated=tolerated
+            jobs, min(limit, self.limit), variables, resume=resume, cancel=cancel, tolerated=tolerated
         )
         if len(failures) > tolerated:
             if tolerated == 0:
@@ -533,6 +770,7 @@ class _Run:
         self,
         jobs: list[tuple[str, dict, Any, dict | None]],
         workers: int,
+        variables: dict[str, Any],
         *,
         resume: bool,
         cancel: CancelToken,
@@ -550,7 +788,9 @@ class _Run:
         def one(index: int) -> None:
             scope, body, item, extra = jobs[index]
             try:
-                results[index] = self.machine_scope(body, item, scope, resume=resume, cancel=group, extra=extra)
+                results[index] = self.machine_scope(
+                    body, item, scope, resume=resume, cancel=group, extra=extra, outer=variables
+                )
             except StatesError as err:
                 with lock:
                     if group.is_set():

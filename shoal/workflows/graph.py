@@ -159,8 +159,10 @@ def _machine(
 
 
 def _rule_label(rule: dict[str, Any]) -> str:
+    if isinstance(rule.get("Condition"), str):
+        return rule["Condition"].removeprefix("{%").removesuffix("%}").strip()[:40]
     for key, value in rule.items():
-        if key not in ("Next", "Variable", "Comment"):
+        if key not in ("Next", "Variable", "Comment", "Assign", "Output"):
             text = f"{rule.get('Variable', '')} {key} {value if not isinstance(value, list | dict) else '...'}"
             return text[:40]
     return ""

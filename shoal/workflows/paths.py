@@ -26,6 +26,8 @@ from shoal.workflows import errors
 from shoal.workflows.errors import StatesError
 
 _INDEFINITE = re.compile(r"\*|\.\.|\[\s*\?|\[[^\]]*[,:][^\]]*\]")
+# `$name...` in a JSONPath state reads the workflow variable `name` (then JSONPath on its value).
+_VARIABLE = re.compile(r"\$([^\W\d]\w*)(.*)\Z", re.S)
 _REF_TOKEN = re.compile(r"\.([A-Za-z_][\w-]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]")
 
 
@@ -38,9 +40,15 @@ def _compiled(path: str):
 
 
 def check_path(path: str) -> None:
-    """Raise ValueError unless `path` is a Path ($ or $$ followed by JSONPath)."""
+    """Raise ValueError unless `path` is a Path ($, $$ or $variable followed by JSONPath)."""
     if not isinstance(path, str) or not path.startswith("$"):
         raise ValueError(f"a path must start with '$', got {path!r}")
+    var = _VARIABLE.match(path)
+    if var:
+        if var.group(1) == "states":
+            raise ValueError(f"{path!r}: $states is reserved (JSONata states only)")
+        _compiled("$" + var.group(2))
+        return
     _compiled(path[1:] if path.startswith("$$") else path)
 
 
@@ -64,15 +72,31 @@ def _reference_tokens(path: str) -> tuple[str | int, ...]:
     return tuple(tokens)
 
 
-def read(path: str | None, data: Any, context: dict[str, Any], *, error: str = errors.RUNTIME) -> Any:
-    """Value at `path` ($ = data, $$ = context); `None` path means an empty object."""
+def read(
+    path: str | None,
+    data: Any,
+    context: dict[str, Any],
+    *,
+    error: str = errors.RUNTIME,
+    variables: dict[str, Any] | None = None,
+) -> Any:
+    """Value at `path` ($ = data, $$ = context, $name = a variable); `None` path means an empty object."""
     if path is None:
         return {}
     if path == "$":
         return data
     if path == "$$":
         return context
-    source, expr = (context, path[1:]) if path.startswith("$$") else (data, path)
+    var = _VARIABLE.match(path)
+    if var:
+        name, rest = var.groups()
+        if variables is None or name not in variables:
+            raise StatesError(error, f"the path {path!r} reads the variable ${name}, which has no value here")
+        source, expr = variables[name], "$" + rest
+        if expr == "$":
+            return source
+    else:
+        source, expr = (context, path[1:]) if path.startswith("$$") else (data, path)
     matches = [m.value for m in _compiled(expr).find(source)]
     if _INDEFINITE.search(expr):
         return matches
@@ -114,26 +138,40 @@ def write(data: Any, path: str | None, value: Any) -> Any:
     return root
 
 
-def render(template: Any, data: Any, context: dict[str, Any], *, error: str = errors.PARAMETER_PATH_FAILURE) -> Any:
-    """A payload template (Parameters, ItemSelector, ResultSelector) filled from data."""
+def render(
+    template: Any,
+    data: Any,
+    context: dict[str, Any],
+    *,
+    error: str = errors.PARAMETER_PATH_FAILURE,
+    variables: dict[str, Any] | None = None,
+) -> Any:
+    """A payload template (Parameters, ItemSelector, ResultSelector, Assign) filled from data."""
     if isinstance(template, dict):
         out: dict[str, Any] = {}
         for key, value in template.items():
             if key.endswith(".$") and isinstance(value, str):
-                out[key[:-2]] = evaluate(value, data, context, error=error)
+                out[key[:-2]] = evaluate(value, data, context, error=error, variables=variables)
             else:
-                out[key] = render(value, data, context, error=error)
+                out[key] = render(value, data, context, error=error, variables=variables)
         return out
     if isinstance(template, list):
-        return [render(v, data, context, error=error) for v in template]
+        return [render(v, data, context, error=error, variables=variables) for v in template]
     return template
 
 
-def evaluate(expr: str, data: Any, context: dict[str, Any], *, error: str = errors.PARAMETER_PATH_FAILURE) -> Any:
+def evaluate(
+    expr: str,
+    data: Any,
+    context: dict[str, Any],
+    *,
+    error: str = errors.PARAMETER_PATH_FAILURE,
+    variables: dict[str, Any] | None = None,
+) -> Any:
     """The value of a `.$` field: a path or an intrinsic function call."""
     if expr.startswith("States."):
-        return Intrinsic(expr).call(data, context)
-    return read(expr, data, context, error=error)
+        return Intrinsic(expr).call(data, context, variables)
+    return read(expr, data, context, error=error, variables=variables)
 
 
 def check_template(template: Any) -> list[str]:
@@ -222,17 +260,17 @@ class Intrinsic:
                 raise ValueError(f"unexpected {m.group(0).strip()!r} in {text!r}")
             pos = m.end()
 
-    def call(self, data: Any, context: dict[str, Any]) -> Any:
-        return self._eval(self.tree, data, context)
+    def call(self, data: Any, context: dict[str, Any], variables: dict[str, Any] | None = None) -> Any:
+        return self._eval(self.tree, data, context, variables)
 
-    def _eval(self, node: Any, data: Any, context: dict[str, Any]) -> Any:
+    def _eval(self, node: Any, data: Any, context: dict[str, Any], variables: dict[str, Any] | None) -> Any:
         kind = node[0]
         if kind == "lit":
             return node[1]
         if kind == "path":
-            return read(node[1], data, context, error=errors.INTRINSIC_FAILURE)
+            return read(node[1], data, context, error=errors.INTRINSIC_FAILURE, variables=variables)
         _, name, args = node
-        values = [self._eval(a, data, context) for a in args]
+        values = [self._eval(a, data, context, variables) for a in args]
         try:
             return FUNCTIONS[name](*values)
         except StatesError:

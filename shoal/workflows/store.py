@@ -3,7 +3,9 @@
 Every state entered or exited, every retry and failure is an event row written as it
 happens, so a killed process leaves an exact record. A checkpoint per scope (the top
 level, each Parallel branch, each Map iteration) holds the next state and its input;
-resume restarts each unfinished scope there and reuses the output of finished ones.
+resume restarts each unfinished scope there and reuses the output of finished ones. The
+workflow variables a scope has assigned (`Assign`) are checkpointed with it, in the same
+transaction, in a table of their own (catalogs created before variables gain it as is).
 """
 
 from __future__ import annotations
@@ -88,6 +90,13 @@ checkpoints = Table(
     Column("input", Text),
     Column("done", Boolean, nullable=False),
     Column("output", Text),
+)
+checkpoint_variables = Table(
+    "shoal_checkpoint_variables",
+    metadata,
+    Column("execution_id", String(64), primary_key=True),
+    Column("scope", String(500), primary_key=True),
+    Column("variables", Text, nullable=False),
 )
 
 RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED = "RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"
@@ -323,21 +332,32 @@ class Store:
         input_: Any = None,
         done: bool = False,
         output: Any = None,
+        variables: dict[str, Any] | None = None,
     ) -> None:
+        """Where `scope` stands; `variables`: those the scope has assigned so far (None: none yet)."""
         values = {
             "next_state": next_state,
             "input": _dump(input_) if not done else None,
             "done": done,
             "output": _dump(output) if done else None,
         }
+        key = {"execution_id": execution_id, "scope": scope}
         with self._lock, self.engine.begin() as conn:
-            database.upsert(conn, checkpoints, {"execution_id": execution_id, "scope": scope}, values)
+            database.upsert(conn, checkpoints, key, values)
+            # A scope's variables only ever grow, so a scope with none has never written a row.
+            if variables and not done:
+                database.upsert(conn, checkpoint_variables, key, {"variables": _dump(variables)})
 
     def checkpoint_of(self, execution_id: str, scope: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(checkpoints).where(checkpoints.c.execution_id == execution_id, checkpoints.c.scope == scope)
             ).first()
+            variables = conn.execute(
+                select(checkpoint_variables.c.variables).where(
+                    checkpoint_variables.c.execution_id == execution_id, checkpoint_variables.c.scope == scope
+                )
+            ).scalar()
         if row is None:
             return None
         return {
@@ -345,16 +365,16 @@ class Store:
             "input": json.loads(row.input) if row.input is not None else None,
             "done": row.done,
             "output": json.loads(row.output) if row.output is not None else None,
+            "variables": json.loads(variables) if variables is not None else {},
         }
 
     def clear_checkpoints(self, execution_id: str, scope_prefix: str) -> None:
         """Forget the inner scopes of a Parallel/Map state that starts afresh (loops re-enter)."""
         with self._lock, self.engine.begin() as conn:
-            conn.execute(
-                delete(checkpoints).where(
-                    checkpoints.c.execution_id == execution_id, checkpoints.c.scope.like(scope_prefix + "%")
+            for table in (checkpoints, checkpoint_variables):
+                conn.execute(
+                    delete(table).where(table.c.execution_id == execution_id, table.c.scope.like(scope_prefix + "%"))
                 )
-            )
 
 
 def _record(row: Any) -> ExecutionRecord:
