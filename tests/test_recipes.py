@@ -342,3 +342,48 @@ def test_profile(people):
     assert cols["region"]["missing"] == 1 and cols["region"]["top_values"][0] == {"value": "EU", "count": 3}
     assert cols["name"]["max_length"] == len("edsger dijkstra") and cols["name"]["min_length"] == len("alan turing")
     assert cols["id"]["distinct"] == 4
+
+
+def test_csv_input_keeps_dates_as_text_like_the_data_prep_service(spark, settings, tmp_path):
+    """Numbers and booleans are inferred; ISO dates and timestamps stay strings until a step
+    changes them, so Parquet outputs match table definitions that declare them `string`."""
+    data = tmp_path / "in" / "events.csv"
+    data.parent.mkdir(parents=True)
+    data.write_text(
+        "id,day,at,amount,big,paid,note\n"
+        "1,2024-01-05,2024-01-05 10:00:00,10.5,9000000000,true,a\n"
+        "2,2024-02-29,2024-02-29T23:59:59,4,1,false,\n"
+    )
+    job = {
+        "Name": "events-prep",
+        "Input": {"Path": "in/events.csv", "Format": "csv"},
+        "Recipe": [step("YEAR", sourceColumn="day", targetColumn="year")],
+        "Outputs": [{"Location": {"Path": "out/events"}, "Format": "PARQUET", "CompressionFormat": "SNAPPY"}],
+    }
+    path = tmp_path / "events.job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    run_job(spark, settings, load_job_file(path))
+    schema = pq.read_schema(next((tmp_path / "out" / "events").rglob("*.parquet")))
+    types = {name: str(schema.field(name).type) for name in schema.names}
+    assert types == {
+        "id": "int32",
+        "day": "string",
+        "at": "string",
+        "amount": "double",
+        "big": "int64",
+        "paid": "bool",
+        "note": "string",
+        "year": "int32",
+    }
+    # What a table declaring the columns as strings reads back: the text as written.
+    rows = spark.read.parquet(str(tmp_path / "out" / "events")).orderBy("id").collect()
+    assert [(r.day, r.at, r.year) for r in rows] == [
+        ("2024-01-05", "2024-01-05 10:00:00", 2024),
+        ("2024-02-29", "2024-02-29T23:59:59", 2024),
+    ]
+    # An input that asks for Spark's date inference keeps it.
+    job["Input"]["Options"] = {"preferDate": True}
+    path.write_text(yaml.safe_dump(job))
+    run_job(spark, settings, load_job_file(path))
+    schema = pq.read_schema(next((tmp_path / "out" / "events").rglob("*.parquet")))
+    assert str(schema.field("day").type) == "date32[day]"

@@ -29,7 +29,10 @@ def test_sales_marketing_refresh(spark, settings, tmp_path):
     for run_number in (1, 2):  # a second monthly run replaces, never duplicates
         record = workflows.run(settings, str(files.definition))
         assert record.status == "SUCCEEDED", (record.error, record.cause)
-        assert record.output["prepared"] == {"sales_rows": 3000, "marketing_rows": 120}
+        assert record.output["prepared"] == {"sales_job": "SUCCEEDED", "marketing_job": "SUCCEEDED"}
+        assert record.output["summary"]["opportunities"] == "3000"
+        assert record.output["summary"]["marketing_days"] == "120"
+        assert record.output["notification"]["MessageId"]
         rows = spark.sql(
             "SELECT year, month, total_weighted_revenue, total_paid_conversions, opportunities FROM sales_db.revenue_summary"
         ).collect()

@@ -17,7 +17,7 @@ import posixpath
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, insert, select
+from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, delete, insert, select
 
 from shoal import storage
 from shoal.config import Settings
@@ -36,6 +36,17 @@ crawl_versions = Table(
     Column("partition_columns", Text, nullable=False),
     Column("changes", Text, nullable=False),
     Column("crawled_at", DateTime, nullable=False),
+)
+
+# Named crawlers (`shoal catalog crawler create`): what `glue:startCrawler` runs by name.
+crawlers = Table(
+    "shoal_crawlers",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("path", Text, nullable=False),
+    Column("table_name", String(200), nullable=False),
+    Column("format", String(20), nullable=False),
+    Column("updated_at", DateTime, nullable=False),
 )
 
 FORMATS = ("csv", "json", "parquet")
@@ -302,3 +313,58 @@ def versions(settings: Settings, table: str) -> list[dict[str, Any]]:
         }
         for r in rows
     ]
+
+
+# ---- named crawlers ---------------------------------------------------------------------------
+
+
+@dataclass
+class Crawler:
+    name: str
+    path: str
+    table: str
+    format: str = "auto"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def create_crawler(settings: Settings, name: str, path: str, table: str, *, fmt: str = "auto") -> Crawler:
+    """Register (or replace) a named crawler over `path` that keeps `table` up to date."""
+    from pathlib import Path
+
+    from shoal.lake.tables import TableName
+
+    if not name or len(name) > 200 or any(c.isspace() for c in name):
+        raise CrawlError(f"crawler name {name!r} must be 1-200 characters without spaces")
+    if fmt != "auto" and fmt not in FORMATS:
+        raise CrawlError(f"unknown format {fmt!r} (known: auto, {', '.join(FORMATS)})")
+    TableName.parse(table)
+    if "://" not in path:
+        path = str(Path(path).expanduser().resolve())
+    crawler = Crawler(name, path, table.lower(), fmt)
+    with database.engine(settings, metadata).begin() as conn:
+        database.upsert(
+            conn,
+            crawlers,
+            {"name": name},
+            {"path": crawler.path, "table_name": crawler.table, "format": fmt, "updated_at": database.utcnow()},
+        )
+    return crawler
+
+
+def get_crawler(settings: Settings, name: str) -> Crawler | None:
+    with database.engine(settings, metadata).connect() as conn:
+        row = conn.execute(select(crawlers).where(crawlers.c.name == name)).first()
+    return Crawler(row.name, row.path, row.table_name, row.format) if row else None
+
+
+def list_crawlers(settings: Settings) -> list[Crawler]:
+    with database.engine(settings, metadata).connect() as conn:
+        rows = conn.execute(select(crawlers).order_by(crawlers.c.name)).all()
+    return [Crawler(r.name, r.path, r.table_name, r.format) for r in rows]
+
+
+def delete_crawler(settings: Settings, name: str) -> bool:
+    with database.engine(settings, metadata).begin() as conn:
+        return bool(conn.execute(delete(crawlers).where(crawlers.c.name == name)).rowcount)

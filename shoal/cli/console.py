@@ -31,6 +31,10 @@ app.add_typer(cdc_app, name="cdc")
 app.add_typer(table_app, name="table")
 app.add_typer(config_app, name="config")
 app.add_typer(catalog_app, name="catalog")
+crawler_app = typer.Typer(
+    help="Named crawlers, which workflows run with arn:aws:states:::glue:startCrawler.", no_args_is_help=True
+)
+catalog_app.add_typer(crawler_app, name="crawler")
 
 
 @app.callback()
@@ -353,6 +357,53 @@ def catalog_crawl(
             ["change", "column", "detail"],
             [[c["change"], c["column"], c.get("type") or f"{c.get('from')} -> {c.get('to')}"] for c in result.changes],
         )
+
+
+@crawler_app.command("create")
+def catalog_crawler_create(
+    name: Annotated[str, typer.Argument(help="Crawler name (the Name a startCrawler task gives).")],
+    path: Annotated[str, typer.Option("--path", help="Folder of data files (local or s3://bucket/prefix).")],
+    table: Annotated[str, typer.Option("--table", help="NAMESPACE.TABLE the crawler creates or updates.")],
+    fmt: Annotated[CrawlFormat, typer.Option("--format", help="File format (auto: by extension).")] = CrawlFormat.auto,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Register (or replace) a named crawler; `shoal catalog crawl` runs the same crawl by hand."""
+    from shoal.catalog.crawl import create_crawler
+
+    _state["json"] = json_out
+    data = create_crawler(settings(), name, path, table, fmt=fmt.value).to_dict()
+    output.print_json(data) if json_out else output.print_kv(f"Crawler {name}", data)
+
+
+@crawler_app.command("list")
+def catalog_crawler_list(
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """Named crawlers."""
+    from shoal.catalog.crawl import list_crawlers
+
+    _state["json"] = json_out
+    rows = [c.to_dict() for c in list_crawlers(settings())]
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "Crawlers", ["name", "path", "table", "format"], [[r["name"], r["path"], r["table"], r["format"]] for r in rows]
+    )
+
+
+@crawler_app.command("delete")
+def catalog_crawler_delete(
+    name: Annotated[str, typer.Argument(help="Crawler name.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Forget a named crawler (its table stays)."""
+    from shoal.catalog.crawl import delete_crawler
+
+    _state["json"] = json_out
+    if not delete_crawler(settings(), name):
+        raise ShoalError(f"no crawler named {name!r}", hint="list them with `shoal catalog crawler list`")
+    output.print_json({"deleted": name}) if json_out else output.out.print(f"Deleted crawler {name}")
 
 
 @catalog_app.command("crawl-versions")

@@ -23,6 +23,10 @@ topic_app = typer.Typer(
     help="Notification topics and their subscriptions (email, webhook, file).", no_args_is_help=True
 )
 schedule_app = typer.Typer(help="Run workflows on a schedule or when files arrive.", no_args_is_help=True)
+function_app = typer.Typer(
+    help="Name Python callables so function ARNs (arn:aws:lambda:...:function:NAME) call them.",
+    no_args_is_help=True,
+)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
@@ -33,6 +37,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(job_app, name="job")
     app.add_typer(topic_app, name="topic")
     app.add_typer(schedule_app, name="schedule")
+    app.add_typer(function_app, name="function")
     app.command("scheduler")(scheduler)
 
 
@@ -394,6 +399,54 @@ def job_list(json_out: JsonOpt = False) -> None:
         ["name", "kind", "source", "updated"],
         [[r["name"], r["kind"], r["source"], r["updated_at"]] for r in rows],
     )
+
+
+# ---- functions -------------------------------------------------------------------------------------
+
+
+@function_app.command("register")
+def function_register(
+    name: Annotated[str, typer.Argument(help="Function name, as the last part of a function ARN.")],
+    target: Annotated[str, typer.Argument(help="The Python callable, module:function.")],
+    description: Annotated[str | None, typer.Option("--description", help="What it does.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Register (or replace) a function: `arn:aws:lambda:REGION:ACCOUNT:function:NAME[:ALIAS]` and
+    `lambda:invoke` with that FunctionName call TARGET with the payload."""
+    from shoal.workflows.functions import FunctionRegistry
+
+    state["json"] = json_out
+    data = FunctionRegistry(settings()).register(name, target, description=description)
+    output.print_json(data) if json_out else output.print_kv(f"Registered function {name}", data)
+
+
+@function_app.command("list")
+def function_list(json_out: JsonOpt = False) -> None:
+    """Registered functions."""
+    from shoal.workflows.functions import FunctionRegistry
+
+    state["json"] = json_out
+    rows = FunctionRegistry(settings()).list()
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "Functions",
+        ["name", "target", "description", "updated"],
+        [[r["name"], r["target"], r["description"] or "", r["updated_at"]] for r in rows],
+    )
+
+
+@function_app.command("remove")
+def function_remove(name: Annotated[str, typer.Argument(help="Function name.")], json_out: JsonOpt = False) -> None:
+    """Forget a registered function."""
+    from shoal.workflows.functions import FunctionRegistry
+
+    state["json"] = json_out
+    if not FunctionRegistry(settings()).remove(name):
+        raise ShoalError(f"no function named {name!r}", hint="list them with `shoal function list`")
+    data = {"removed": name}
+    output.print_json(data) if json_out else output.out.print(f"Removed function {name}")
 
 
 # ---- topics ----------------------------------------------------------------------------------------

@@ -191,7 +191,7 @@ SALES_COLUMNS = (
     "latest_status_entry boolean, opportunity_date string, target_close_date string"
 )
 MARKETING_COLUMNS = (
-    "metric_date date, new_visitors_seo int, new_visitors_cpc int, new_visitors_social_media int, return_visitors int, "
+    "metric_date string, new_visitors_seo int, new_visitors_cpc int, new_visitors_social_media int, return_visitors int, "
     "social_mentions int, social_follower_adds int, social_followers_cumulative int, mailing_list_adds int, "
     "mailing_list_cumulative int, website_pageviews int, website_visits int, website_unique_visits int, "
     "mobile_uniques int, tablet_uniques int, desktop_uniques int, free_sign_up int, paid_conversion bigint, events string"
@@ -211,7 +211,6 @@ def _athena(sql: str, next_state: str | None) -> dict[str, object]:
         "Type": "Task",
         "Resource": "arn:aws:states:::athena:startQueryExecution.sync",
         "Parameters": _query(sql),
-        "ResultSelector": {"Statements.$": "$.Statements"},
         "ResultPath": None,
     }
     if next_state:
@@ -232,7 +231,7 @@ def _branch(prefix: str, job: str, table: str, columns: str, location: Path) -> 
                 "Retry": [
                     {"ErrorEquals": ["States.TaskFailed"], "IntervalSeconds": 2, "MaxAttempts": 2, "BackoffRate": 2}
                 ],
-                "ResultSelector": {"JobName.$": "$.JobName", "RowsOut.$": "$.rows_out"},
+                "ResultSelector": {"JobName.$": "$.JobName", "RunId.$": "$.RunId", "State.$": "$.State"},
                 "ResultPath": "$.job",
                 "Next": f"Drop old {prefix.lower()} table",
             },
@@ -273,7 +272,7 @@ def state_machine(output_root: Path) -> dict[str, object]:
                     _branch("Sales", SALES_JOB, "sales_data", SALES_COLUMNS, output_root / "sales"),
                     _branch("Marketing", MARKETING_JOB, "marketing_data", MARKETING_COLUMNS, output_root / "marketing"),
                 ],
-                "ResultSelector": {"sales_rows.$": "$[0].job.RowsOut", "marketing_rows.$": "$[1].job.RowsOut"},
+                "ResultSelector": {"sales_job.$": "$[0].job.State", "marketing_job.$": "$[1].job.State"},
                 "ResultPath": "$.prepared",
                 "Next": "Drop old summary table",
             },
@@ -286,10 +285,27 @@ def state_machine(output_root: Path) -> dict[str, object]:
                 "Type": "Task",
                 "Resource": "arn:aws:states:::athena:startQueryExecution.sync",
                 "Parameters": _query(
-                    "SELECT COUNT(*) AS months, ROUND(SUM(total_weighted_revenue), 2) AS weighted_revenue, SUM(total_paid_conversions) AS paid_conversions FROM sales_db.revenue_summary"
+                    "SELECT COUNT(*) AS months, ROUND(SUM(total_weighted_revenue), 2) AS weighted_revenue, "
+                    "SUM(total_paid_conversions) AS paid_conversions, SUM(opportunities) AS opportunities, "
+                    "(SELECT COUNT(*) FROM sales_db.marketing_data) AS marketing_days FROM sales_db.revenue_summary"
                 ),
-                "ResultSelector": {"summary.$": "$.ResultSet.Rows[0]"},
-                "ResultPath": "$.result",
+                "ResultSelector": {"QueryExecutionId.$": "$.QueryExecution.QueryExecutionId"},
+                "ResultPath": "$.query",
+                "Next": "Get summary",
+            },
+            "Get summary": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::athena:getQueryResults",
+                "Parameters": {"QueryExecutionId.$": "$.query.QueryExecutionId"},
+                # Row 0 holds the column names; every value is text.
+                "ResultSelector": {
+                    "months.$": "$.ResultSet.Rows[1].Data[0].VarCharValue",
+                    "weighted_revenue.$": "$.ResultSet.Rows[1].Data[1].VarCharValue",
+                    "paid_conversions.$": "$.ResultSet.Rows[1].Data[2].VarCharValue",
+                    "opportunities.$": "$.ResultSet.Rows[1].Data[3].VarCharValue",
+                    "marketing_days.$": "$.ResultSet.Rows[1].Data[4].VarCharValue",
+                },
+                "ResultPath": "$.summary",
                 "Next": "Notify team",
             },
             "Notify team": {
@@ -298,7 +314,7 @@ def state_machine(output_root: Path) -> dict[str, object]:
                 "Parameters": {
                     "TopicArn": f"arn:aws:sns:us-east-1:123456789012:{TOPIC}",
                     "Subject": "Sales and marketing data refreshed",
-                    "Message.$": "States.Format('Revenue summary rebuilt: {} months, weighted revenue {}, paid conversions {}. Prepared {} opportunities and {} days of marketing metrics.', $.result.summary.months, $.result.summary.weighted_revenue, $.result.summary.paid_conversions, $.prepared.sales_rows, $.prepared.marketing_rows)",
+                    "Message.$": "States.Format('Revenue summary rebuilt: {} months, weighted revenue {}, paid conversions {}. Prepared {} opportunities and {} days of marketing metrics.', $.summary.months, $.summary.weighted_revenue, $.summary.paid_conversions, $.summary.opportunities, $.summary.marketing_days)",
                 },
                 "ResultSelector": {"MessageId.$": "$.MessageId"},
                 "ResultPath": "$.notification",

@@ -351,7 +351,37 @@ def read_dataset(spark, ds: Dataset):
     # A bad row never kills a read silently: FAILFAST names the record in its error.
     if ds.format in ("csv", "json"):
         reader = reader.option("mode", options.get("mode", "FAILFAST"))
-    return reader.format(ds.format).load(path)
+    df = reader.format(ds.format).load(path)
+    if ds.format == "csv" and options.get("inferSchema") == "true" and not _DATE_OPTIONS & set(ds.options):
+        df = _dates_as_strings(reader, df, path)
+    return df
+
+
+# Options that ask for Spark's own date and timestamp inference on a CSV input.
+_DATE_OPTIONS = {"preferDate", "dateFormat", "timestampFormat", "timestampNTZFormat"}
+
+
+def _dates_as_strings(reader, df, path):
+    """Read a CSV again with its inferred date and timestamp columns as strings.
+
+    The cloud's data-prep service infers numbers and booleans from a CSV but keeps dates and
+    timestamps as the text they are until a recipe step changes the type; its Parquet outputs
+    then hold strings, which is what table definitions written for them declare (`day string`).
+    Spark's inference would make such columns DATE or TIMESTAMP instead. An input that sets
+    one of _DATE_OPTIONS keeps Spark's inference.
+    """
+    from pyspark.sql.types import DateType, StringType, StructField, StructType, TimestampNTZType, TimestampType
+
+    temporal = (DateType, TimestampType, TimestampNTZType)
+    if not any(isinstance(f.dataType, temporal) for f in df.schema.fields):
+        return df
+    schema = StructType(
+        [
+            StructField(f.name, StringType(), f.nullable, f.metadata) if isinstance(f.dataType, temporal) else f
+            for f in df.schema.fields
+        ]
+    )
+    return reader.schema(schema).format("csv").load(path)
 
 
 def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobResult:

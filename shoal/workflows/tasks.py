@@ -1,16 +1,21 @@
 """Task resources: what a Task state's `Resource` runs.
 
 Shoal's own resources are `shoal:recipe`, `shoal:sql`, `shoal:cdc`, `shoal:extract`,
-`shoal:notify`, `shoal:python`, `shoal:job`, `shoal:crawl`, `shoal:quality` and `shoal:enrich`. The service-integration ARNs that cloud definitions
-use are mapped onto them with their own parameter names:
+`shoal:notify`, `shoal:python`, `shoal:job`, `shoal:crawl`, `shoal:quality` and `shoal:enrich`;
+their results are Shoal's own (documented) shapes. The service-integration ARNs that cloud
+definitions use take the cloud's parameter names and return the cloud's result shapes
+(see shoal.workflows.aws):
 
-    arn:aws:states:::databrew:startJobRun[.sync]          -> shoal:recipe  {"Name": job}
-    arn:aws:states:::athena:startQueryExecution[.sync]    -> shoal:sql     {"QueryString", "QueryExecutionContext": {"Database"}}
-    arn:aws:states:::sns:publish                          -> shoal:notify  {"TopicArn", "Message", "Subject"}
-    arn:aws:states:::glue:startJobRun[.sync]              -> a registered job {"JobName", "Arguments"}
-    arn:aws:states:::lambda:invoke / arn:aws:lambda:...   -> shoal:python  {"FunctionName", "Payload"}
+    arn:aws:states:::databrew:startJobRun[.sync]          registered recipe job  {"Name"}
+    arn:aws:states:::athena:startQueryExecution[.sync]    SQL                    {"QueryString", "QueryExecutionContext"}
+    arn:aws:states:::athena:getQueryResults / getQueryExecution                  {"QueryExecutionId", "MaxResults", "NextToken"}
+    arn:aws:states:::sns:publish                          notification           {"TopicArn", "Message", "Subject"}
+    arn:aws:states:::glue:startJobRun[.sync]              registered job         {"JobName", "Arguments"}
+    arn:aws:states:::glue:startCrawler                    named crawler          {"Name"}
+    arn:aws:states:::lambda:invoke / arn:aws:lambda:...   registered function    {"FunctionName", "Payload"}
+    arn:aws:states:::states:startExecution[.sync[:2]]     registered workflow    {"StateMachineArn", "Input", "Name"}
 
-Every handler runs synchronously (`.sync` semantics): the state finishes when the work has.
+Every handler runs to completion before the state finishes, with or without `.sync`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from shoal.workflows import aws
 from shoal.workflows.engine import TaskContext
 from shoal.workflows.errors import StatesError
 
@@ -249,13 +255,7 @@ NATIVE: dict[str, Handler] = {
     "shoal:enrich": enrich,
     "shoal:predict": predict,
 }
-_SERVICES: dict[tuple[str, str], Handler] = {
-    ("databrew", "startJobRun"): recipe,
-    ("athena", "startQueryExecution"): sql,
-    ("sns", "publish"): notify,
-    ("glue", "startJobRun"): job,
-    ("lambda", "invoke"): python,
-}
+_SERVICES: dict[tuple[str, str], dict[str, Handler]] = aws.SERVICES
 
 
 def unsupported(resource: str) -> str | None:
@@ -274,13 +274,16 @@ def resolve(resource: str) -> Handler:
     if m:
         if m.group("suffix") == ".waitForTaskToken":
             raise StatesError("States.Runtime", f"{resource}: callback tasks (.waitForTaskToken) are not supported")
-        handler = _SERVICES.get((m.group("service"), m.group("api")))
-        if handler is not None:
-            return handler
+        variants = _SERVICES.get((m.group("service"), m.group("api")))
+        if variants is not None:
+            suffix = m.group("suffix") or ""
+            if suffix not in variants:
+                forms = " or ".join(f"{m.group('service')}:{m.group('api')}{s}" for s in variants)
+                raise StatesError("States.Runtime", f"{resource}: supported as {forms}")
+            return variants[suffix]
     lam = _LAMBDA_ARN.match(resource)
     if lam:
-        name = lam.group("name")
-        return lambda ctx, params: _call_entry_point(name, params)
+        return aws.function_arn(resource)
     known = ", ".join(sorted(NATIVE)) + ", " + ", ".join(f"arn:aws:states:::{s}:{a}" for s, a in _SERVICES)
     raise StatesError("States.Runtime", f"unsupported resource {resource!r} (supported: {known})")
 
@@ -297,6 +300,10 @@ _PATH_PARAMETERS: dict[Handler, tuple[tuple[str, ...], bool]] = {
     enrich: (("Job",), False),
     recipe: (("Job", "Name", "JobName"), True),
     job: (("JobName", "Name"), True),
+    aws.databrew_start_job_run: (("Name", "Job", "JobName"), True),
+    aws.databrew_start_job_run_sync: (("Name", "Job", "JobName"), True),
+    aws.glue_start_job_run: (("JobName", "Name"), True),
+    aws.glue_start_job_run_sync: (("JobName", "Name"), True),
 }
 
 
