@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -479,12 +480,23 @@ class SqlRunner:
 
 
 _default_ready: set[int] = set()
+_default_lock = threading.Lock()
 
 
 def _ensure_default_database(spark) -> None:
-    """The `default` database exists in the lake, as it does in every Athena catalog."""
-    if id(spark) not in _default_ready:
-        spark.sql("CREATE NAMESPACE IF NOT EXISTS `default`")
+    """The `default` database exists in the lake, as it does in every Athena catalog.
+
+    Parallel branches start runners at once; Iceberg's JDBC catalog checks and inserts in two
+    steps, so two creators race (a primary-key violation). One thread per process creates it,
+    and a creator that loses to another process finds it there."""
+    with _default_lock:
+        if id(spark) in _default_ready:
+            return
+        try:
+            spark.sql("CREATE NAMESPACE IF NOT EXISTS `default`")
+        except Exception:
+            if not spark.sql("SHOW NAMESPACES LIKE 'default'").collect():
+                raise
         _default_ready.add(id(spark))
 
 
