@@ -239,6 +239,10 @@ def llama_server(tmp: Path, n_ctx: int = 2048) -> Iterator[LlamaServer]:
     log = (tmp / "llama.log").open("wb")
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(qwen_gguf()), "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2", "--model_alias", "qwen"]
+    # One token per decode: on this machine kind's CPUs (AVX-512 + AMX, seen 2026-11-23) llama.cpp
+    # 0.3.36 segfaults in its batched CPU kernels for any batch of two tokens or more, in the
+    # cached wheel and in a fresh build alike. Prompts are slower; the answers are the same.
+    cmd += ["--n_batch", "1", "--n_ubatch", "1"]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_port(port, timeout=120, proc=proc)
