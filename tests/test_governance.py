@@ -276,11 +276,13 @@ ALLOWED = [
     ("IN subquery", "SELECT manager FROM {db}.regions WHERE region IN (SELECT region FROM {db}.opps)", "SELECT 'Eva'"),
     ("struct of star", "SELECT to_json(struct(*)) FROM {db}.opps", "SELECT to_json(struct(*)) FROM ({alice})"),
     ("comments", "SELECT /* salary */ id FROM {db}.opps -- , salary", "SELECT id FROM ({alice})"),
-    ("hint", "SELECT /*+ BROADCAST(opps) */ id FROM {db}.opps", "SELECT id FROM ({alice})"),
     ("tablesample", "SELECT id FROM {db}.opps TABLESAMPLE (100 PERCENT)", "SELECT id FROM ({alice})"),
     ("range table function", "SELECT count(*) FROM range(5)", "SELECT 5L"),
 ]
 REFUSED = [
+    # Spark ends a comment opened with /*+ at the first */ where the parser nests it: hints
+    # could hide statements from the check, so governed SQL refuses them.
+    ("hint", "SELECT /*+ BROADCAST(opps) */ id FROM {db}.opps"),
     ("hidden column", "SELECT salary FROM {db}.opps"),
     ("hidden column via alias", "SELECT o.salary FROM {db}.opps o"),
     ("upper-case hidden column", "SELECT SALARY FROM {db}.opps"),
