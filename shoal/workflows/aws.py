@@ -44,23 +44,10 @@ from shoal.config import Settings
 from shoal.lake import database
 from shoal.workflows.engine import TaskContext
 from shoal.workflows.errors import StatesError
+from shoal.workflows.params import need as _need
+from shoal.workflows.params import task_params as _params
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-
-def _params(params: Any) -> dict[str, Any]:
-    if params is None:
-        return {}
-    if not isinstance(params, dict):
-        raise StatesError("States.Runtime", f"task parameters must be an object, got {type(params).__name__}")
-    return params
-
-
-def _need(params: dict[str, Any], *keys: str) -> Any:
-    for key in keys:
-        if params.get(key) not in (None, ""):
-            return params[key]
-    raise StatesError("States.Runtime", f"the task needs parameter {' or '.join(keys)}")
 
 
 def _ms(when: float | None = None) -> int:

@@ -32,6 +32,8 @@ from typing import Any
 from shoal.workflows import aws
 from shoal.workflows.engine import TaskContext
 from shoal.workflows.errors import StatesError
+from shoal.workflows.params import need as _need
+from shoal.workflows.params import task_params as _params
 
 Handler = Callable[[TaskContext, Any], Any]
 ENTRY_POINT_GROUP = "shoal.tasks"
@@ -39,21 +41,6 @@ _ARN = re.compile(
     r"^arn:aws[\w-]*:states:[^:]*:[^:]*:(?P<service>[\w-]+):(?P<api>\w+)(?P<suffix>\.sync(?::2)?|\.waitForTaskToken)?$"
 )
 _LAMBDA_ARN = re.compile(r"^arn:aws[\w-]*:lambda:[^:]*:[^:]*:function:(?P<name>[\w.-]+)(?::[\w$-]+)?$")
-
-
-def _params(params: Any) -> dict[str, Any]:
-    if params is None:
-        return {}
-    if not isinstance(params, dict):
-        raise StatesError("States.Runtime", f"task parameters must be an object, got {type(params).__name__}")
-    return params
-
-
-def _need(params: dict[str, Any], *keys: str) -> Any:
-    for key in keys:
-        if params.get(key) not in (None, ""):
-            return params[key]
-    raise StatesError("States.Runtime", f"the task needs parameter {' or '.join(keys)}")
 
 
 def recipe(ctx: TaskContext, params: Any) -> Any:
