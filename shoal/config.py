@@ -379,6 +379,16 @@ class Settings(BaseSettings):
         )
 
     @property
+    def catalog_sqlite_file(self) -> Path | None:
+        """The embedded catalog's database file; None for a catalog on a database server."""
+        if self.catalog.type != "sqlite":
+            return None
+        jdbc = self.catalog_jdbc_uri
+        if not jdbc.startswith("jdbc:sqlite:") or jdbc.startswith("jdbc:sqlite::"):
+            return None  # another driver's URI, or SQLite's in-memory/URI forms
+        return Path(jdbc.removeprefix("jdbc:sqlite:"))
+
+    @property
     def catalog_jdbc_jar(self) -> str:
         if self.catalog.jdbc_jar:
             return self.catalog.jdbc_jar
@@ -429,7 +439,7 @@ _MODEL_FIELDS: tuple[tuple[str, ...], ...] = (
 
 
 def _looks_like_path(value: str) -> bool:
-    return value.startswith((".", "~", "/")) or "/" in value or os.sep in value
+    return value.startswith((".", "~")) or "/" in value or os.sep in value
 
 
 def _anchor_paths(settings: Settings, toml_file: Path | None, overrides: dict[str, Any]) -> None:

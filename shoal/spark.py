@@ -217,8 +217,8 @@ def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         private_dir(settings.workspace_dir)
-        if settings.catalog.type == "sqlite" and settings.catalog_jdbc_uri.startswith("jdbc:sqlite:"):
-            private_file(Path(settings.catalog_jdbc_uri.removeprefix("jdbc:sqlite:")))
+        if settings.catalog_sqlite_file is not None:
+            private_file(settings.catalog_sqlite_file)
         if "://" not in settings.warehouse_uri:
             private_dir(Path(settings.warehouse_uri))
         builder = SparkSession.builder

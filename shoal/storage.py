@@ -91,15 +91,15 @@ def list_files(
     On local disks symbolic links below `root` are never followed (a link could bring any
     file the process can read into the lake); they are left out and, when `skipped` is given,
     listed there as (relative path, reason)."""
-    if "://" not in root:
-        return _list_local(root, suffixes, skipped)
+    if "://" not in root or root.startswith("file://"):
+        return _list_local(root.removeprefix("file://"), suffixes, skipped)
     fs, base = filesystem(root)
     info = fs.get_file_info(base)
     if info.type == pafs.FileType.NotFound:
         raise SourceError(f"source {root} does not exist")
     if info.type != pafs.FileType.Directory:
         raise SourceError(f"source {root} is not a folder", hint="pass the folder holding the change files")
-    prefix = "" if "://" not in root else root.split("://", 1)[0].replace("s3a", "s3") + "://"
+    prefix = root.split("://", 1)[0].replace("s3a", "s3") + "://"
     out = []
     for entry in fs.get_file_info(pafs.FileSelector(base, recursive=True)):
         if entry.type != pafs.FileType.File:

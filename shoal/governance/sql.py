@@ -97,28 +97,24 @@ class GovernedSql:
             try:
                 result = plan.runner()
             except Exception as exc:
-                self.audit.record(
-                    self.principal.name,
-                    plan.action,
-                    plan.resource,
-                    True,
-                    reason=f"failed: {first_line(exc)}",
-                    sql=plan.sql,
-                    reads=plan.reads,
-                    writes=plan.writes,
-                )
+                self._record(plan, True, reason=f"failed: {first_line(exc)}")
                 raise
-            self.audit.record(
-                self.principal.name,
-                plan.action,
-                plan.resource,
-                True,
-                sql=plan.sql,
-                rows=len(result.rows),
-                reads=plan.reads,
-                writes=plan.writes,
-            )
+            self._record(plan, True, rows=len(result.rows))
         return result
+
+    def _record(self, plan: _Plan, allowed: bool, *, reason: str | None = None, **detail: Any) -> None:
+        """One audit row for a statement, naming every table it reads and writes."""
+        self.audit.record(
+            self.principal.name,
+            plan.action,
+            plan.resource,
+            allowed,
+            reason=reason,
+            sql=plan.sql,
+            reads=plan.reads,
+            writes=plan.writes,
+            **detail,
+        )
 
     # ---- one statement --------------------------------------------------------------------------
     def _planned(self, sql: str, limit: int | None) -> _Plan:
@@ -133,29 +129,10 @@ class GovernedSql:
             except (RecursionError, sqlglot.errors.SqlglotError) as exc:
                 raise AccessDenied(f"the statement cannot be checked, so it is not run: {first_line(exc)}") from exc
         except SqlError as exc:  # names, types: the statement is not run, and that is on record
-            self.audit.record(
-                self.principal.name,
-                "query",
-                plan.resource,
-                False,
-                reason=f"error: {first_line(exc)}",
-                sql=sql,
-                reads=plan.reads,
-                writes=plan.writes,
-            )
+            self._record(plan, False, reason=f"error: {first_line(exc)}")
             raise
         except AccessDenied as exc:
-            reason = str(exc).splitlines()[0]
-            self.audit.record(
-                self.principal.name,
-                "query",
-                plan.resource,
-                False,
-                reason=reason,
-                sql=sql,
-                reads=plan.reads,
-                writes=plan.writes,
-            )
+            self._record(plan, False, reason=first_line(exc))
             raise
         return plan
 
@@ -206,6 +183,7 @@ class GovernedSql:
             name = self._real_name(tree.this)
             plan.writes.append(name)
             self._require(name, "ALTER")
+            unrestricted: bool | None = None  # looked up once, only if a column action needs it
             for action in tree.args.get("actions") or []:
                 if not isinstance(action, _ALTER_ACTIONS) or (
                     isinstance(action, exp.Drop) and (action.args.get("kind") or "COLUMN").upper() != "COLUMN"
@@ -217,7 +195,11 @@ class GovernedSql:
                 # Grants name columns: renaming, dropping or retyping one could move data out
                 # from under an exclusion, mask or filter. Only a principal who sees the whole
                 # table may; adding a column changes nobody's view.
-                if not isinstance(action, exp.ColumnDef | exp.Schema) and not self._access(name).unrestricted:
+                if isinstance(action, exp.ColumnDef | exp.Schema):
+                    continue
+                if unrestricted is None:
+                    unrestricted = self._access(name).unrestricted
+                if not unrestricted:
                     raise AccessDenied(
                         f"ALTER TABLE {name} ... {action.sql(dialect='spark')[:60]} needs access to the whole table",
                         hint="renaming, dropping or changing columns could bypass column grants and masks",
@@ -539,7 +521,8 @@ class _Plan:
 
 
 def _nesting(sql: str) -> int:
-    """Deepest parenthesis nesting outside string literals and comments (a cheap pre-check)."""
+    """Deepest parenthesis nesting outside quoted literals and names (a cheap pre-check;
+    parentheses in comments count too, which only ever refuses more)."""
     depth = deepest = 0
     quote = None
     i, n = 0, len(sql)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from pathlib import Path
 
 from sqlalchemy import Connection, Engine, MetaData, Table, create_engine, event, insert, update
 
@@ -49,9 +48,8 @@ def engine(settings: Settings, metadata: MetaData | None = None) -> Engine:
 def _create(url: str, settings: Settings) -> Engine:
     if url.startswith("sqlite"):
         private_dir(settings.workspace_dir)
-        db_file = url.removeprefix("sqlite:///")
-        if db_file and db_file != url and not db_file.startswith(":"):
-            private_file(Path(db_file))  # SQLite's -wal and -shm files copy its mode
+        if settings.catalog_sqlite_file is not None:
+            private_file(settings.catalog_sqlite_file)  # SQLite's -wal and -shm files copy its mode
         eng = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(eng, "connect")

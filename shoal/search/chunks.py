@@ -49,6 +49,11 @@ def _split_long(text: str, start: int, end: int, size: int) -> list[tuple[int, i
     return out
 
 
+def fold_whitespace(text: str) -> str:
+    """Runs of whitespace as one space, ends trimmed: how chunk text is stored."""
+    return _WS.sub(" ", text).strip()
+
+
 def chunk_text(text: str, *, size: int = 800, overlap: int = 150) -> list[Chunk]:
     if size <= 0 or not 0 <= overlap < size:
         raise ValueError("need size > 0 and 0 <= overlap < size")
@@ -64,7 +69,7 @@ def chunk_text(text: str, *, size: int = 800, overlap: int = 150) -> list[Chunk]
         while j + 1 < len(units) and units[j + 1][1] - units[i][0] <= size:
             j += 1
         start, end = units[i][0], units[j][1]
-        chunks.append(Chunk(len(chunks), start, end, _WS.sub(" ", text[start:end]).strip()))
+        chunks.append(Chunk(len(chunks), start, end, fold_whitespace(text[start:end])))
         if j + 1 >= len(units):
             break
         # Step back over trailing sentences worth about `overlap` characters (never to i).

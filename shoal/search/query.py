@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from shoal.config import Settings
+from shoal.search.chunks import fold_whitespace
 from shoal.search.index import open_index
 
 RRF_K = 60
 _HEX = re.compile(r"^[0-9a-f]{32}$")
-_WS = re.compile(r"\s+")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -120,12 +120,10 @@ def search(
         # Only text the principal may read takes part at all: ranking over the rest would
         # answer "does this document contain W" without a grant. A chunk counts when the
         # object is listed for the principal and the chunk appears in its governed text.
-        allowed = _readable(settings, spark, principal, {r[1] for r in rows.values()}) or set()
-        texts = _readable_text(settings, spark, principal, allowed) or {}
-        rows = {
-            cid: r
-            for cid, r in rows.items()
-            if r[1] in allowed and _WS.sub(" ", r[5] or "").strip() in texts.get((r[1], r[4] or ""), "\0")
+        allowed = _readable(settings, spark, principal, {r[1] for r in rows.values()})
+        texts = _readable_text(settings, spark, principal, allowed)
+        rows = {  # chunk text is stored whitespace-folded (chunks.chunk_text)
+            cid: r for cid, r in rows.items() if r[1] in allowed and (r[5] or "\0") in texts.get((r[1], r[4] or ""), "")
         }
         vector_ranks = _rerank(vector_ranks, rows)
         keyword_ranks = _rerank(keyword_ranks, rows)
@@ -165,51 +163,45 @@ def _rerank(ranks: dict[int, int], kept: dict[int, Any]) -> dict[int, int]:
     return {cid: r for r, cid in enumerate(c for c in sorted(ranks, key=ranks.__getitem__) if c in kept)}
 
 
-def _readable_text(settings: Settings, spark, principal, object_ids: set[str]) -> dict[tuple[str, str], str] | None:
-    """(object id, part) -> text as the principal reads it through governed SQL, whitespace
-    folded (None: no restriction, the operator; empty: no grant on the text)."""
-    if principal is None or principal.is_admin:
-        return None
+def _governed_rows(settings: Settings, spark, principal, select: str, object_ids: set[str]) -> list[tuple]:
+    """`select` (ending in `WHERE object_id IN ({ids})`) run as the principal: its grants, row
+    filters and masks apply; no grant gives no rows (the refusal is audited)."""
     from shoal.governance import AccessDenied, GovernedSql
-    from shoal.lake import metadata
-
-    ids = sorted(o for o in object_ids if _HEX.match(o))
-    if not ids:
-        return {}
-    listed = ", ".join(f"'{o}'" for o in ids)
-    try:
-        result = GovernedSql(spark, settings, principal).execute(
-            f"SELECT object_id, part, text FROM {metadata.table('text')} WHERE object_id IN ({listed}) "
-            "ORDER BY object_id, part, part_index"
-        )
-    except AccessDenied:
-        return {}
-    texts: dict[tuple[str, str], list[str]] = {}
-    for oid, part, body in result.rows:
-        if isinstance(body, str):
-            texts.setdefault((oid, part or ""), []).append(body)
-    return {key: _WS.sub(" ", " ".join(parts)) for key, parts in texts.items()}
-
-
-def _readable(settings: Settings, spark, principal, object_ids: set[str]) -> set[str] | None:
-    """Objects the principal may read (None: no restriction, the operator)."""
-    if principal is None or principal.is_admin:
-        return None
-    from shoal.governance import AccessDenied, GovernedSql
-    from shoal.lake import metadata
 
     ids = sorted(o for o in object_ids if _HEX.match(o))  # our own ids: hex only, safe to inline
     if not ids:
-        return set()
-    table = metadata.table("object_index")
-    listed = ", ".join(f"'{o}'" for o in ids)
+        return []
     try:
-        result = GovernedSql(spark, settings, principal).execute(
-            f"SELECT object_id FROM {table} WHERE object_id IN ({listed})"
-        )
+        return GovernedSql(spark, settings, principal).execute(select.format(ids=", ".join(f"'{o}'" for o in ids))).rows
     except AccessDenied:
-        return set()
-    return {r[0] for r in result.rows}
+        return []
+
+
+def _readable_text(settings: Settings, spark, principal, object_ids: set[str]) -> dict[tuple[str, str], str]:
+    """(object id, part) -> text as the principal reads it, whitespace folded as chunks are."""
+    from shoal.lake import metadata
+
+    rows = _governed_rows(
+        settings,
+        spark,
+        principal,
+        f"SELECT object_id, part, text FROM {metadata.table('text')} WHERE object_id IN ({{ids}}) "
+        "ORDER BY object_id, part, part_index",
+        object_ids,
+    )
+    texts: dict[tuple[str, str], list[str]] = {}
+    for oid, part, body in rows:
+        if isinstance(body, str):
+            texts.setdefault((oid, part or ""), []).append(body)
+    return {key: fold_whitespace(" ".join(parts)) for key, parts in texts.items()}
+
+
+def _readable(settings: Settings, spark, principal, object_ids: set[str]) -> set[str]:
+    """Objects listed for the principal in shoal.object_index."""
+    from shoal.lake import metadata
+
+    select = f"SELECT object_id FROM {metadata.table('object_index')} WHERE object_id IN ({{ids}})"
+    return {r[0] for r in _governed_rows(settings, spark, principal, select, object_ids)}
 
 
 def keyword_terms(query: str) -> list[str]:

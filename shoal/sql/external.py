@@ -67,8 +67,8 @@ _INPUT_FORMATS = {
     "org.apache.hadoop.hive.ql.io.orc.orcinputformat": "orc",
     "org.apache.hadoop.hive.ql.io.avro.avrocontainerinputformat": "avro",
 }
-# Hive's text SerDe separates fields with Ctrl-A unless told otherwise; OpenCSVSerde with ','.
-_LAZY_SIMPLE = "org.apache.hadoop.hive.serde2.lazy.lazysimpleserde"
+# Hive's text tables separate fields with Ctrl-A unless told otherwise; OpenCSVSerde with ','.
+_OPEN_CSV = "org.apache.hadoop.hive.serde2.opencsvserde"
 _SERDE_OPTIONS = {"field.delim": "sep", "separatorchar": "sep", "quotechar": "quote", "escapechar": "escape"}
 # Athena's Iceberg table properties, as Iceberg names them.
 _ICEBERG_PROPERTIES = {
@@ -289,10 +289,8 @@ class SqlRunner:
         name = self._name(schema.this if isinstance(schema, exp.Schema) else schema)
         if not name or not isinstance(schema, exp.Schema):
             raise SqlError("CREATE TABLE needs a table name and its columns")
-        columns = [
-            (c.name, c.args["kind"].sql(dialect="spark")) for c in schema.expressions if isinstance(c, exp.ColumnDef)
-        ]
-        ddl = [", ".join(f"{quote(n)} {t}" for n, t in columns)]
+        columns = _column_defs(schema)
+        ddl = ", ".join(f"{quote(n)} {t}" for n, t in columns)
         clauses, properties = "", {}
         for prop in tree.args["properties"].expressions:
             if isinstance(prop, exp.PartitionedByProperty):
@@ -311,7 +309,7 @@ class SqlRunner:
         db, table = name.split(".")
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {quote(db)}")
         exists = "IF NOT EXISTS " if tree.args.get("exists") else ""
-        run(self.spark, f"CREATE TABLE {exists}{quote(db)}.{quote(table)} ({ddl[0]}) USING iceberg{clauses}")
+        run(self.spark, f"CREATE TABLE {exists}{quote(db)}.{quote(table)} ({ddl}) USING iceberg{clauses}")
         return _message(f"created Iceberg table {name}")
 
     def _is_external_create(self, tree: exp.Create) -> bool:
@@ -325,19 +323,12 @@ class SqlRunner:
         name = self._name(schema.this if isinstance(schema, exp.Schema) else schema)
         if not name:
             raise SqlError("CREATE EXTERNAL TABLE needs a table name with a database (db.table)")
-        columns = [
-            (c.name, c.args["kind"].sql(dialect="spark")) for c in schema.expressions if isinstance(c, exp.ColumnDef)
-        ]
+        columns = _column_defs(schema)
         parts: list[tuple[str, str]] = []
-        fmt, location, options = None, None, {}
+        fmt, location, serde, options = None, None, None, {}
         for prop in tree.args["properties"].expressions:
             if isinstance(prop, exp.PartitionedByProperty):
-                inner = prop.this
-                parts = [
-                    (c.name, c.args["kind"].sql(dialect="spark"))
-                    for c in inner.expressions
-                    if isinstance(c, exp.ColumnDef)
-                ]
+                parts = _column_defs(prop.this)
             elif isinstance(prop, exp.FileFormatProperty) and isinstance(prop.this, exp.InputOutputFormat):
                 input_format = _literal(prop.this.args.get("input_format") or "").lower()
                 fmt = fmt or _INPUT_FORMATS.get(input_format)
@@ -354,8 +345,6 @@ class SqlRunner:
             elif isinstance(prop, exp.RowFormatSerdeProperty):
                 serde = prop.this.name.lower()
                 fmt = _SERDE_FORMATS.get(serde, fmt)
-                if serde == _LAZY_SIMPLE:
-                    options.setdefault("sep", "\u0001")
                 serde_props = prop.args.get("serde_properties")
                 for sp in serde_props.expressions if serde_props is not None else []:
                     option = _SERDE_OPTIONS.get(sp.name.lower())
@@ -363,20 +352,16 @@ class SqlRunner:
                         options[option] = _literal(sp.args["value"])
             elif isinstance(prop, exp.RowFormatDelimitedProperty):
                 fmt = fmt or "csv"
-                options["sep"] = prop.args["fields"].name if prop.args.get("fields") else "\u0001"
+                if prop.args.get("fields"):
+                    options["sep"] = prop.args["fields"].name
             elif isinstance(prop, exp.LocationProperty):
                 location = prop.this.name
             elif isinstance(prop, exp.Property) and prop.name.lower() == "skip.header.line.count":
                 options["header"] = "true" if str(prop.args["value"].name) != "0" else "false"
         if not location:
             raise SqlError(f"CREATE EXTERNAL TABLE {name}: LOCATION is required")
-        if (
-            fmt in (None, "csv")
-            and "sep" not in options
-            and not any(isinstance(p, exp.RowFormatSerdeProperty) for p in tree.args["properties"].expressions)
-            and any(isinstance(p, exp.FileFormatProperty) for p in tree.args["properties"].expressions)
-        ):
-            options["sep"] = "\u0001"  # STORED AS TEXTFILE with no ROW FORMAT: Hive's default
+        if fmt == "csv" and "sep" not in options and serde != _OPEN_CSV:
+            options["sep"] = "\u0001"  # Hive's text tables: Ctrl-A unless a delimiter is named
         location = table_location(location)
         table = ExternalTable(name, columns, parts, fmt or "parquet", location, options)
         existing = self.registry.get(name)
@@ -477,6 +462,11 @@ class SqlRunner:
         self.spark.sql(f"DROP TABLE IF EXISTS {table.spark_name}")
         self.materialize(table)
         return _message(f"created external table {name} ({fmt} at {location})")
+
+
+def _column_defs(schema: exp.Expression) -> list[tuple[str, str]]:
+    """(name, Spark type) of each column a DDL schema declares."""
+    return [(c.name, c.args["kind"].sql(dialect="spark")) for c in schema.expressions if isinstance(c, exp.ColumnDef)]
 
 
 _default_ready: set[int] = set()

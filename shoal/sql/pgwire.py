@@ -48,6 +48,7 @@ from sqlglot import exp
 
 from shoal.config import Settings
 from shoal.exceptions import ShoalError, SqlError, first_line
+from shoal.governance.sessions import Sessions
 
 log = logging.getLogger("shoal.pgwire")
 
@@ -512,10 +513,8 @@ class Connection(socketserver.BaseRequestHandler):
             if registered:
                 self.server.release(self)
             if self.session is not None:
-                from shoal.governance.sessions import Sessions
-
                 with _quiet():
-                    Sessions(self.server.settings).end(self.session)
+                    self.server.sessions.end(self.session)
 
     def _startup(self) -> dict[str, str] | None:
         while True:
@@ -552,7 +551,6 @@ class Connection(socketserver.BaseRequestHandler):
     def _authenticate(self, params: dict[str, str]) -> bool:
         from shoal.governance import AuditLog, AuthError, GovernanceError, GovernedSql, Principals
         from shoal.governance.principals import token_id
-        from shoal.governance.sessions import Sessions
 
         user = params.get("user", "")
         self.send(b"R", struct.pack("!i", 3))  # AuthenticationCleartextPassword
@@ -595,7 +593,7 @@ class Connection(socketserver.BaseRequestHandler):
         )
         self.principal = principal
         self.governed = GovernedSql(self.server.spark, self.server.settings, principal)
-        self.session, _ = Sessions(self.server.settings).create(
+        self.session, _ = self.server.sessions.create(
             principal.name, token_id=token_id(password) if via == "token" else None
         )
         self.send(b"R", struct.pack("!i", 0))
@@ -785,9 +783,7 @@ class Connection(socketserver.BaseRequestHandler):
         local = self._local(sql)
         if local is not None:
             return local
-        from shoal.governance.sessions import Sessions
-
-        if Sessions(self.server.settings).get(self.session) is None:
+        if self.server.sessions.get(self.session) is None:
             raise SessionEnded()
         max_rows = self.server.settings.server.pg_max_rows
         limit = min(limit or max_rows, max_rows)
@@ -946,6 +942,8 @@ class PgServer(socketserver.ThreadingTCPServer):
 
         self.settings = settings
         self.spark = spark if spark is not None else get_spark(settings)
+        # A sign-in is a governance session, like the console's (checked before each statement).
+        self.sessions = Sessions(settings)
         self._lock = threading.Lock()
         self._sessions: dict[int, Connection] = {}
         self._running: dict[int, str] = {}
