@@ -1,0 +1,340 @@
+"""AWS Glue PySpark scripts run unchanged through Shoal's awsglue (real Spark + Iceberg, no mocks)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from helpers import rows, run_cli, write_csv
+
+from shoal.cdc import ApplyOptions, apply_changes
+from shoal.glue import GlueError, bookmarks, run_script, split_conf
+
+# The CDC job of the AWS sample "Transactional data lake using Apache Iceberg on AWS Glue",
+# written as that job is: only the database name comes from a job argument (test isolation).
+CDC_SCRIPT = '''
+import sys
+from awsglue.transforms import *
+from awsglue.utils import getResolvedOptions
+from pyspark.context import SparkContext
+from awsglue.context import GlueContext
+from awsglue.job import Job
+from pyspark.sql.functions import *
+from awsglue.dynamicframe import DynamicFrame
+
+from pyspark.sql.window import Window
+from pyspark.sql.functions import rank, max
+
+from pyspark.conf import SparkConf
+
+args = getResolvedOptions(sys.argv, ['JOB_NAME', 'iceberg_job_catalog_warehouse', 'database_name'])
+conf = SparkConf()
+
+conf.set("spark.sql.catalog.job_catalog.warehouse", args['iceberg_job_catalog_warehouse'])
+conf.set("spark.sql.catalog.job_catalog", "org.apache.iceberg.spark.SparkCatalog")
+conf.set("spark.sql.catalog.job_catalog.catalog-impl", "org.apache.iceberg.aws.glue.GlueCatalog")
+conf.set("spark.sql.catalog.job_catalog.io-impl", "org.apache.iceberg.aws.s3.S3FileIO")
+conf.set("spark.sql.extensions", "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions")
+conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+conf.set("spark.sql.iceberg.handle-timestamp-without-timezone", "true")
+
+sc = SparkContext(conf=conf)
+glueContext = GlueContext(sc)
+spark = glueContext.spark_session
+job = Job(glueContext)
+job.init(args['JOB_NAME'], args)
+DATABASE = args['database_name']
+
+IncrementalInputDyF = glueContext.create_dynamic_frame.from_catalog(
+    database=DATABASE, table_name="raw_csv_input", transformation_ctx="IncrementalInputDyF")
+IncrementalInputDF = IncrementalInputDyF.toDF()
+
+if not IncrementalInputDF.rdd.isEmpty():
+    # De-duplicate: keep the latest record of each key by its timestamp.
+    IDWindowDF = Window.partitionBy(IncrementalInputDF.product_id).orderBy(
+        IncrementalInputDF.last_update_time).rangeBetween(-sys.maxsize, sys.maxsize)
+    inputDFWithTS = IncrementalInputDF.withColumn(
+        "max_op_date", max(IncrementalInputDF.last_update_time).over(IDWindowDF))
+    NewInsertsDF = inputDFWithTS.filter("last_update_time=max_op_date").filter("op='I'")
+    UpdateDeleteDf = inputDFWithTS.filter("last_update_time=max_op_date").filter("op IN ('U','D')")
+    finalInputDF = NewInsertsDF.unionAll(UpdateDeleteDf)
+
+    finalInputDF.createOrReplaceTempView("incremental_input_data")
+
+    IcebergMergeOutputDF = spark.sql(f"""
+    MERGE INTO job_catalog.{DATABASE}.iceberg_output t
+    USING (SELECT op, product_id, category, product_name, quantity_available,
+           to_timestamp(last_update_time) as last_update_time FROM incremental_input_data) s
+    ON t.product_id = s.product_id
+    WHEN MATCHED AND s.op = 'D' THEN DELETE
+    WHEN MATCHED THEN UPDATE SET t.quantity_available = s.quantity_available, t.last_update_time = s.last_update_time
+    WHEN NOT MATCHED THEN INSERT (product_id, category, product_name, quantity_available, last_update_time)
+    VALUES (s.product_id, s.category, s.product_name, s.quantity_available, s.last_update_time)
+    """)
+
+job.commit()
+'''
+
+CDC_HEADER = ["op", "product_id", "category", "product_name", "quantity_available", "last_update_time"]
+T1, T2, T3, T4 = "2022-03-01 10:00:00", "2022-03-02 11:34:01", "2022-03-03 09:00:00", "2022-03-03 09:05:00"
+COLUMNS = "product_id, category, product_name, quantity_available, last_update_time"
+
+
+def _glue_run(capsys, monkeypatch, *args: str) -> dict:
+    code, out, err = run_cli(["glue", "run", *args, "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _snapshots(spark, table: str) -> int:
+    return spark.sql(f"SELECT count(*) FROM {table}.snapshots").first()[0]
+
+
+def test_cdc_reference_script_twice_matches_cdc_apply(spark, settings, cli_env, tmp_path, capsys, monkeypatch):
+    from shoal.catalog.crawl import crawl
+
+    db = f"iceberg_demo_{uuid.uuid4().hex[:6]}"
+    raw = tmp_path / "raw_csv_input"
+    raw.mkdir()
+    load = [
+        ["I", 101, "tools", "hammer", 10, T1],
+        ["I", 102, "tools", "saw", 5, T1],
+        ["I", 103, "garden", "rake", 7, T1],
+        ["I", 104, "garden", "hoe", 3, T1],
+    ]
+    write_csv(raw, "LOAD00000001.csv", load, CDC_HEADER)
+    write_csv(
+        raw,
+        "20220302-1134010000.csv",
+        [["U", 102, "tools", "saw", 4, T2], ["I", 105, "kitchen", "pan", 8, T2]],
+        CDC_HEADER,
+    )
+    # The crawler makes raw_csv_input a catalog table, as a Glue crawler does in the sample.
+    crawl(spark, settings, str(raw), f"{db}.raw_csv_input")
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {db}")
+    spark.sql(
+        f"CREATE TABLE {db}.iceberg_output (product_id bigint, category string, product_name string, "
+        "quantity_available bigint, last_update_time timestamp) USING iceberg"
+    )
+    script = tmp_path / "iceberg_cdc.py"
+    script.write_text(CDC_SCRIPT)
+    job_args = [
+        str(script),
+        "--JOB_NAME",
+        f"cdc-{db}",
+        "--job-bookmark-option",
+        "job-bookmark-enable",
+        "--iceberg_job_catalog_warehouse",
+        "s3://not-used/warehouse",
+        "--database_name",
+        db,
+    ]
+    reference = f"{db}.by_cdc_apply"
+    opts = ApplyOptions(table=reference, keys=["product_id"], sequence="last_update_time")
+
+    first = _glue_run(capsys, monkeypatch, *job_args)
+    assert first["status"] == "SUCCEEDED" and first["bookmark_committed"] is True
+    assert "job_catalog" in first["catalogs"]
+    assert first["reads"] == [
+        {
+            "transformation_ctx": "IncrementalInputDyF",
+            "source": f"{db}.raw_csv_input",
+            "bookmark": "used",
+            "files_listed": 2,
+            "files_read": 2,
+        }
+    ]
+    apply_changes(settings, str(raw), opts)
+    got = rows(spark, f"SELECT {COLUMNS} FROM {db}.iceberg_output ORDER BY product_id")
+    assert got == rows(spark, f"SELECT {COLUMNS} FROM {reference} ORDER BY product_id")
+    assert [r[:4] for r in got] == [
+        (101, "tools", "hammer", 10),
+        (102, "tools", "saw", 4),
+        (103, "garden", "rake", 7),
+        (104, "garden", "hoe", 3),
+        (105, "kitchen", "pan", 8),
+    ]
+
+    write_csv(
+        raw,
+        "20220303-0900000000.csv",
+        [
+            ["U", 102, "tools", "saw", 3, T3],
+            ["U", 102, "tools", "saw", 2, T4],
+            ["D", 103, "garden", "rake", 7, T3],
+            ["U", 105, "kitchen", "pan", 6, T3],
+        ],
+        CDC_HEADER,
+    )
+    second = _glue_run(capsys, monkeypatch, *job_args)
+    assert (second["reads"][0]["files_listed"], second["reads"][0]["files_read"]) == (3, 1)
+    apply_changes(settings, str(raw), opts)
+    got = rows(spark, f"SELECT {COLUMNS} FROM {db}.iceberg_output ORDER BY product_id")
+    assert got == rows(spark, f"SELECT {COLUMNS} FROM {reference} ORDER BY product_id")
+    assert [r[:4] for r in got] == [
+        (101, "tools", "hammer", 10),
+        (102, "tools", "saw", 2),
+        (104, "garden", "hoe", 3),
+        (105, "kitchen", "pan", 6),
+    ]
+
+    # Nothing new: the job reads no file and commits nothing to the table.
+    before = _snapshots(spark, f"{db}.iceberg_output")
+    third = _glue_run(capsys, monkeypatch, *job_args)
+    assert third["reads"][0]["files_read"] == 0
+    assert _snapshots(spark, f"{db}.iceberg_output") == before
+    # The catalog name existed for the run only.
+    assert "job_catalog" not in [r[0] for r in spark.sql("SHOW CATALOGS").collect()]
+
+    code, out, _err = run_cli(["glue", "bookmarks", f"cdc-{db}", "--json"], capsys, monkeypatch)
+    assert code == 0 and [(b["transformation_ctx"], b["files"]) for b in json.loads(out)] == [
+        ("IncrementalInputDyF", 3)
+    ]
+
+
+TRANSFORM_SCRIPT = """
+import sys
+from awsglue.transforms import *
+from awsglue.utils import getResolvedOptions
+from pyspark.context import SparkContext
+from pyspark.sql import SparkSession
+from awsglue.context import GlueContext
+from awsglue.job import Job
+from awsglue.dynamicframe import DynamicFrame
+
+args = getResolvedOptions(sys.argv, ['JOB_NAME', 'input_path', 'output_path', 'target_db'])
+spark = (
+    SparkSession.builder.config("spark.sql.catalog.my_catalog", "org.apache.iceberg.spark.SparkCatalog")
+    .config("spark.sql.catalog.my_catalog.catalog-impl", "org.apache.iceberg.aws.glue.GlueCatalog")
+    .getOrCreate()
+)
+sc = SparkContext.getOrCreate()
+glueContext = GlueContext(sc)
+job = Job(glueContext)
+job.init(args['JOB_NAME'], args)
+
+people = glueContext.create_dynamic_frame.from_options(
+    connection_type="s3",
+    connection_options={"paths": [args['input_path']], "recurse": True},
+    format="csv",
+    format_options={"withHeader": True, "separator": ";"},
+    transformation_ctx="people_src",
+)
+mapped = ApplyMapping.apply(frame=people, mappings=[
+    ("id", "int", "person_id", "long"),
+    ("name", "string", "name", "string"),
+    ("age", "int", "age", "string"),
+    ("city", "string", "city", "string"),
+], transformation_ctx="mapped")
+typed = mapped.resolveChoice(specs=[("age", "cast:int")])
+adults = Filter.apply(frame=typed, f=lambda r: r["age"] >= 18)
+slim = DropFields.apply(frame=SelectFields.apply(frame=adults, paths=["person_id", "name", "age", "city"]),
+                        paths=["city"])
+print("ADULTS", slim.count())
+glueContext.write_dynamic_frame.from_options(
+    frame=slim, connection_type="s3", connection_options={"path": args['output_path']}, format="parquet")
+glueContext.write_dynamic_frame.from_catalog(
+    frame=slim, database=args['target_db'], table_name="adults", transformation_ctx="adults_sink")
+total = spark.sql(f"SELECT count(*) FROM my_catalog.{args['target_db']}.adults").first()[0]
+print("TOTAL", total)
+if '--fail' in sys.argv:
+    raise ValueError("the job fails after reading")
+job.commit()
+"""
+
+
+def _people(folder: Path, name: str, lines: list[str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text("id;name;age;city\n" + "\n".join(lines) + "\n")
+
+
+def test_from_options_transforms_writes_and_bookmark_modes(spark, settings, tmp_path, capsys):
+    db = f"g{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {db}")
+    spark.sql(f"CREATE TABLE {db}.adults (person_id bigint, name string, age int) USING iceberg")
+    src, out = tmp_path / "people", tmp_path / "out"
+    _people(src, "a.csv", ["1;ann;34;oslo", "2;bob;12;rome"])
+    _people(src / "sub", "b.csv", ["3;cid;51;lima"])
+    (src / "_SUCCESS").write_text("")
+    script = tmp_path / "transform.py"
+    script.write_text(TRANSFORM_SCRIPT)
+    job = f"people-{db}"
+    argv = ["--input_path", str(src), "--output_path", str(out), "--target_db", db]
+
+    def run(option: str, *extra: str) -> dict:
+        return run_script(settings, str(script), job, [*argv, *extra], bookmark_option=option)
+
+    first = run(bookmarks.PAUSE)
+    assert "ADULTS 2" in capsys.readouterr().out
+    assert first["reads"][0]["files_read"] == 2 and first["bookmark_committed"] is False
+    assert "my_catalog" in first["catalogs"]
+    assert rows(spark, f"SELECT person_id, name, age FROM {db}.adults ORDER BY 1") == [(1, "ann", 34), (3, "cid", 51)]
+    assert sorted(r[0] for r in rows(spark, f"SELECT person_id FROM parquet.`{out}`")) == [1, 3]
+    types = {f.name: f.dataType.simpleString() for f in spark.table(f"{db}.adults").schema.fields}
+    assert types == {"person_id": "bigint", "name": "string", "age": "int"}
+
+    # Pause read the new files but kept the bookmark: enable reads them again, then commits.
+    second = run(bookmarks.ENABLE)
+    assert second["reads"][0]["files_read"] == 2 and second["bookmark_committed"] is True
+    _people(src, "c.csv", ["4;dee;40;nice", "5;eve;17;bern"])
+
+    # A run that fails after reading leaves the bookmark where it was.
+    with pytest.raises(GlueError, match=r"transform\.py line \d+: ValueError: the job fails after reading"):
+        run(bookmarks.ENABLE, "--fail", "yes")
+    third = run(bookmarks.ENABLE)
+    assert (third["reads"][0]["files_listed"], third["reads"][0]["files_read"]) == (3, 1)
+    # Each successful or failed run appended its adults before failing or committing (no rollback of
+    # writes: as in Glue); the bookmark decides what is read.
+    ids = sorted(r[0] for r in rows(spark, f"SELECT person_id FROM {db}.adults"))
+    assert ids == [1, 1, 3, 3, 4, 4]
+    disabled = run(bookmarks.DISABLE)
+    assert disabled["reads"][0]["files_read"] == 3 and disabled["reads"][0]["bookmark"] == "not used"
+    assert importlib.util.find_spec("awsglue") is None  # only importable while a script runs
+
+
+def test_get_resolved_options_follows_glue():
+    from shoal.glue.compat.awsglue.utils import GlueArgumentError, getResolvedOptions
+
+    argv = ["job.py", "--JOB_NAME", "j", "--day", "2024-01-01", "--extra", "x", "--TempDir", "/tmp/t"]
+    got = getResolvedOptions(argv, ["JOB_NAME", "day"])
+    assert got["JOB_NAME"] == "j" and got["day"] == "2024-01-01" and "extra" not in got
+    assert got["job_bookmark_option"] == "job-bookmark-disable" and got["RedshiftTempDir"] == "/tmp/t"
+    with pytest.raises(GlueArgumentError, match="--missing"):
+        getResolvedOptions(argv, ["JOB_NAME", "missing"])
+    with pytest.raises(RuntimeError, match="reserved"):
+        getResolvedOptions(argv, ["JOB_RUN_ID"])
+    legacy = getResolvedOptions(["job.py", "--continuation-option", "continuation-enabled"], [])
+    assert legacy["job_bookmark_option"] == "job-bookmark-enable"
+
+
+def test_split_conf_reads_glue_chained_values():
+    assert split_conf(["spark.a=1 --conf spark.b=x=y", "spark.c=3"]) == [
+        ("spark.a", "1"),
+        ("spark.b", "x=y"),
+        ("spark.c", "3"),
+    ]
+    with pytest.raises(GlueError, match="KEY=VALUE"):
+        split_conf(["novalue"])
+
+
+def test_cli_errors_name_what_and_where(spark, settings, cli_env, tmp_path, capsys, monkeypatch):
+    code, out, _err = run_cli(
+        ["glue", "run", str(tmp_path / "nope.py"), "--JOB_NAME", "j", "--json"], capsys, monkeypatch
+    )
+    assert code == 1 and "nope.py does not exist" in json.loads(out)["error"]
+    script = tmp_path / "missing_table.py"
+    script.write_text(
+        "from awsglue.context import GlueContext\n"
+        "from pyspark.context import SparkContext\n"
+        "gc = GlueContext(SparkContext())\n"
+        "gc.create_dynamic_frame.from_catalog(database='nodb', table_name='nothing')\n"
+    )
+    code, out, _err = run_cli(["glue", "run", str(script), "--JOB_NAME", "j", "--json"], capsys, monkeypatch)
+    err = json.loads(out)
+    assert code == 1 and "missing_table.py line 4" in err["error"] and "nodb.nothing" in err["error"]
+    assert "shoal catalog crawl" in err["hint"]
+    assert "awsglue" not in sys.modules
