@@ -291,6 +291,11 @@ def test_from_options_transforms_writes_and_bookmark_modes(spark, settings, tmp_
     # writes: as in Glue); the bookmark decides what is read.
     ids = sorted(r[0] for r in rows(spark, f"SELECT person_id FROM {db}.adults"))
     assert ids == [1, 1, 3, 3, 4, 4]
+    # Nothing new: the frame has no fields (as in Glue) and the writers write nothing.
+    idle = run(bookmarks.ENABLE)
+    assert idle["reads"][0]["files_read"] == 0
+    assert [w["target"].endswith("(empty frame: nothing written)") for w in idle["writes"]] == [True, True]
+    assert sorted(r[0] for r in rows(spark, f"SELECT person_id FROM {db}.adults")) == ids
     disabled = run(bookmarks.DISABLE)
     assert disabled["reads"][0]["files_read"] == 3 and disabled["reads"][0]["bookmark"] == "not used"
     assert importlib.util.find_spec("awsglue") is None  # only importable while a script runs

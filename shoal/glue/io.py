@@ -202,6 +202,9 @@ def write_options(
     path = connection_options.get("path")
     if not path:
         raise GlueError("write_dynamic_frame.from_options needs connection_options={'path': ...}")
+    if not df.columns:
+        run.note_write(ctx, f"{path} (empty frame: nothing written)")
+        return
     kind = _format(fmt or "json")
     writer = df.write.mode("append").format(kind)
     if kind == "csv":
@@ -221,6 +224,10 @@ def write_catalog(run: GlueRun, df, database: str, table_name: str, ctx: str) ->
     """Append to a lake table (one Iceberg commit) or to an external table's files."""
     kind, target = _resolve(run, database, table_name)
     name = f"{database}.{table_name}"
+    if not df.columns:
+        # A source with nothing new gives a frame without fields (as in Glue): nothing to write.
+        run.note_write(ctx, f"{name} (empty frame: nothing written)")
+        return
     if kind == "lake":
         try:
             df.writeTo(target).append()

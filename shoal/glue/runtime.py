@@ -107,8 +107,9 @@ class GlueRun:
 
         `spark.sql.catalog.NAME` binds NAME to Shoal's catalog; the settings under it
         (warehouse, catalog-impl, io-impl, ...) describe the catalog in AWS and are not
-        used. Settings Spark can change at run time are set; static ones (extensions,
-        jars) are Shoal's already and listed as ignored. Values are never logged.
+        used. Settings Spark can change at run time are set (Iceberg's spark.sql.iceberg.*
+        included); static ones (extensions, jars, executor memory) stay Shoal's and are
+        listed as ignored. Values are never logged.
         """
         for key, value in items:
             m = _CATALOG_KEY.match(key)
@@ -119,10 +120,12 @@ class GlueRun:
             elif key == "spark.sql.variable.substitute":
                 # Shoal keeps it off: substitution would expand secrets in SQL text.
                 self._ignore(key)
-            elif self.spark.conf.isModifiable(key):
-                self.spark.conf.set(key, value)
-            elif self.spark.conf.get(key, None) != value:
-                self._ignore(key)
+            else:
+                try:
+                    self.spark.conf.set(key, value)
+                except Exception:  # Spark refuses static and core settings once it runs
+                    if self.spark.sparkContext.getConf().get(key) != value:
+                        self._ignore(key)
 
     def _ignore(self, key: str) -> None:
         if key not in self.ignored_conf:

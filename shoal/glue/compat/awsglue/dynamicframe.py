@@ -101,6 +101,8 @@ class DynamicFrame:
 
     def apply_mapping(self, mappings, case_sensitive: bool = False, transformation_ctx: str = "", **_kw: Any):
         """Keep, rename and cast fields: [(source, source_type, target, target_type), ...]."""
+        if not self._df.columns:
+            return self._wrap(self._df)  # an empty source frame has no fields to map
         cols = []
         for m in mappings:
             if len(m) != 4:
@@ -135,6 +137,8 @@ class DynamicFrame:
         df = self._df
         for path, action in actions:
             act = action.lower()
+            if not _has_path(df, path, False):
+                continue  # Glue resolves choices of fields the frame has; others are no-ops
             if act.startswith(("cast:", "project:")):
                 name = _path_parts(path)[0]
                 if len(_path_parts(path)) > 1:
