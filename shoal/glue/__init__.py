@@ -112,6 +112,19 @@ def _where(exc: BaseException, path: Path) -> str:
 
 @contextlib.contextmanager
 def _script_environment(run: GlueRun, argv: list[str], conf: list[tuple[str, str]]) -> Iterator[None]:
+    activate(run)  # refuses a second run in this process before anything is changed
+    try:
+        with _patched(run, argv):
+            for name in DEFAULT_CATALOG_ALIASES:
+                run.bind_catalog(name)
+            run.adopt_conf(conf)
+            yield
+    finally:
+        activate(None)
+
+
+@contextlib.contextmanager
+def _patched(run: GlueRun, argv: list[str]) -> Iterator[None]:
     from pyspark import context as spark_context
     from pyspark.sql import SparkSession
 
@@ -156,14 +169,9 @@ def _script_environment(run: GlueRun, argv: list[str], conf: list[tuple[str, str
     sc_class.__init__ = init  # type: ignore[method-assign]
     sc_class.getOrCreate = classmethod(get_or_create)  # type: ignore[method-assign, assignment]
     SparkSession.Builder.getOrCreate = builder_get_or_create  # type: ignore[method-assign]
-    activate(run)
     try:
-        for name in DEFAULT_CATALOG_ALIASES:
-            run.bind_catalog(name)
-        run.adopt_conf(conf)
         yield
     finally:
-        activate(None)
         if had_new:
             sc_class.__new__ = saved_new  # type: ignore[method-assign]
         else:

@@ -148,7 +148,8 @@ class GlueRun:
         catalogs = _catalog_map(manager)
         for name in self.catalogs:
             catalogs.remove(name)
-            for key in [k for k in _session_conf_keys(self.spark) if k.startswith(f"spark.sql.catalog.{name}")]:
+            prefix = f"spark.sql.catalog.{name}"
+            for key in [k for k in _session_conf_keys(self.spark) if k == prefix or k.startswith(prefix + ".")]:
                 self.spark.conf.unset(key)
 
     def summary(self) -> dict[str, Any]:
@@ -196,5 +197,13 @@ def current() -> GlueRun:
 
 
 def activate(run: GlueRun | None) -> None:
+    """Make `run` the process's Glue run (None: end it). One at a time: awsglue, sys.argv and
+    the patched Spark entry points are process-wide."""
     global _current
-    _current = run
+    with _lock:
+        if run is not None and _current is not None:
+            raise GlueError(
+                f"Glue job {_current.job_name} is already running in this process",
+                hint="run Glue scripts one after another (or in separate `shoal glue run` processes)",
+            )
+        _current = run
