@@ -421,3 +421,52 @@ def test_cli_process_reads_s3_with_bookmarks(tmp_path):
         second, printed = glue()
         assert (second["reads"][0]["files_listed"], second["reads"][0]["files_read"]) == (2, 1)
         assert "TOTAL Row(count(1)=3, sum(amount)=7.5)" in printed
+
+
+EXTERNAL_SCRIPT = """
+import sys
+from awsglue.utils import getResolvedOptions
+from awsglue.context import GlueContext
+from awsglue.job import Job
+from pyspark.context import SparkContext
+
+args = getResolvedOptions(sys.argv, ["JOB_NAME", "db"])
+glueContext = GlueContext(SparkContext())
+job = Job(glueContext)
+job.init(args["JOB_NAME"], args)
+events = glueContext.create_dynamic_frame.from_catalog(
+    database=args["db"], table_name="events", transformation_ctx="events", push_down_predicate="kind <> 'noise'")
+glueContext.write_dynamic_frame.from_catalog(frame=events, database=args["db"], table_name="events_copy")
+job.commit()
+"""
+
+
+def test_partitioned_external_tables_read_by_bookmark_and_appended(spark, settings, tmp_path):
+    from shoal.catalog.crawl import crawl
+    from shoal.sql.external import SqlRunner
+
+    db = f"ext{uuid.uuid4().hex[:6]}"
+    src, copy = tmp_path / "events", tmp_path / "events_copy"
+    for day, name, lines in [("1", "a.csv", ["1,click", "2,noise"]), ("2", "b.csv", ["3,view"])]:
+        (src / f"day={day}").mkdir(parents=True)
+        (src / f"day={day}" / name).write_text("id,kind\n" + "\n".join(lines) + "\n")
+    crawl(spark, settings, str(src), f"{db}.events")
+    runner = SqlRunner(spark, settings, dialect="athena", database_name=db)
+    runner.execute(
+        f"CREATE EXTERNAL TABLE {db}.events_copy (id bigint, kind string) PARTITIONED BY (day int) "
+        f"STORED AS PARQUET LOCATION '{copy}'"
+    )
+    script = tmp_path / "external.py"
+    script.write_text(EXTERNAL_SCRIPT)
+
+    def copied() -> list[tuple]:
+        return [tuple(r) for r in runner.execute(f"SELECT day, id, kind FROM {db}.events_copy ORDER BY id")[0].rows]
+
+    first = run_script(settings, str(script), f"ext-{db}", ["--db", db], bookmark_option=bookmarks.ENABLE)
+    assert first["reads"][0]["files_read"] == 2
+    assert copied() == [(1, 1, "click"), (2, 3, "view")]
+    (src / "day=3").mkdir()
+    (src / "day=3" / "c.csv").write_text("id,kind\n4,click\n")
+    second = run_script(settings, str(script), f"ext-{db}", ["--db", db], bookmark_option=bookmarks.ENABLE)
+    assert (second["reads"][0]["files_listed"], second["reads"][0]["files_read"]) == (3, 1)
+    assert copied() == [(1, 1, "click"), (2, 3, "view"), (3, 4, "click")]

@@ -242,7 +242,11 @@ def write_catalog(run: GlueRun, df, database: str, table_name: str, ctx: str) ->
             f"the frame written to {name} lacks its column(s) {', '.join(missing)}",
             hint="map the frame onto the table's columns first (apply_mapping)",
         )
-    writer = df.select(*[f"`{c}`" for c in columns]).write.mode("append").format(target.format)
+    from pyspark.sql import functions as F
+
+    # Files written in the table's own types: the table reads every file with them.
+    typed = [F.col(f"`{c}`").cast(t).alias(c) for c, t in target.columns + target.partition_columns]
+    writer = df.select(*typed).write.mode("append").format(target.format)
     writer = writer.options(**target.options)
     if target.partition_columns:
         writer = writer.partitionBy(*[c for c, _ in target.partition_columns])
