@@ -129,6 +129,8 @@ def test_cdc_reference_script_twice_matches_cdc_apply(spark, settings, cli_env, 
     # The catalog name existed for the run only.
     assert "job_catalog" not in [r[0] for r in spark.sql("SHOW CATALOGS").collect()]
 
+    code, out, _err = run_cli(["glue", "runs", f"cdc-{db}", "--json"], capsys, monkeypatch)
+    assert code == 0 and [r["status"] for r in json.loads(out)] == ["SUCCEEDED"] * 3
     code, out, _err = run_cli(["glue", "bookmarks", f"cdc-{db}", "--json"], capsys, monkeypatch)
     assert code == 0 and [(b["transformation_ctx"], b["files"]) for b in json.loads(out)] == [
         ("IncrementalInputDyF", 3)
@@ -277,11 +279,17 @@ def test_cli_errors_name_what_and_where(spark, settings, cli_env, tmp_path, caps
         "gc = GlueContext(SparkContext())\n"
         "gc.create_dynamic_frame.from_catalog(database='nodb', table_name='nothing')\n"
     )
-    code, out, _err = run_cli(["glue", "run", str(script), "--JOB_NAME", "j", "--json"], capsys, monkeypatch)
+    job = f"missing-{uuid.uuid4().hex[:6]}"
+    code, out, _err = run_cli(["glue", "run", str(script), "--JOB_NAME", job, "--json"], capsys, monkeypatch)
     err = json.loads(out)
     assert code == 1 and "missing_table.py line 4" in err["error"] and "nodb.nothing" in err["error"]
     assert "shoal catalog crawl" in err["hint"]
     assert "awsglue" not in sys.modules
+    # The failed run is on record, with its reason.
+    code, out, _err = run_cli(["glue", "runs", job, "--json"], capsys, monkeypatch)
+    history = json.loads(out)
+    assert code == 0 and [(r["status"], r["job_name"]) for r in history] == [("FAILED", job)]
+    assert "nodb.nothing" in history[0]["error"]
 
 
 S3_SCRIPT = """

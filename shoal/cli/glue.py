@@ -88,6 +88,12 @@ def run(
                 for r in summary["reads"]
             ],
         )
+    if summary["writes"]:
+        output.print_rows(
+            "Writes",
+            ["transformation_ctx", "target"],
+            [[w["transformation_ctx"] or "-", w["target"]] for w in summary["writes"]],
+        )
     if summary["ignored_conf"]:
         output.print_warning("static Spark settings left as Shoal set them: " + ", ".join(summary["ignored_conf"]))
 
@@ -126,3 +132,35 @@ def reset_bookmark(
         output.print_json({"job_name": job_name, "bookmarks_removed": removed})
         return
     output.out.print(f"reset {removed} bookmark(s) of {output.escape(job_name)}")
+
+
+@glue_app.command("runs")
+def show_runs(
+    job_name: Annotated[str | None, typer.Argument(help="Only this job.")] = None,
+    limit: Annotated[int, typer.Option("--limit", help="At most this many runs.")] = 50,
+    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """Glue job runs, newest first (RUNNING with no process behind it: the process died)."""
+    from shoal.glue import runs
+
+    state["json"] = json_out
+    rows = runs.history(settings(), job_name, limit)
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        "Glue job runs",
+        ["run_id", "job_name", "status", "bookmark_option", "started_at", "duration_s", "error"],
+        [
+            [
+                r["run_id"],
+                r["job_name"],
+                r["status"],
+                r["bookmark_option"],
+                r["started_at"],
+                r["duration_s"],
+                r["error"] or "",
+            ]
+            for r in rows
+        ],
+    )

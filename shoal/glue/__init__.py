@@ -24,7 +24,7 @@ from typing import Any
 
 from shoal.config import Settings
 from shoal.exceptions import first_line
-from shoal.glue import bookmarks
+from shoal.glue import bookmarks, runs
 from shoal.glue.runtime import DEFAULT_CATALOG_ALIASES, GlueError, GlueRun, activate
 
 COMPAT_DIR = str(Path(__file__).parent / "compat")
@@ -85,22 +85,40 @@ def run_script(
     ]
     started = time.monotonic()
     say(f"running {path.name} as {job_name} ({run.run_id}, {bookmark_option})")
-    with _script_environment(run, argv, conf or []):
-        try:
-            runpy.run_path(str(path), run_name="__main__")
-        except SystemExit as exc:
-            if exc.code not in (None, 0):
-                raise GlueError(f"{path.name} exited with status {exc.code}") from exc
-        except GlueError as exc:
-            raise GlueError(f"{_where(exc, path)}{str(exc).splitlines()[0]}", hint=exc.hint) from exc
-        except Exception as exc:
-            raise GlueError(
-                f"{_where(exc, path)}{type(exc).__name__}: {first_line(exc)}",
-                hint="the job's bookmarks were not advanced; fix the script or its input and run it again",
-            ) from exc
-    summary = {"script": str(path), "status": "SUCCEEDED", **run.summary()}
-    summary["duration_s"] = round(time.monotonic() - started, 3)
+    runs.started(settings, run.run_id, job_name, str(path.resolve()), bookmark_option)
+    try:
+        with _script_environment(run, argv, conf or []):
+            _execute(path, run)
+    except BaseException as exc:
+        error = str(exc).splitlines()[0] if isinstance(exc, GlueError) else type(exc).__name__
+        runs.finished(settings, run.run_id, runs.FAILED, _since(started), error=error, summary=run.summary())
+        raise
+    summary = {"script": str(path), "status": runs.SUCCEEDED, **run.summary(), "duration_s": _since(started)}
+    runs.finished(settings, run.run_id, runs.SUCCEEDED, summary["duration_s"], summary=summary)
     return summary
+
+
+def _since(started: float) -> float:
+    return round(time.monotonic() - started, 3)
+
+
+def _execute(path: Path, run: GlueRun) -> None:
+    """Run the script as __main__; its failures become GlueError naming the script's line."""
+
+    def hint() -> str:  # asked when the script has failed: it may have committed before
+        if run.committed:
+            return "the job had committed its bookmarks before it failed"
+        return "the job's bookmarks were not advanced; fix the script or its input and run it again"
+
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            raise GlueError(f"{path.name} exited with status {exc.code}", hint=hint()) from exc
+    except GlueError as exc:
+        raise GlueError(f"{_where(exc, path)}{str(exc).splitlines()[0]}", hint=exc.hint) from exc
+    except Exception as exc:
+        raise GlueError(f"{_where(exc, path)}{type(exc).__name__}: {first_line(exc)}", hint=hint()) from exc
 
 
 def _where(exc: BaseException, path: Path) -> str:
