@@ -180,6 +180,10 @@ glueContext.write_dynamic_frame.from_options(
     frame=slim, connection_type="s3", connection_options={"path": args['output_path']}, format="parquet")
 glueContext.write_dynamic_frame.from_catalog(
     frame=slim, database=args['target_db'], table_name="adults", transformation_ctx="adults_sink")
+back = glueContext.create_dynamic_frame.from_catalog(
+    database=args['target_db'], table_name="adults", transformation_ctx="adults_back")
+older = DynamicFrame.fromDF(back.toDF().where("age > 40"), glueContext, "older")
+print("OLDER", older.count())
 total = spark.sql(f"SELECT count(*) FROM my_catalog.{args['target_db']}.adults").first()[0]
 print("TOTAL", total)
 if '--fail' in sys.argv:
@@ -206,13 +210,19 @@ def test_from_options_transforms_writes_and_bookmark_modes(spark, settings, tmp_
     job = f"people-{db}"
     argv = ["--input_path", str(src), "--output_path", str(out), "--target_db", db]
 
-    def run(option: str, *extra: str) -> dict:
-        return run_script(settings, str(script), job, [*argv, *extra], bookmark_option=option)
+    def run(option: str, *extra: str, conf: list[tuple[str, str]] | None = None) -> dict:
+        return run_script(settings, str(script), job, [*argv, *extra], bookmark_option=option, conf=conf)
 
-    first = run(bookmarks.PAUSE)
-    assert "ADULTS 2" in capsys.readouterr().out
+    first = run(bookmarks.PAUSE, conf=[("spark.sql.catalog.cli_catalog", "org.apache.iceberg.spark.SparkCatalog")])
+    printed = capsys.readouterr().out
+    assert "ADULTS 2" in printed and "OLDER 1" in printed
     assert first["reads"][0]["files_read"] == 2 and first["bookmark_committed"] is False
-    assert "my_catalog" in first["catalogs"]
+    assert first["reads"][1] == {
+        "transformation_ctx": "adults_back",
+        "source": f"{db}.adults",
+        "bookmark": "not used (lake table: read in full)",
+    }
+    assert {"my_catalog", "cli_catalog", "glue_catalog", "job_catalog"} <= set(first["catalogs"])
     assert rows(spark, f"SELECT person_id, name, age FROM {db}.adults ORDER BY 1") == [(1, "ann", 34), (3, "cid", 51)]
     assert sorted(r[0] for r in rows(spark, f"SELECT person_id FROM parquet.`{out}`")) == [1, 3]
     types = {f.name: f.dataType.simpleString() for f in spark.table(f"{db}.adults").schema.fields}
