@@ -648,6 +648,7 @@ def demo(
 
 
 from shoal.cli import cluster as _cluster  # noqa: E402 - registers commands on `app`
+from shoal.cli import doctor as _doctor  # noqa: E402
 from shoal.cli import enrich as _enrich  # noqa: E402
 from shoal.cli import governance as _governance  # noqa: E402
 from shoal.cli import models as _models  # noqa: E402
@@ -663,6 +664,7 @@ _cluster.register(app)
 _quality.register(app)
 _enrich.register(app)
 _models.register(app)
+_doctor.register(app, config_app)
 
 
 def main() -> None:
