@@ -148,26 +148,61 @@ def _resolved(name: str, needed_for: str, resolve: Callable[[], object]) -> Chec
     return Check(name, "ok", str(found), needed_for)
 
 
-def _models(settings: Settings) -> list[Check]:
-    from shoal.extract.media import models as media
-    from shoal.search import embed
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
+
+def _models(settings: Settings) -> list[Check]:
+    """One check per model; a capability whose extra is not installed is a warning, not a
+    failure (the core runs without it)."""
     m = settings.extract.media
-    return [
-        _resolved("embedding model", "semantic search", lambda: embed.model_dir(settings.search.model)),
-        _package(
-            "spacy model",
-            settings.extract.spacy_model,
-            "entities and PII",
-            f"pip install {settings.extract.spacy_model.replace('_', '-')}",
-        )
-        if not Path(settings.extract.spacy_model).exists()
-        else Check("spacy model", "ok", settings.extract.spacy_model, "entities and PII"),
-        _resolved("speech model", "speech-to-text", lambda: media.speech_model_dir(m)),
-        _resolved("image label model", "image labels", lambda: media.label_weights(m)),
-        _resolved("face model", "faces", lambda: media.face_cascade(m)),
-        _resolved("unsafe-content model", "unsafe-content flags", lambda: media.unsafe_detector(m)),
+    spacy_model = settings.extract.spacy_model
+
+    def embedding() -> object:
+        from shoal.search import embed
+
+        return embed.model_dir(settings.search.model)
+
+    def media(resolver: str) -> Callable[[], object]:
+        def resolve() -> object:
+            from shoal.extract.media import models
+
+            return getattr(models, resolver)(m)
+
+        return resolve
+
+    wanted = [
+        ("embedding model", "semantic search", "search", "tokenizers", embedding),
+        ("speech model", "speech-to-text", "media", "faster_whisper", media("speech_model_dir")),
+        ("image label model", "image labels", "media", "onnxruntime", media("label_weights")),
+        ("face model", "faces", "media", "cv2", media("face_cascade")),
+        ("unsafe-content model", "unsafe-content flags", "media", "onnxruntime", media("unsafe_detector")),
     ]
+    checks = []
+    if not _has("spacy"):
+        checks.append(_absent("spacy model", "entities and PII", "documents"))
+    elif Path(spacy_model).exists():
+        checks.append(Check("spacy model", "ok", spacy_model, "entities and PII"))
+    else:
+        checks.append(
+            _package("spacy model", spacy_model, "entities and PII", f"pip install {spacy_model.replace('_', '-')}")
+        )
+    for name, needed_for, extra, module, resolve in wanted:
+        checks.append(_resolved(name, needed_for, resolve) if _has(module) else _absent(name, needed_for, extra))
+    return checks
+
+
+def _absent(name: str, needed_for: str, extra: str) -> Check:
+    return Check(
+        name,
+        "warn",
+        f"the {extra} capability is not installed",
+        needed_for,
+        f"pip install 'shoal[{extra}]' && shoal models install",
+    )
 
 
 def _object_storage(settings: Settings) -> Check | None:
@@ -199,11 +234,24 @@ def run_checks(settings: Settings, *, include_tests: bool = False) -> list[Check
     """Every check, in the order a person would fix them."""
     checks = [_java(settings), *_jars(settings), _catalog_database(settings)]
     checks += [
+        # Required only where the capability that runs them is installed.
         _program(
-            "tesseract", "tesseract", ["--version"], "OCR of scans and images", "apt-get install -y tesseract-ocr"
+            "tesseract",
+            "tesseract",
+            ["--version"],
+            "OCR of scans and images",
+            "apt-get install -y tesseract-ocr",
+            required=_has("pytesseract"),
         ),
-        _program("ffmpeg", "ffmpeg", ["-version"], "audio and video", "apt-get install -y ffmpeg"),
-        _program("graphviz", "dot", ["-V"], "state-machine pictures", "apt-get install -y graphviz"),
+        _program(
+            "ffmpeg",
+            "ffmpeg",
+            ["-version"],
+            "audio and video",
+            "apt-get install -y ffmpeg",
+            required=_has("faster_whisper"),
+        ),
+        _program("graphviz", "dot", ["-V"], "state-machine pictures", "apt-get install -y graphviz", required=False),
         _program(
             "catdoc",
             "catdoc",

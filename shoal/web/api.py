@@ -39,6 +39,7 @@ from shoal.governance import (
 from shoal.governance.access import AccessRequests, RawAccess
 from shoal.governance.throttle import Throttled
 from shoal.sql import to_json_value
+from shoal.web import resources
 
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
 DOCS_CSP = (
@@ -193,6 +194,8 @@ def create_app(settings: Settings) -> FastAPI:
             log.warning("health check: catalog database unreachable: %s", first_line(exc))
             return JSONResponse({"status": "unavailable"}, status_code=503, headers={"Cache-Control": "no-store"})
         return JSONResponse({"status": "ok"}, headers={"Cache-Control": "no-store"})
+
+    app.include_router(resources.router(settings, Depends(current), spark))
 
     @app.get("/api/v1/me")
     def me(who: Who) -> dict[str, Any]:
