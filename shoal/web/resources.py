@@ -8,6 +8,7 @@ Every call is audited."""
 
 # No `from __future__ import annotations`: FastAPI must see `Who` (local to `router`) as an object.
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable
@@ -265,17 +266,11 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
         audit.record(who.name, "workflow.start", name, True, via="api", execution=execution_id)
 
         def run() -> None:
-            try:
+            # Failures are recorded in the execution's own history; the thread must not die loudly.
+            with contextlib.suppress(Exception):
                 workflows.run(
-                    settings,
-                    machine,
-                    body.input,
-                    name=body.name,
-                    execution_id=execution_id,
-                    trigger={"api": who.name},
+                    settings, machine, body.input, name=body.name, execution_id=execution_id, trigger={"api": who.name}
                 )
-            except Exception:  # recorded in the execution's own history; the thread must not die loudly
-                pass
 
         threading.Thread(target=run, daemon=True, name=f"api-{execution_id}").start()
         record = _wait_created(execution_id)
