@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -73,3 +74,21 @@ def test_an_execution_whose_process_died_is_aborted_at_once(settings) -> None:
     assert store.request_stop(execution_id, by="ops") == "ABORTED"
     rec = store.execution(execution_id)
     assert rec.status == "ABORTED" and rec.cause == "stopped by ops"
+
+
+def test_cli_stop(settings, capsys, monkeypatch, cli_env) -> None:
+    from helpers import run_cli
+
+    machine = _machine({"Long": {"Type": "Wait", "Seconds": 120, "End": True}})
+    worker = threading.Thread(target=lambda: workflows.run(settings, machine, {}), daemon=True)
+    worker.start()
+    execution_id = _wait_for_execution(workflows.Store(settings), machine.name)
+    code, out, err = run_cli(
+        ["workflow", "stop", execution_id[:-2], "--cause", "cli test", "--json"], capsys, monkeypatch
+    )
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["status"] == "ABORTED" and data["cause"] == "cli test" and data["execution_id"] == execution_id
+    worker.join(10)
+    code, out, err = run_cli(["workflow", "stop", execution_id, "--json"], capsys, monkeypatch)
+    assert code == 1 and "not RUNNING" in (out + err)

@@ -262,12 +262,12 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(
                 update(executions)
-                .where(executions.c.id == execution_id, executions.c.status == RUNNING)
+                .where(executions.c.id == record.id, executions.c.status == RUNNING)
                 .values(stop_requested=_dump(request))
             )
         if not owner_alive(record) and record.host == socket.gethostname():
-            self.event(execution_id, "ExecutionAborted", error=request["error"], cause=request["cause"])
-            self.finish(execution_id, ABORTED, error=request["error"], cause=request["cause"])
+            self.event(record.id, "ExecutionAborted", error=request["error"], cause=request["cause"])
+            self.finish(record.id, ABORTED, error=request["error"], cause=request["cause"])
             return ABORTED
         return RUNNING
 
