@@ -393,9 +393,14 @@ def remove_duplicates(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> Dat
     return df.dropDuplicates([src])
 
 
+def data_columns(df: DataFrame) -> list[str]:
+    """The dataset's own columns, without the helper columns a conditional step adds."""
+    return [c for c in df.columns if not (c.startswith("__shoal_") and c.endswith("__"))]
+
+
 @operation("DELETE_DUPLICATE_ROWS")
 def delete_duplicate_rows(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
-    return df.dropDuplicates()
+    return df.dropDuplicates(data_columns(df))
 
 
 # ---- filters -------------------------------------------------------------------------------
@@ -695,3 +700,7 @@ def sort(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
             else (c.asc_nulls_first() if nulls_first else c.asc_nulls_last())
         )
     return df.orderBy(*order)
+
+
+# The rest of the reference's operations register themselves on import.
+from shoal.recipes import extended as _extended  # noqa: E402, F401
