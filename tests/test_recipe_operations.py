@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -285,6 +286,10 @@ def test_hash_and_mask(people):
             endDelimiter="/",
             alphabet=["SYMBOLS"],
         ),
+        step("DUPLICATE", sourceColumn="name", targetColumn="m4"),
+        step("DUPLICATE", sourceColumn="name", targetColumn="m5"),
+        step("MASK_CUSTOM", sourceColumns=["m4"], maskSymbol="#", customValue="a"),
+        step("MASK_CUSTOM", sourceColumns=["m5"], maskSymbol="?", customValue="[A-Z][a-z]", regex="true"),
     ).orderBy("id")
     names = [r[0] for r in people.orderBy("id").select("name").collect()]
     urls = [r[0] for r in people.orderBy("id").select("url").collect()]
@@ -297,6 +302,7 @@ def test_hash_and_mask(people):
 
     assert rows(df, "m1") == [(mask(n, 2, len(n) - 2, True),) for n in names]
     assert rows(df, "m2") == [("*" * len(n),) for n in names]
+    assert rows(df, "m4", "m5") == [(n.replace("a", "#"), re.sub("[A-Z][a-z]", "??", n)) for n in names]
     # Symbols are kept (alphabet SYMBOLS), so the dots of the host names stay.
     assert rows(df, "m3") == [("https://xxx.xxx/notes",), ("http://xxxx.xxx/x",), ("",), (None,)]
     assert [u.split("/")[2] for u in urls[:2]] == ["ada.org", "navy.mil"]

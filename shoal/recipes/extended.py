@@ -635,6 +635,25 @@ def mask_delimiter(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFr
     return out
 
 
+@operation("MASK_CUSTOM")
+def mask_custom(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
+    names, symbol = _source_columns(df, p, ctx), _mask_symbol(p, ctx)
+    value = str(_param(p, "customValue", ctx))
+    sym = symbol.replace("\\", "\\\\").replace("$", "\\$")
+    out = df
+    for n in names:
+        text = col(n).cast("string")
+        if _bool(p.get("regex", "false")):
+            pattern = _regex(value, "customValue", ctx)
+            # Each matched text is replaced by as many symbols as it has characters.
+            found = F.regexp_extract_all(text, F.lit(pattern), 0)
+            masked = F.aggregate(found, text, lambda acc, m: F.replace(acc, m, F.regexp_replace(m, "(?s).", sym)))
+        else:
+            masked = F.replace(text, F.lit(value), F.lit(symbol * len(value)))
+        out = out.withColumn(n, masked)
+    return out
+
+
 # ---- nesting ------------------------------------------------------------------------------
 
 
