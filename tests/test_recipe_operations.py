@@ -451,6 +451,50 @@ def test_math_functions(spark):
     assert all(5 <= r[0] <= 7 for r in rows(out, "rnd"))
 
 
+def test_more_functions(spark):
+    df = spark.createDataFrame([(1, "ab-c!", 90.0), (2, "x y", -2.7), (3, "zz", 4.0)], "id int, t string, x double")
+    data = [(1, "ab-c!", 90.0), (2, "x y", -2.7), (3, "zz", 4.0)]
+    out = apply(
+        df,
+        step("DEGREES", value=str(math.pi), targetColumn="deg"),
+        step("RADIANS", sourceColumn="x", targetColumn="rad"),
+        step("TRUNCATE", sourceColumn="x", targetColumn="trunc"),
+        step("PI", targetColumn="pi"),
+        step("RANDOM", targetColumn="rand"),
+        step("LOWER", value="MiXeD", targetColumn="low"),
+        step("UPPER", sourceColumn="t", targetColumn="up"),
+        step("ENDS_WITH", sourceColumn="t", pattern="!", targetColumn="bang"),
+        step("REMOVE_SYMBOLS", sourceColumn="t", targetColumn="clean"),
+        step("SUBSTRING", sourceColumn="t", startPosition="1", endPosition="3", targetColumn="sub"),
+        step("MERGE_COLUMNS_AND_VALUES", sourceColumns=["t", "id"], delimiter=" was ", targetColumn="m"),
+        step("ROLLING_MIN", sourceColumn="x", numRowsBefore="1", numRowsAfter="1", targetColumn="rmin"),
+        step("ROLLING_MAX", sourceColumn="x", numRowsBefore="0", numRowsAfter="1", targetColumn="rmax"),
+        step("ROLLING_STANDARD_DEVIATION", sourceColumn="x", numRowsBefore="2", numRowsAfter="0", targetColumn="rsd"),
+        step("ROLLING_VARIANCE", sourceColumn="x", numRowsBefore="2", numRowsAfter="0", targetColumn="rvar"),
+        step("ROLLING_MODE", sourceColumn="t", numRowsBefore="0", numRowsAfter="0", targetColumn="rmode"),
+    ).orderBy("id")
+    xs = [r[2] for r in data]
+    got = [r.asDict() for r in out.collect()]
+    for i, (g, (_, t, x)) in enumerate(zip(got, data, strict=True)):
+        assert math.isclose(g["deg"], 180.0) and math.isclose(g["rad"], math.radians(x))
+        assert g["trunc"] == math.trunc(x) and math.isclose(g["pi"], math.pi) and 0 <= g["rand"] < 1
+        assert (g["low"], g["up"], g["bang"]) == ("mixed", t.upper(), t.endswith("!"))
+        assert (g["clean"], g["sub"], g["m"]) == (
+            "".join(c for c in t if c.isalnum() or c.isspace()),
+            t[1:3],
+            f"{t} was {i + 1}",
+        )
+        assert g["rmin"] == min(xs[max(0, i - 1) : i + 2]) and g["rmax"] == max(xs[i : i + 2])
+        window = xs[max(0, i - 2) : i + 1]
+        if len(window) > 1:
+            mean = sum(window) / len(window)
+            var = sum((v - mean) ** 2 for v in window) / (len(window) - 1)
+            assert math.isclose(g["rvar"], var) and math.isclose(g["rsd"], math.sqrt(var))
+        else:
+            assert g["rvar"] is None and g["rsd"] is None
+        assert g["rmode"] == t
+
+
 def test_condition_expressions(people):
     eu = [{"Condition": "IS", "Value": '["EU"]', "TargetColumn": "region"}]
     df = apply(
