@@ -141,11 +141,23 @@ def _masked(
     for c in after.columns:
         if c in hidden_cols:
             continue
-        if c in keep:
+        if c in keep and _unchanged(staged, after, c):
+            out.append(col(c))
+        elif c in keep:
             out.append(F.when(selected, col(c)).otherwise(col(keep[c])).alias(c))
         else:
             out.append(F.when(selected, col(c)).alias(c))
     return after.select(*out)
+
+
+def _unchanged(before: DataFrame, after: DataFrame, name: str) -> bool:
+    """True when the step passed the column through untouched (same attribute id), so no
+    per-row choice is needed for it; any doubt answers False, which is always correct."""
+    quoted = "`" + name.replace("`", "``") + "`"
+    try:
+        return before[quoted]._jc.expr().exprId().id() == after[quoted]._jc.expr().exprId().id()
+    except Exception:
+        return False
 
 
 def _filtered(
