@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import re
+import statistics
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -493,6 +494,54 @@ def test_more_functions(spark):
         else:
             assert g["rvar"] is None and g["rsd"] is None
         assert g["rmode"] == t
+
+
+def test_aggregate_functions_across_columns(spark):
+    data = [(1, 1.0, "4", 4), (2, None, "x", 7), (3, 2.0, None, 2), (4, None, None, None)]
+    df = spark.createDataFrame(data, "id int, a double, b string, c int")
+    cols = ["a", "b", "c"]
+    ops = ["SUM", "AVERAGE", "MIN", "MAX", "MEDIAN", "MODE", "VARIANCE", "STANDARD_DEVIATION"]
+    out = apply(
+        df,
+        *[step(op, sourceColumns=cols, targetColumn=op.lower()) for op in ops],
+        step("KTH_LARGEST", sourceColumns=cols, value="2", targetColumn="k2"),
+        step("KTH_LARGEST_UNIQUE", sourceColumns=cols, value="2", targetColumn="k2u"),
+        step("COUNT", sourceColumns=cols, targetColumn="count"),
+        step("COUNT_DISTINCT", sourceColumns=cols, targetColumn="count_distinct"),
+        step("ANY", sourceColumns=cols, targetColumn="any"),
+    ).orderBy("id")
+
+    def number(v):
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return None
+
+    for got, (_, *values) in zip(out.collect(), data, strict=True):
+        nums = [n for n in map(number, values) if n is not None]
+        texts = [str(v) for v in values if v is not None]
+        desc = sorted(nums, reverse=True)
+        unique = sorted(set(nums), reverse=True)
+        want = {
+            "sum": float(sum(nums)),
+            "average": statistics.mean(nums) if nums else None,
+            "min": min(nums, default=None),
+            "max": max(nums, default=None),
+            "median": statistics.median(nums) if nums else None,
+            "mode": min(statistics.multimode(nums)) if nums else None,
+            "variance": statistics.variance(nums) if len(nums) > 1 else None,
+            "standard_deviation": statistics.stdev(nums) if len(nums) > 1 else None,
+            "k2": desc[1] if len(desc) > 1 else None,
+            "k2u": unique[1] if len(unique) > 1 else None,
+            "count": len(texts),
+            "count_distinct": len(set(texts)),
+            "any": texts[0] if texts else None,
+        }
+        for key, value in want.items():
+            if isinstance(value, float):
+                assert math.isclose(got[key], value), (key, got[key], value)
+            else:
+                assert got[key] == value, (key, got[key], value)
 
 
 def test_condition_expressions(people):

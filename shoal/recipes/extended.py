@@ -1002,3 +1002,100 @@ def fill(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
     prev = F.last(valid, ignorenulls=True).over(window.rowsBetween(-before, 0))
     nxt = F.first(valid, ignorenulls=True).over(window.rowsBetween(0, after))
     return out.withColumn(_target(p, ctx, f"{src}_FILL"), F.coalesce(prev, nxt)).drop(_ORDER)
+
+
+# ---- aggregate functions (across the selected columns of each row) --------------------------
+
+
+def _numbers(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> Column:
+    """The row's numeric values from sourceColumns; text that is not a number is left out."""
+    names = _names(p, "sourceColumns", ctx)
+    _require(df, names, ctx)
+    values = F.array(*[F.expr(f"try_cast(`{n.replace('`', '``')}` AS double)") for n in names])
+    return F.filter(values, lambda x: x.isNotNull())
+
+
+def _median(v: Column) -> Column:
+    s, n = F.array_sort(v), F.size(v)
+    mid = F.element_at(s, (n / 2 + 1).cast("int"))
+    low = F.element_at(s, F.greatest((n / 2).cast("int"), F.lit(1)))
+    return F.when(n == 0, None).when(n % 2 == 1, F.element_at(s, ((n + 1) / 2).cast("int"))).otherwise((low + mid) / 2)
+
+
+def _variance(v: Column) -> Column:
+    n = F.size(v)
+    mean = F.aggregate(v, F.lit(0.0), lambda a, x: a + x) / n
+    squares = F.aggregate(v, F.lit(0.0), lambda a, x: a + (x - mean) * (x - mean))
+    # The sample variance, as Spark's var_samp: undefined for fewer than two values.
+    return F.when(n > 1, squares / (n - 1))
+
+
+def _mode(v: Column) -> Column:
+    # Most frequent value; among equally frequent ones the smallest (hence -x in the key).
+    counted = F.transform(
+        F.array_distinct(v), lambda x: F.struct(F.size(F.filter(v, lambda y: y == x)).alias("c"), (-x).alias("k"))
+    )
+    return -F.array_max(counted).getField("k")
+
+
+def _kth(p: dict[str, Any], ctx: StepContext, unique: bool) -> Callable[[Column], Column]:
+    k = _int(p, "value", ctx)
+    if k < 1:
+        raise _fail(ctx, f"value (k) must be 1 or more, got {k}")
+
+    def pick(v: Column) -> Column:
+        desc = F.reverse(F.array_sort(F.array_distinct(v) if unique else v))
+        return F.when(F.size(desc) >= k, F.element_at(desc, k))
+
+    return pick
+
+
+_ROW_AGGREGATES: dict[str, Callable[[Column], Column]] = {
+    "SUM": lambda v: F.aggregate(v, F.lit(0.0), lambda a, x: a + x),
+    "AVERAGE": lambda v: F.when(F.size(v) > 0, F.aggregate(v, F.lit(0.0), lambda a, x: a + x) / F.size(v)),
+    "MIN": F.array_min,
+    "MAX": F.array_max,
+    "MEDIAN": _median,
+    "MODE": _mode,
+    "VARIANCE": _variance,
+    "STANDARD_DEVIATION": lambda v: F.sqrt(_variance(v)),
+}
+
+
+def _row_aggregate(name: str) -> Operation:
+    def op(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
+        if name in ("KTH_LARGEST", "KTH_LARGEST_UNIQUE"):
+            fn = _kth(p, ctx, unique=name.endswith("UNIQUE"))
+        else:
+            fn = _ROW_AGGREGATES[name]
+        return df.withColumn(_target(p, ctx, f"{name}_value"), fn(_numbers(df, p, ctx)))
+
+    return op
+
+
+for _name in [*_ROW_AGGREGATES, "KTH_LARGEST", "KTH_LARGEST_UNIQUE"]:
+    OPERATIONS[_name] = _row_aggregate(_name)
+
+
+def _texts(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> Column:
+    names = _names(p, "sourceColumns", ctx)
+    _require(df, names, ctx)
+    values = F.array(*[col(n).cast("string") for n in names])
+    return F.filter(values, lambda x: x.isNotNull() & (F.trim(x) != ""))
+
+
+@operation("COUNT")
+def count_values(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
+    return df.withColumn(_target(p, ctx, "COUNT_value"), F.size(_texts(df, p, ctx)))
+
+
+@operation("COUNT_DISTINCT")
+def count_distinct_values(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
+    return df.withColumn(_target(p, ctx, "COUNT_DISTINCT_value"), F.size(F.array_distinct(_texts(df, p, ctx))))
+
+
+@operation("ANY")
+def any_value(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
+    # The first present value, in the order the columns are listed.
+    present = _texts(df, p, ctx)
+    return df.withColumn(_target(p, ctx, "ANY_value"), F.when(F.size(present) > 0, F.element_at(present, 1)))
