@@ -287,6 +287,7 @@ def test_hash_and_mask(people):
             endDelimiter="/",
             alphabet=["SYMBOLS"],
         ),
+        step("MASK_DATE", sourceColumns=["start"], maskSymbol="#", redact=["YEAR", "HOUR", "MINUTE"]),
         step("DUPLICATE", sourceColumn="name", targetColumn="m4"),
         step("DUPLICATE", sourceColumn="name", targetColumn="m5"),
         step("MASK_CUSTOM", sourceColumns=["m4"], maskSymbol="#", customValue="a"),
@@ -303,6 +304,8 @@ def test_hash_and_mask(people):
 
     assert rows(df, "m1") == [(mask(n, 2, len(n) - 2, True),) for n in names]
     assert rows(df, "m2") == [("*" * len(n),) for n in names]
+    starts = [r[0] for r in people.orderBy("id").select("start").collect()]
+    assert rows(df, "start") == [(f"####-{v[5:11]}##:##:{v[17:]}" if v else None,) for v in starts]
     assert rows(df, "m4", "m5") == [(n.replace("a", "#"), re.sub("[A-Z][a-z]", "??", n)) for n in names]
     # Symbols are kept (alphabet SYMBOLS), so the dots of the host names stay.
     assert rows(df, "m3") == [("https://xxx.xxx/notes",), ("http://xxxx.xxx/x",), ("",), (None,)]

@@ -654,6 +654,35 @@ def mask_custom(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame
     return out
 
 
+_DATE_PARTS = [("YEAR", "yyyy"), "-", ("MONTH", "MM"), "-", ("DAY", "dd")]
+_TIME_PARTS = [" ", ("HOUR", "HH"), ":", ("MINUTE", "mm"), ":", ("SECOND", "ss")]
+
+
+@operation("MASK_DATE")
+def mask_date(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
+    names, symbol = _source_columns(df, p, ctx), _mask_symbol(p, ctx)
+    redact = {str(r).upper() for r in (_json(p.get("redact") or "[]") or [])}
+    known = {"YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND"}
+    if not redact or redact - known:
+        raise _fail(ctx, f"redact must list date parts among {', '.join(sorted(known))}, got {sorted(redact)}")
+    out = df
+    for n in names:
+        is_date = df.schema[n].dataType.simpleString() == "date"
+        layout = _DATE_PARTS if is_date else _DATE_PARTS + _TIME_PARTS
+        if "MILLISECOND" in redact and not is_date:
+            layout = [*layout, ".", ("MILLISECOND", "SSS")]
+        ts = _as_timestamp(col(n))
+        pieces = [
+            F.lit(part)
+            if isinstance(part, str)
+            else (F.lit(symbol * len(part[1])) if part[0] in redact else F.date_format(ts, part[1]))
+            for part in layout
+        ]
+        # A value that is not a date is left as it is.
+        out = out.withColumn(n, F.when(ts.isNotNull(), F.concat(*pieces)).otherwise(col(n).cast("string")))
+    return out
+
+
 # ---- nesting ------------------------------------------------------------------------------
 
 
