@@ -100,6 +100,53 @@ def test_dates_and_times(people):
         apply(people, step("DATE_DIFF", value1="2020-01-01", value2="2020-01-02", units="FORTNIGHTS", targetColumn="x"))
 
 
+def test_date_constructors_and_now(spark):
+    df = spark.createDataFrame([(2024, 2, 29, 13), (2023, 2, 29, 7), (1999, 12, 31, 23)], "y int, m int, d int, h int")
+    out = apply(
+        df,
+        step(
+            "DATE_TIME",
+            dateTimeParameters={
+                "year": {"sourceColumn": "y"},
+                "month": {"sourceColumn": "m"},
+                "day": {"sourceColumn": "d"},
+                "hour": {"sourceColumn": "h"},
+                "minute": {"value": "5"},
+                "second": {},
+            },
+            targetColumn="dt",
+        ),
+        step(
+            "DATE",
+            dateTimeParameters={"year": {"sourceColumn": "y"}, "month": {"value": "1"}, "day": {"sourceColumn": "d"}},
+            targetColumn="date",
+        ),
+        step(
+            "TIME",
+            dateTimeParameters={"hour": {"sourceColumn": "h"}, "minute": {"value": "30"}},
+            dateTimeFormat="HH:MM",
+            targetColumn="time",
+        ),
+        step("NOW", timeZone="Asia/Tokyo", targetColumn="now"),
+        step("TODAY", targetColumn="today"),
+    )
+
+    def made(y, m, d, h):
+        try:
+            return datetime(y, m, d, h, 5, 0).strftime("%Y-%m-%d %H:%M:%S")
+        except ValueError:  # 2023-02-29 does not exist
+            return None
+
+    got = sorted(rows(df.join(out, ["y", "m", "d", "h"]), "y", "m", "d", "h", "dt", "date", "time"))
+    assert got == sorted(
+        (y, m, d, h, made(y, m, d, h), date(y, 1, d).isoformat(), f"{h:02d}:30") for y, m, d, h in df.collect()
+    )
+    now, today = rows(out, "now", "today")[0]
+    tokyo = datetime.now(UTC) + timedelta(hours=9)
+    assert abs(datetime.strptime(now, "%Y-%m-%d %H:%M:%S") - tokyo.replace(tzinfo=None)) < timedelta(minutes=10)
+    assert today in {(datetime.now(UTC) + timedelta(days=k)).date().isoformat() for k in (-1, 0)}
+
+
 def test_columns_flags_and_text(people):
     df = apply(
         people,

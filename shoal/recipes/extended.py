@@ -180,6 +180,45 @@ def unix_time_format(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> Data
     return out.withColumn(_target(p, ctx, _default_target(p, "UNIXTIMEFORMAT")), value).drop("__shoal_epoch__")
 
 
+@operation("NOW", "TODAY")
+def now(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
+    local = F.from_utc_timestamp(F.current_timestamp(), _zone(p, "timeZone", ctx))
+    fmt = "yyyy-MM-dd HH:mm:ss" if ctx.operation == "NOW" else "yyyy-MM-dd"
+    return df.withColumn(_target(p, ctx, ctx.operation), F.date_format(local, fmt))
+
+
+_PARTS = ("year", "month", "day", "hour", "minute", "second")
+_PART_DEFAULTS = {"year": 1970, "month": 1, "day": 1, "hour": 0, "minute": 0, "second": 0}
+
+
+def _date_time(df: DataFrame, p: dict[str, Any], ctx: StepContext, default_format: str) -> DataFrame:
+    spec = _json(_param(p, "dateTimeParameters", ctx))
+    if not isinstance(spec, dict) or set(spec) - set(_PARTS):
+        raise _fail(ctx, f"dateTimeParameters must be a JSON object with keys among {', '.join(_PARTS)}")
+    values = {}
+    for part in _PARTS:
+        given = spec.get(part) or {}
+        if not isinstance(given, dict):
+            raise _fail(ctx, f"dateTimeParameters.{part} must be {{'sourceColumn': ...}} or {{'value': ...}}")
+        if given.get("sourceColumn"):
+            _require(df, [given["sourceColumn"]], ctx)
+            raw = col(given["sourceColumn"])
+        elif given.get("value") not in (None, ""):
+            raw = F.lit(str(given["value"]))
+        else:
+            raw = F.lit(_PART_DEFAULTS[part])
+        values[part] = raw.cast("double" if part == "second" else "int")
+    # make_timestamp gives null for impossible dates (month 13) instead of failing the job.
+    ts = F.make_timestamp(*[values[k] for k in _PARTS])
+    fmt = spark_date_format(p.get("dateTimeFormat") or default_format)
+    return df.withColumn(_target(p, ctx, ctx.operation), F.date_format(ts, fmt))
+
+
+OPERATIONS["DATE"] = lambda df, p, ctx: _date_time(df, p, ctx, "yyyy-mm-dd")
+OPERATIONS["TIME"] = lambda df, p, ctx: _date_time(df, p, ctx, "HH:MM:SS")
+OPERATIONS["DATE_TIME"] = lambda df, p, ctx: _date_time(df, p, ctx, "yyyy-mm-dd HH:MM:SS")
+
+
 # ---- moving columns -----------------------------------------------------------------------
 
 
