@@ -630,6 +630,12 @@ def test_condition_expressions(people):
         ),
     )
     assert sorted(r[0] for r in kept.select("id").collect()) == [1, 2, 4]
+    doubled = people.union(people.where("id IN (2, 3)"))
+    deduped = apply(doubled, step("DELETE_DUPLICATE_ROWS", eu))
+    assert sorted(r[0] for r in deduped.select("id").collect()) == [1, 2, 2, 3, 4]  # region of 2 is not EU
+    late = [{"Condition": "GREATER_THAN", "Value": "2", "TargetColumn": "id"}]
+    filled = apply(people.coalesce(1), step("FILL_WITH_LAST_VALID", late, sourceColumn="score"))
+    assert rows(filled.orderBy("id"), "score") == [(120.0,), (80.5,), (80.5,), (-42.0,)]
     # Refused where "some rows only" has no meaning, and where the step would drop data.
     with pytest.raises(RecipeError, match=r"step 1 \(RENAME\): ConditionExpressions are not supported"):
         apply(people, step("RENAME", eu, sourceColumn="name", targetColumn="n"))
