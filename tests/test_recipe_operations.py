@@ -310,6 +310,11 @@ def test_boolean_and_case_operations(people):
     assert rows(df, "band") == [("high",), ("low",), ("high",), ("negative",)]
     with pytest.raises(RecipeError, match="not defined in withExpressions"):
         apply(people, step("BOOLEAN_OPERATION", valueExpression="`score` > `:nope`", targetColumn="x"))
+    with pytest.raises(RecipeError, match="calls java_method, which recipes may not use"):
+        apply(
+            people,
+            step("BOOLEAN_OPERATION", valueExpression="java_method('java.lang.Math', 'random') > 0", targetColumn="x"),
+        )
     with pytest.raises(RecipeError, match="must not contain a query"):
         apply(people, step("CASE_OPERATION", valueExpression="case when (select 1) = 1 then 1 end", targetColumn="x"))
 

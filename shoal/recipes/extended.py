@@ -82,7 +82,7 @@ def _one(df: DataFrame, p: dict[str, Any], ctx: StepContext, key: str = "sourceC
     if name not in (None, ""):
         _require(df, [name], ctx)
         return col(name)
-    if p.get("value") not in (None,):
+    if p.get("value") is not None:
         return F.lit(p["value"])
     raise _fail(ctx, f"needs {key} or value")
 
@@ -364,15 +364,14 @@ def _result(df: DataFrame, text: str, refs: dict[str, str], ctx: StepContext) ->
     stripped = text.strip()
     m = re.fullmatch(r"`([^`]+)`", stripped)
     if m and m.group(1).startswith(":"):
-        return col(refs.get(m.group(1)[1:]) or _fail_raise(ctx, f"{stripped} is not defined in withExpressions"))
+        hidden = refs.get(m.group(1)[1:])
+        if hidden is None:
+            raise _fail(ctx, f"{stripped} is not defined in withExpressions")
+        return col(hidden)
     if m:
         _require(df, [m.group(1)], ctx)
         return col(m.group(1))
     return F.lit(text)
-
-
-def _fail_raise(ctx: StepContext, message: str) -> str:
-    raise _fail(ctx, message)
 
 
 def _drop_hidden(df: DataFrame, refs: dict[str, str]) -> DataFrame:

@@ -475,6 +475,9 @@ def filter_expression(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> Dat
     return df.where(_expression(df, _param(p, "expression", ctx), ctx))
 
 
+_DENIED_FUNCTIONS = {"reflect", "java_method", "try_reflect"}
+
+
 def _expression(df: DataFrame, text: str, ctx: StepContext) -> Column:
     import sqlglot
     from sqlglot import exp
@@ -486,6 +489,13 @@ def _expression(df: DataFrame, text: str, ctx: StepContext) -> Column:
     # An expression works on the row: no subqueries, no table reads.
     if tree.find(exp.Select, exp.Subquery, exp.Table) is not None:
         raise RecipeError(f"step {ctx.step} ({ctx.operation}): the expression must not contain a query: {text!r}")
+    # Nor calls into the JVM: reflect() and java_method() run arbitrary static Java methods.
+    called = {f.name.lower() for f in tree.find_all(exp.Anonymous)}
+    if called & _DENIED_FUNCTIONS:
+        raise RecipeError(
+            f"step {ctx.step} ({ctx.operation}): the expression calls "
+            f"{', '.join(sorted(called & _DENIED_FUNCTIONS))}, which recipes may not use: {text!r}"
+        )
     missing = {c.name for c in tree.find_all(exp.Column)} - set(df.columns)
     if missing:
         raise RecipeError(
