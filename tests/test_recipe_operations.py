@@ -189,6 +189,7 @@ def test_columns_flags_and_text(people):
         step("LEN", sourceColumn="name", targetColumn="len"),
         step("REPEAT_STRING", value="ab", count="3", targetColumn="rep"),
         step("CHAR", value="65", targetColumn="chr"),
+        step("CHAR", value="8364", targetColumn="euro"),
         step("UNICODE", sourceColumn="name", targetColumn="code"),
         step("EXACT", sourceColumn1="region", value2="r-EU", targetColumn="is_eu"),
         step("STARTS_WITH", sourceColumn="name", pattern="A", targetColumn="starts_a"),
@@ -206,7 +207,7 @@ def test_columns_flags_and_text(people):
     assert rows(df, "url") == [("https://$HOST/notes",), ("http://$HOST/x",), ("",), (None,)]
     assert rows(df, "n3", "hidden") == [(n[:3], n[0] + "**" + n[3:]) for n in names]
     assert rows(df, "left4", "right3", "len") == [(n[:4], n[-3:], len(n)) for n in names]
-    assert rows(df, "rep", "chr", "code") == [("ababab", "A", ord(n[0])) for n in names]
+    assert rows(df, "rep", "chr", "euro", "code") == [("ababab", chr(65), chr(8364), ord(n[0])) for n in names]
     assert rows(df, "is_eu", "starts_a") == [(True, True), (False, False), (True, True), (False, False)]
     assert rows(df, "proper") == [(n.title(),) for n in names]
 

@@ -992,7 +992,10 @@ def _right(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
 
 def _char(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
     out = df.withColumn("__shoal_text__", _one(df, p, ctx).cast("string"))
-    value = F.expr("chr(try_cast(`__shoal_text__` AS bigint))")
+    code = F.expr("try_cast(`__shoal_text__` AS bigint)")
+    # Spark's chr() wraps at 256; two UTF-16 bytes give any character of the basic plane.
+    utf16 = F.decode(F.unhex(F.lpad(F.hex(code), 4, "0")), "UTF-16BE")
+    value = F.when(code.between(0, 0xD7FF) | code.between(0xE000, 0xFFFF), utf16)
     return out.withColumn(_target(p, ctx, _default_target(p, "CHAR")), value).drop("__shoal_text__")
 
 
