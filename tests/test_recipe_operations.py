@@ -49,6 +49,7 @@ def people(spark):
     )
 
 
+@pytest.mark.slow  # over 30 s on the shared 2-core machine
 def test_dates_and_times(people):
     df = apply(
         people,
@@ -147,6 +148,7 @@ def test_date_constructors_and_now(spark):
     assert today in {(datetime.now(UTC) + timedelta(days=k)).date().isoformat() for k in (-1, 0)}
 
 
+@pytest.mark.slow  # over 30 s on the shared 2-core machine
 def test_columns_flags_and_text(people):
     df = apply(
         people,
@@ -230,6 +232,7 @@ def test_splits(spark):
     assert rows(got, "s_1", "s_2", "s_3", "s_4")[1] == ("x", "yz", "", "")
 
 
+@pytest.mark.slow  # over 30 s on the shared 2-core machine
 def test_fills_duplicates_and_windows(spark):
     data = [(1, "a", 10.0), (2, None, None), (3, "b", 30.0), (4, "a", None), (5, None, 50.0), (6, "b", 30.0)]
     df = spark.createDataFrame(data, "id int, k string, v double").coalesce(1)
