@@ -203,17 +203,24 @@ def read_recipe(raw: Any, base: Path, where: str) -> list[dict[str, Any]]:
         raise JobError(
             f"{where}: a recipe is a list of steps {{'Action': {{'Operation': ..., 'Parameters': {{...}}}}}}"
         )
+    from shoal.recipes.apply import condition_mode, step_parts
     from shoal.recipes.operations import OPERATIONS
 
     for i, step in enumerate(raw, 1):
-        action = step.get("Action") or step.get("RecipeAction") if isinstance(step, dict) else None
-        if not isinstance(action, dict) or "Operation" not in action:
+        parts = step_parts(step)
+        if parts is None:
             raise JobError(f"{where}: step {i}: expected {{'Action': {{'Operation': ..., 'Parameters': {{...}}}}}}")
-        op = str(action["Operation"]).upper()
+        op = str(parts[0]).upper()
         if op not in OPERATIONS:
             raise JobError(
-                f"{where}: step {i}: unknown operation {action['Operation']!r}",
+                f"{where}: step {i}: unknown operation {parts[0]!r}",
                 hint=f"supported operations: {', '.join(sorted(OPERATIONS))}",
+            )
+        # Refused here so a job fails when it is loaded, not halfway through a run.
+        if parts[2] and condition_mode(op) is None:
+            raise JobError(
+                f"{where}: step {i} ({op}): ConditionExpressions are not supported for this operation",
+                hint="remove the conditions, or filter rows with KEEP_VALUES / REMOVE_VALUES in a step of their own",
             )
     return raw
 
