@@ -404,13 +404,22 @@ def recipe_operations(json_out: JsonOpt = False) -> None:
 
 @job_app.command("register")
 def job_register(
-    file: Annotated[Path, typer.Argument(help="Job file (YAML or JSON).")], json_out: JsonOpt = False
+    file: Annotated[Path, typer.Argument(help="Job file (YAML or JSON, or a DataBrew describe-job export).")],
+    dataset: Annotated[
+        Path | None,
+        typer.Option("--dataset", help="DataBrew describe-dataset export (default: DATASETNAME.json beside FILE)."),
+    ] = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option("--recipe", help="DataBrew recipe JSON (default: RECIPENAME.json beside FILE)."),
+    ] = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Validate a job file and store it under its name (workflows refer to it by that name)."""
     from shoal.recipes import JobRegistry, load_job_file
 
     state["json"] = json_out
-    job = load_job_file(file)
+    job = load_job_file(file, dataset=dataset, recipe=recipe)
     JobRegistry(settings()).register(job)
     data = {"name": job.name, "kind": job.kind, "steps": len(job.steps), "outputs": [o.describe() for o in job.outputs]}
     output.print_json(data) if json_out else output.print_kv(f"Registered job {job.name}", data)
