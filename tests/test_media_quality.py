@@ -162,6 +162,29 @@ def test_label_model_by_path_finds_its_architecture_and_refuses_other_files(tmp_
     assert rows and all(r["model"] == "efficientnet_lite0" and r["x"] is None for r in rows)
 
 
+# ---- place names in entities -----------------------------------------------------------
+
+
+def entities(text: str, **settings) -> set[tuple[str, str]]:
+    from shoal.extract.base import TextPart
+    from shoal.extract.nlp import Entities
+
+    ctx = Context(ObjectInfo("1" * 32, "/raw/t.txt", "text/plain", "t.txt", 1), b"", ExtractSettings(**settings))
+    ctx.text.append(TextPart("transcript", text))
+    return {(e["entity"], e["label"]) for e in Entities().run(ctx).rows["entities"]}
+
+
+def test_a_city_named_in_a_place_context_is_a_place_not_a_person():
+    said = ms.SPEECH_SENTENCE  # "... Please call the Rotterdam warehouse before Friday."
+    assert ("Rotterdam", "PERSON") in entities(said, entity_place_names=False)  # the model alone
+    found = entities(said)
+    assert ("Rotterdam", "GPE") in found and ("Maria Garcia", "PERSON") in found and ("Berlin", "GPE") in found
+    assert ("Rotterdam", "GPE") in entities("Maria Garcia moved to Rotterdam.")
+    # People who share a city's name keep PERSON when nothing says "place".
+    assert ("Austin", "PERSON") in entities("Austin went home after the meeting with Laura.")
+    assert ("Jordan Peterson", "PERSON") in entities("Jordan Peterson spoke in Toronto.")
+
+
 # ---- older lakes -----------------------------------------------------------------------
 
 

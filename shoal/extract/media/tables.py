@@ -84,7 +84,9 @@ def erase_rules(image: Image.Image) -> Image.Image:
     rgb = np.asarray(image.convert("RGB"))
     gray = cv2.cvtColor(rgb, cv2.COLOR_RGB2GRAY)
     _t, ink = cv2.threshold(gray, 0, 255, cv2.THRESH_BINARY_INV + cv2.THRESH_OTSU)
-    n = max(20, min(gray.shape) // 20)
+    # Longer than any letter stroke (50 px: a capital at about 70 px font), shorter than a
+    # table's rules, which run the width or height of the whole grid.
+    n = max(50, min(gray.shape) // 20)
     rules = cv2.morphologyEx(ink, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_RECT, (n, 1)))
     rules |= cv2.morphologyEx(ink, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_RECT, (1, n)))
     rules = cv2.dilate(rules, np.ones((3, 3), np.uint8))
