@@ -133,11 +133,13 @@ class Pdf(Extractor):
             page = pdf[number - 1]
             image = page.render(scale=ctx.settings.ocr_dpi / 72).to_pil()
             text = ocr_image(image, ctx.settings.ocr_languages)
+            # Inside the try: the picture may share PDFium's bitmap memory, freed at close.
+            if ctx.settings.media.ocr_tables:
+                found = _scanned_tables(ctx, image, number, problems)
+                tables.extend(ExtractedTable(f"page {number}", t) for t in found)
+            return text
         finally:
             pdf.close()
-        if ctx.settings.media.ocr_tables:
-            tables.extend(ExtractedTable(f"page {number}", t) for t in _scanned_tables(ctx, image, number, problems))
-        return text
 
 
 def _scanned_tables(ctx: Context, image, number: int, problems: list[str]) -> list[list[list[str]]]:
