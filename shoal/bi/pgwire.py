@@ -339,7 +339,12 @@ def substitute(sql: str, params: list[exp.Expression]) -> str:
 def placeholders(sql: str) -> list[int]:
     """The parameter numbers ($1 -> 1) a statement uses, in order of appearance."""
     found: list[int] = []
-    _scan(sql, lambda k: found.append(k) or "")
+
+    def note(k: int) -> str:
+        found.append(k)
+        return ""
+
+    _scan(sql, note)
     return found
 
 

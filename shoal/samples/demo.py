@@ -5,17 +5,32 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any, Protocol
 
 from shoal.cdc import ApplyOptions, apply_changes
-from shoal.cli import output
 from shoal.config import CatalogSettings, load_settings
 from shoal.lake import TableName, history
 from shoal.spark import get_spark
 from shoal.sql import run as run_sql
 
 MARKER = ".shoal-demo"
+
+
+class Report(Protocol):
+    """Where the demo prints: the CLI hands it its Output (the demo does not import the CLI)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None: ...
+    def escape(self, text: str) -> str: ...
+    def progress(self, title: str) -> AbstractContextManager[Any]: ...
+    def print_kv(self, title: str, items: dict[str, Any]) -> None: ...
+    def print_rows(self, title: str, columns: list[str], rows: list[list[Any]]) -> None: ...
+    def print_query(self, result: Any, fmt: str) -> None: ...
+    def print_warning(self, message: str) -> None: ...
+    def print_error(self, message: str) -> None: ...
+
+
 HEADER = "Op,product_id,category,name,quantity_available,last_update_time\n"
 
 FULL_LOAD = HEADER + "".join(
@@ -61,7 +76,7 @@ class _Parts:
             self.rows.append((name, time.monotonic() - start))
 
 
-def run_demo(workspace: Path) -> None:
+def run_demo(workspace: Path, out: Report) -> None:
     # Resolved once here: every part below prints and stores paths derived from it, and a
     # relative folder (the README's `demo-workspace`) must behave like an absolute one.
     workspace = Path(workspace).expanduser().resolve()
@@ -74,24 +89,24 @@ def run_demo(workspace: Path) -> None:
     # The demo lake lives wholly in its workspace, whatever ./shoal.toml says about catalogs.
     settings = load_settings(workspace=workspace / ".shoal", warehouse=None, catalog=CatalogSettings())
     table = "inventory.products"
-    say = output.out.print
+    say = out.print
     parts = _Parts()
     started = time.monotonic()
     with parts.part("start Spark"):
         spark = get_spark(settings)
     with parts.part("CDC upserts and time travel (1-6)"):
-        _cdc(spark, settings, workspace, table, say)
+        _cdc(spark, settings, workspace, table, say, out)
     with parts.part("documents: ingest, extract, catalog (7-9)"):
-        _unstructured(spark, settings, workspace, say)
+        _unstructured(spark, settings, workspace, say, out)
     with parts.part("media: images, audio, video"):
-        _media(spark, settings, workspace, say)
+        _media(spark, settings, workspace, say, out)
     with parts.part("workflow: sales-and-marketing refresh (10)"):
-        _pipeline(spark, settings, workspace, say)
+        _pipeline(spark, settings, workspace, say, out)
     with parts.part("semantic search and governance (11-12)"):
-        _search_and_governance(spark, settings, table, say)
+        _search_and_governance(spark, settings, table, say, out)
     with parts.part("web console (13)"):
-        _console(settings, workspace, say)
-    output.print_rows(
+        _console(settings, workspace, say, out)
+    out.print_rows(
         f"Demo summary: {time.monotonic() - started:.0f} s",
         ["part", "seconds"],
         [[name, f"{seconds:.1f}"] for name, seconds in parts.rows],
@@ -109,7 +124,7 @@ def run_demo(workspace: Path) -> None:
     )
 
 
-def _cdc(spark, settings, workspace: Path, table: str, say) -> None:
+def _cdc(spark, settings, workspace: Path, table: str, say, out: Report) -> None:
     """Part one: CDC upserts of the product inventory, time travel and history."""
     source = workspace / "dms" / "inventory" / "products"
     opts = ApplyOptions(
@@ -121,64 +136,64 @@ def _cdc(spark, settings, workspace: Path, table: str, say) -> None:
         f"$ shoal cdc apply {source} --table {table} --key product_id --sequence last_update_time "
         '--partition-by "category, bucket(16, product_id)"'
     )
-    first = apply_changes(settings, str(source), opts)
-    output.print_kv("batch 1", first.to_dict())
+    first = apply_changes(spark, settings, str(source), opts)
+    out.print_kv("batch 1", first.to_dict())
 
     say("\n[bold]2. Two change files[/]: product 102 updated twice, 106 inserted, 103 deleted")
     write_changes(source)
-    second = apply_changes(settings, str(source), opts)
-    output.print_kv("batch 2", second.to_dict())
+    second = apply_changes(spark, settings, str(source), opts)
+    out.print_kv("batch 2", second.to_dict())
 
     say("\n[bold]3. Re-running with nothing new[/] writes no snapshot")
-    third = apply_changes(settings, str(source), opts)
+    third = apply_changes(spark, settings, str(source), opts)
     say(f"files applied: {len(third.files_applied)}, snapshot unchanged: {third.snapshot_id == second.snapshot_id}")
 
     say(f'\n[bold]4. Current table[/]\n$ shoal sql "SELECT * FROM {table} ORDER BY product_id"')
-    output.print_query(run_sql(spark, f"SELECT * FROM {table} ORDER BY product_id"), "table")
+    out.print_query(run_sql(spark, f"SELECT * FROM {table} ORDER BY product_id"), "table")
 
     snap = first.snapshot_id
     say(
         f'\n[bold]5. Time travel to the first snapshot[/]\n$ shoal sql "SELECT * FROM {table} '
         f'FOR VERSION AS OF {snap} ORDER BY product_id"'
     )
-    output.print_query(run_sql(spark, f"SELECT * FROM {table} FOR VERSION AS OF {snap} ORDER BY product_id"), "table")
+    out.print_query(run_sql(spark, f"SELECT * FROM {table} FOR VERSION AS OF {snap} ORDER BY product_id"), "table")
 
     say(f"\n[bold]6. History[/]\n$ shoal table history {table}")
     rows = history(spark, TableName.parse(table))
-    output.print_rows(
+    out.print_rows(
         "snapshots",
         ["snapshot_id", "committed_at", "operation", "files"],
         [[r["snapshot_id"], r["committed_at"], r["operation"], ", ".join(r["files"])] for r in rows],
     )
 
 
-def _unstructured(spark, settings, workspace: Path, say) -> None:
+def _unstructured(spark, settings, workspace: Path, say, out: Report) -> None:
     """Part two: a document corpus through ingest -> extract -> the metadata layer."""
     from shoal.catalog import list_objects
     from shoal.extract import run_extract
     from shoal.ingest import ingest
-    from shoal.samples import write_corpus
+    from shoal.samples.corpus import write_corpus
 
     corpus = workspace / "inbox"
     write_corpus(corpus)
     say("\n[bold]7. Ingest a document corpus[/] (reviews, an e-mail with an attachment, PDFs, HTML, office files)")
     say(f"$ shoal ingest {corpus} --source-name inbox --tag team=ops")
     ingested = ingest(spark, settings, str(corpus), source_name="inbox", tags={"team": "ops"})
-    output.print_kv("ingest", {k: v for k, v in ingested.to_dict().items() if k != "files"})
+    out.print_kv("ingest", {k: v for k, v in ingested.to_dict().items() if k != "files"})
 
     say(
         "\n[bold]8. Extract[/] (text, tables, forms, OCR, language, entities, key phrases, sentiment, PII)\n$ shoal extract"
     )
-    with output.progress(True, "extract") as progress:
+    with out.progress("extract") as progress:
         result = run_extract(spark, settings, say=progress)
     summary = result.to_dict()
-    output.print_kv("extract", {k: summary[k] for k in ("objects", "child_objects", "pages", "seconds")})
+    out.print_kv("extract", {k: summary[k] for k in ("objects", "child_objects", "pages", "seconds")})
     for p in summary["problems"]:
-        output.print_warning(f"{p['source_path']} [{p['extractor']}]: {p['error']}")
+        out.print_warning(f"{p['source_path']} [{p['extractor']}]: {p['error']}")
 
     say("\n[bold]9. The metadata layer[/]\n$ shoal catalog objects")
     rows = list_objects(spark, source_name="inbox")
-    output.print_rows(
+    out.print_rows(
         "shoal.object_index",
         ["path", "type", "status", "lang", "pii", "pages"],
         [
@@ -221,15 +236,15 @@ def _unstructured(spark, settings, workspace: Path, say) -> None:
     ]
     for title, sql in queries:
         say(f'\n[bold]{title}[/]\n$ shoal sql "{sql}"')
-        output.print_query(run_sql(spark, sql), "table")
+        out.print_query(run_sql(spark, sql), "table")
 
 
-def _media(spark, settings, workspace: Path, say) -> None:
+def _media(spark, settings, workspace: Path, say, out: Report) -> None:
     """Part two, continued: pictures, a recording and a video with known content."""
     from shoal.catalog.duplicates import find_duplicates
     from shoal.extract import run_extract
     from shoal.ingest import ingest
-    from shoal.media_samples import write_media_corpus
+    from shoal.samples.media import write_media_corpus
 
     folder = workspace / "media"
     write_media_corpus(folder)
@@ -239,11 +254,11 @@ def _media(spark, settings, workspace: Path, say) -> None:
     )
     say(f"$ shoal ingest {folder} --source-name media && shoal extract")
     ingest(spark, settings, str(folder), source_name="media")
-    with output.progress(True, "extract") as progress:
+    with out.progress("extract") as progress:
         result = run_extract(spark, settings, say=progress)
-    output.print_kv("extract", {k: v for k, v in result.to_dict().items() if k in ("objects", "seconds")})
+    out.print_kv("extract", {k: v for k, v in result.to_dict().items() if k in ("objects", "seconds")})
     for w in result.warnings:
-        output.print_warning(w)
+        out.print_warning(w)
     queries = [
         (
             "The transcripts, with timestamps",
@@ -273,10 +288,10 @@ def _media(spark, settings, workspace: Path, say) -> None:
     ]
     for title, sql in queries:
         say(f'\n[bold]{title}[/]\n$ shoal sql "{sql}"')
-        output.print_query(run_sql(spark, sql), "table")
+        out.print_query(run_sql(spark, sql), "table")
     say("\n[bold]Near-duplicate images[/]\n$ shoal catalog duplicates")
     groups = find_duplicates(spark)
-    output.print_rows(
+    out.print_rows(
         "duplicates",
         ["group", "path", "size", "distance"],
         [
@@ -287,12 +302,12 @@ def _media(spark, settings, workspace: Path, say) -> None:
     )
 
 
-def _pipeline(spark, settings, workspace: Path, say) -> None:
+def _pipeline(spark, settings, workspace: Path, say, out: Report) -> None:
     """Part three: the monthly sales-and-marketing refresh as a state machine."""
     from shoal import workflows
     from shoal.notify import Notifier
-    from shoal.pipelines import sales
     from shoal.recipes import JobRegistry, load_job_file
+    from shoal.samples import sales
     from shoal.workflows import Store, graph
     from shoal.workflows.schedule import Schedules
 
@@ -314,14 +329,14 @@ def _pipeline(spark, settings, workspace: Path, say) -> None:
         f"$ shoal topic create {sales.TOPIC} && shoal topic subscribe {sales.TOPIC} --file {notes.relative_to(workspace)}"
     )
     say(f"$ shoal workflow run {files.definition.relative_to(workspace)}")
-    with output.progress(True, "workflow") as progress:
+    with out.progress("workflow") as progress:
         record = workflows.run(settings, str(files.definition), say=progress)
-    output.print_kv(
+    out.print_kv(
         f"execution {record.id}",
         {k: v for k, v in record.to_dict().items() if k in ("status", "duration_s", "error", "cause")},
     )
     if record.status != "SUCCEEDED":
-        output.print_warning(f"see: shoal workflow history {record.id}")
+        out.print_warning(f"see: shoal workflow history {record.id}")
         return
     svg = workspace / f"{sales.WORKFLOW}.svg"
     store = Store(settings)
@@ -329,29 +344,29 @@ def _pipeline(spark, settings, workspace: Path, say) -> None:
         svg.write_bytes(graph.render(record.definition, title=record.id, history=store.history(record.id)))
         say(f"$ shoal workflow graph {sales.WORKFLOW} --execution {record.id}  -> {svg.relative_to(workspace)}")
     except Exception as exc:  # noqa: BLE001 - a missing Graphviz must not end the demo
-        output.print_warning(f"no picture of the state machine: {exc}")
+        out.print_warning(f"no picture of the state machine: {exc}")
     sql = "SELECT * FROM sales_db.revenue_summary ORDER BY year, month LIMIT 6"
     say(f'\n[bold]The rebuilt aggregate table[/]\n$ shoal sql "{sql}"')
-    output.print_query(run_sql(spark, sql), "table")
+    out.print_query(run_sql(spark, sql), "table")
     say("\n[bold]The notification[/] (file subscription)")
-    say(output.escape(notes.read_text(encoding="utf-8").strip().splitlines()[-1]))
+    say(out.escape(notes.read_text(encoding="utf-8").strip().splitlines()[-1]))
     Schedules(settings).add("monthly-refresh", sales.WORKFLOW, cron="cron(0 0 1 * ? *)")
     say("\n$ shoal schedule add monthly-refresh --workflow sales-marketing-refresh --cron 'cron(0 0 1 * ? *)'")
-    output.print_rows(
+    out.print_rows(
         "Schedules (run them with `shoal scheduler`)",
         ["name", "workflow", "when", "next run"],
         [[r["name"], r["workflow"], r["expression"], r.get("next_run")] for r in Schedules(settings).list()],
     )
 
 
-def _search_and_governance(spark, settings, table: str, say) -> None:
+def _search_and_governance(spark, settings, table: str, say, out: Report) -> None:
     """Part four: semantic search over the extracted documents, then governed access."""
     from shoal.governance import AccessDenied, AuditLog, Governance, GovernedSql, Principals
     from shoal.search.index import SearchIndex
     from shoal.search.query import search
 
     say("\n[bold]11. Semantic search[/]\n$ shoal search-index")
-    with output.progress(True, "search-index") as progress:
+    with out.progress("search-index") as progress:
         indexed = SearchIndex(settings).update(
             spark,
             model=settings.search.model,
@@ -359,11 +374,11 @@ def _search_and_governance(spark, settings, table: str, say) -> None:
             overlap=settings.search.chunk_overlap,
             say=progress,
         )
-    output.print_kv("search index", {k: indexed.to_dict()[k] for k in ("objects_indexed", "chunks_total", "seconds")})
+    out.print_kv("search index", {k: indexed.to_dict()[k] for k in ("objects_indexed", "chunks_total", "seconds")})
     query = "bill for coffee equipment"
     say(f'$ shoal search "{query}" --k 3')
     hits = search(settings, query, k=3)
-    output.print_rows(
+    out.print_rows(
         "results",
         ["score", "path", "part", "snippet"],
         [[h.score, h.source_path, h.part or "", h.snippet[:90]] for h in hits],
@@ -389,15 +404,15 @@ def _search_and_governance(spark, settings, table: str, say) -> None:
     analyst = GovernedSql(spark, settings, principals.principal("analyst"))
     sql = f"SELECT * FROM {table} ORDER BY product_id"
     say(f'$ shoal sql --as analyst "{sql}"')
-    output.print_query(analyst.execute(sql), "table")
+    out.print_query(analyst.execute(sql), "table")
     refused = f"SELECT name, quantity_available FROM {table}"
     say(f'$ shoal sql --as analyst "{refused}"')
     try:
         analyst.execute(refused)
     except AccessDenied as exc:
-        output.print_error(str(exc).splitlines()[0])
+        out.print_error(str(exc).splitlines()[0])
     say("$ shoal audit list --principal analyst")
-    output.print_rows(
+    out.print_rows(
         "audit",
         ["time", "action", "resource", "decision", "reason"],
         [
@@ -407,7 +422,7 @@ def _search_and_governance(spark, settings, table: str, say) -> None:
     )
 
 
-def _console(settings, workspace: Path, say) -> None:
+def _console(settings, workspace: Path, say, out: Report) -> None:
     """The web console: a demo admin whose password goes to a 0600 file, never to the screen."""
     import secrets
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from PIL import Image, ImageDraw
 
 from shoal.exceptions import DependencyError
-from shoal.samples import _font
+from shoal.samples.corpus import _font
 
 SIGN_TEXT = "Warehouse 7 closes at noon on Friday"
 POSTER_LINES = ["Quarterly inventory count", "Rotterdam depot", "Starts Monday at eight"]
@@ -181,7 +181,7 @@ def cer(ref: str, hyp: str) -> float:
 def write_media_corpus(folder: Path) -> dict[str, dict]:
     """Images, recordings and a video with known content; returns source path -> known facts."""
     speech = speech_wav()
-    files = {
+    files: dict[str, tuple[bytes, dict]] = {
         "images/sign.jpg": (photo_with_exif(), {"text": SIGN_TEXT, "captured_at": "2024-05-17T12:30:00"}),
         "images/poster.png": (encode(text_image(POSTER_LINES), "PNG"), {"text": " ".join(POSTER_LINES)}),
         "images/poster-copy.webp": (

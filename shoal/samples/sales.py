@@ -398,7 +398,7 @@ def expected_summary(folder: Path) -> dict[tuple[int, int], tuple[float, int, in
             e[2] += 1
     with open(folder / "data" / "marketing" / "daily_metrics.csv", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
-            d = dt.date.fromisoformat(r["date"])
-            if (d.year, d.month) in out:
-                out[(d.year, d.month)][1] += int(r["paid_conversion"])
+            day = dt.date.fromisoformat(r["date"])
+            if (day.year, day.month) in out:
+                out[(day.year, day.month)][1] += int(r["paid_conversion"])
     return {k: (round(v[0], 2), int(v[1]), int(v[2])) for k, v in out.items()}
