@@ -19,9 +19,9 @@ import uuid
 import psycopg
 import pytest
 
+from shoal.bi import pgwire
 from shoal.governance import AuditLog, Governance, Principals
 from shoal.governance.masks import mask_hash
-from shoal.sql import pgwire
 
 CANARY_NOTE = "CANARY-NOTE-7f3e"  # in a column analyst may not see
 CANARY_US = "canary-us@hidden.example"  # in a row analyst's filter excludes

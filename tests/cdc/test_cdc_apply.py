@@ -6,12 +6,12 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from helpers import apply, rows, write_csv
 
 from shoal.cdc import apply as apply_module
 from shoal.exceptions import BadChangeRowError, ShoalError, SourceError
 from shoal.lake import TableName, current_snapshot, history, maintain
 from shoal.sql import run as run_sql
+from tests.support.helpers import apply, rows, write_csv
 
 T1, T2, T3, T4 = "2022-03-01 10:00:00", "2022-03-02 11:34:01", "2022-03-02 11:35:00", "2022-03-03 09:00:00"
 
@@ -278,7 +278,7 @@ def test_headerless_files_with_columns(spark, settings, source, table_name) -> N
 
 def test_missing_key_column_and_missing_source_are_clear_errors(settings, source, table_name, tmp_path) -> None:
     full_load(source)
-    with pytest.raises(SourceError, match="--key column 'sku' is not in the change files"):
+    with pytest.raises(SourceError, match="keys column 'sku' is not in the change files"):
         apply(settings, source, table_name, keys=["sku"])
     with pytest.raises(SourceError, match="does not exist"):
         apply(settings, tmp_path / "nowhere", table_name)

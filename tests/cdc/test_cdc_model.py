@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cdc_model as model
 import pytest
-from helpers import apply, rows, write_csv
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from shoal.cdc.batch import ACTION_COL, classify, latest_events
+from tests.support import cdc_model as model
+from tests.support.helpers import apply, rows, write_csv
 
 ops = st.sampled_from(["I", "U", "D"])
 

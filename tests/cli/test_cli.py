@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import run_cli, shoal_process, write_csv
+
+from tests.support.helpers import run_cli, shoal_process, write_csv
 
 T1, T2 = "2022-03-01 10:00:00", "2022-03-02 11:34:01"
 
@@ -117,6 +118,16 @@ def test_cdc_settings_decide_what_the_flags_leave_open(
     assert code == 0, err
     result = json.loads(out)
     assert (result["inserted"], result["rejected"]) == (1, 1)
+
+
+def test_library_errors_come_out_in_flag_words(spark, cli_env, source, table_name, capsys, monkeypatch) -> None:
+    """The library names its options (`keys`); the CLI says them as its flags (`--key`)."""
+    write_csv(source, "LOAD00000001.csv", [[None, 1, "a", "b", 1, T1]])
+    args = ["cdc", "apply", str(source), "--table", table_name, "--key", "sku", "--sequence", "updated_at"]
+    code, _, err = run_cli(args, capsys, monkeypatch)
+    assert code == 1 and "--key column 'sku' is not in the change files" in err
+    code, _, err = run_cli([*args[:-4], "--key", " ", "--sequence", "updated_at"], capsys, monkeypatch)
+    assert code == 1 and "give --key COL[,COL...]" in err, err
 
 
 @pytest.mark.slow

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import yaml
-from helpers import run_cli, write_csv
 
 from shoal.config import load_settings
 from shoal.sql.external import SqlRunner
+from tests.support.helpers import run_cli, write_csv
 
 T1, T2 = "2022-03-01 10:00:00", "2022-03-02 11:34:01"
 

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import run_cli, shoal_process
 
-from shoal import samples
 from shoal.config import ExtractSettings
+from shoal.samples import corpus as samples
+from tests.support.helpers import run_cli, shoal_process
 
 
 def test_ingest_extract_catalog_json_contracts(spark, cli_env, tmp_path, capsys, monkeypatch):

@@ -11,11 +11,11 @@ import uuid
 from pathlib import Path
 
 import yaml
-from helpers import run_cli, shoal_process
 
 from shoal.workflows import Store
+from tests.support.helpers import run_cli, shoal_process
 
-TESTS = Path(__file__).parent
+REPO = Path(__file__).resolve().parents[2]  # where `tests.support.wftasks` is imported from
 
 
 def write(path: Path, data: dict) -> Path:
@@ -83,28 +83,28 @@ def test_resume_after_the_process_was_killed(tmp_path, settings, cli_env):
                 "First": {
                     "Type": "Task",
                     "Resource": "shoal:python",
-                    "Parameters": {"EntryPoint": "wftasks:mark", "log": str(log), "label": "first"},
+                    "Parameters": {"EntryPoint": "tests.support.wftasks:mark", "log": str(log), "label": "first"},
                     "ResultPath": "$.first",
                     "Next": "Slow",
                 },
                 "Slow": {
                     "Type": "Task",
                     "Resource": "shoal:python",
-                    "Parameters": {"EntryPoint": "wftasks:slow_first", "counter": str(counter)},
+                    "Parameters": {"EntryPoint": "tests.support.wftasks:slow_first", "counter": str(counter)},
                     "ResultPath": "$.slow",
                     "Next": "Last",
                 },
                 "Last": {
                     "Type": "Task",
                     "Resource": "shoal:python",
-                    "Parameters": {"EntryPoint": "wftasks:mark", "log": str(log), "label": "last"},
+                    "Parameters": {"EntryPoint": "tests.support.wftasks:mark", "log": str(log), "label": "last"},
                     "ResultPath": "$.last",
                     "End": True,
                 },
             },
         },
     )
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = shoal_process(["workflow", "run", str(flow), "--json"], env)
     store = Store(settings)
     deadline = time.monotonic() + 60

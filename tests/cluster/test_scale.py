@@ -18,9 +18,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from pyarrow import fs as pafs
-from servers import free_port, postgres, seaweedfs, wait_port
 
-from shoal import samples
+from shoal.samples import corpus as samples
+from tests.support.servers import free_port, postgres, seaweedfs, wait_port
 
 pytestmark = pytest.mark.slow
 

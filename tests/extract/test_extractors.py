@@ -9,9 +9,7 @@ import struct
 import time
 
 import pytest
-import sample_docs as docs
 
-from shoal import samples
 from shoal.config import ExtractSettings
 from shoal.extract import Context, Extraction, Extractor
 from shoal.extract.base import ObjectInfo
@@ -19,6 +17,8 @@ from shoal.extract.router import NLP, Router
 from shoal.extract.runner import warm
 from shoal.extract.sandbox import run_isolated
 from shoal.ingest.sniff import detect_media_type
+from shoal.samples import corpus as samples
+from tests.support import sample_docs as docs
 
 
 class Sleeper(Extractor):

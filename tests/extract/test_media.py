@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from shoal import media_samples as ms
 from shoal.catalog import show_object
 from shoal.catalog.duplicates import find_duplicates
 from shoal.extract import run_extract
 from shoal.ingest import ingest
-from shoal.media_samples import cer, wer
+from shoal.samples import media as ms
+from shoal.samples.media import cer, wer
 
 pytestmark = pytest.mark.slow
 SOURCE = "media"

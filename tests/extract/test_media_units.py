@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from shoal import media_samples as ms
 from shoal.config import ExtractSettings, MediaSettings
 from shoal.exceptions import DependencyError
 from shoal.extract.base import Context, ExtractionRefused, ObjectInfo
@@ -20,7 +19,8 @@ from shoal.extract.media.av import AudioDecoder, Speech, VideoDecoder
 from shoal.extract.media.image import Faces, ImageDecoder, ImageLabels, Ocr, UnsafeContent
 from shoal.extract.media.speech import transcribe_file
 from shoal.extract.media.torchfile import TorchFileError, load_state_dict
-from shoal.media_samples import cer, wer
+from shoal.samples import media as ms
+from shoal.samples.media import cer, wer
 
 
 def ctx_for(data: bytes, name: str, media_type: str, **media) -> Context:

@@ -8,12 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
-import sample_docs as docs
 
-from shoal import samples, storage
+from shoal import storage
 from shoal.catalog import list_objects, show_object
 from shoal.extract import run_extract
 from shoal.ingest import ingest
+from shoal.samples import corpus as samples
+from tests.support import sample_docs as docs
 
 SOURCE = "corpus"
 

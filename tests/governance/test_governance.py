@@ -8,11 +8,11 @@ import json
 import uuid
 
 import pytest
-from helpers import run_cli
 from sqlalchemy import text
 
 from shoal.governance import AccessDenied, AuditLog, AuthError, Governance, GovernanceError, GovernedSql, Principals
 from shoal.governance.masks import mask_hash
+from tests.support.helpers import run_cli
 
 OPPS = [
     (1, "EU", 10.0, "ann@eu.example", 100.0, "vip"),

@@ -230,7 +230,7 @@ def test_unconfigured_endpoint_is_refused_before_any_work(spark, settings, corpu
 
 @pytest.mark.slow
 def test_llama_cpp_server_answers_schema_valid_json(spark, settings, corpus, tmp_path):
-    from servers import llama_server
+    from tests.support.servers import llama_server
 
     with llama_server(tmp_path) as server:
         endpoint = LlmEndpoint(

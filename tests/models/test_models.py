@@ -6,13 +6,13 @@ import json
 import uuid
 
 import pytest
-import sample_models
 import yaml
 
 from shoal.enrich import load_job, run_job
 from shoal.extract import run_extract
 from shoal.ingest import ingest
 from shoal.models import ModelError, get_model, list_models, load_predictor, register_model
+from tests.support import sample_models
 
 DOCS = {
     "invoice.txt": "INVOICE 5120. Bill to: Harbour Tea Ltd. Subtotal 40 EUR, VAT 8 EUR, amount due 48 EUR. "
@@ -79,10 +79,10 @@ def test_skops_model_loads_without_pickle_and_untrusted_types_need_trust(setting
     assert load_predictor(record).predict(["Work experience, education and skills"])[0].label == "resume"
 
     risky = sample_models.untrusted_skops(tmp_path / "risky.skops")
-    with pytest.raises(ModelError, match="sample_models.shout"):
+    with pytest.raises(ModelError, match="tests.support.sample_models.shout"):
         register_model(settings, _name(), str(risky))
-    ok, _ = register_model(settings, _name(), str(risky), trust=["sample_models.shout"])
-    assert ok.info["trusted"] == ["sample_models.shout"]
+    ok, _ = register_model(settings, _name(), str(risky), trust=["tests.support.sample_models.shout"])
+    assert ok.info["trusted"] == ["tests.support.sample_models.shout"]
 
 
 def test_spacy_pipeline_and_entry_point(settings, tmp_path):
@@ -92,8 +92,8 @@ def test_spacy_pipeline_and_entry_point(settings, tmp_path):
     pred = load_predictor(spacy_model).predict(["Ada Lovelace moved to Paris in 1840."])[0]
     assert {"text": "Paris", "label": "GPE"} in [{k: e[k] for k in ("text", "label")} for e in pred.output["entities"]]
 
-    entry, _ = register_model(settings, _name(), "sample_models:LengthModel")
-    assert entry.kind == "entrypoint" and entry.uri == "sample_models:LengthModel"
+    entry, _ = register_model(settings, _name(), "tests.support.sample_models:LengthModel")
+    assert entry.kind == "entrypoint" and entry.uri == "tests.support.sample_models:LengthModel"
     preds = load_predictor(entry).predict(["tiny", "a considerably longer text"])
     assert [p.label for p in preds] == ["short", "long"] and preds[1].output == {"chars": 26}
     with pytest.raises(ModelError, match="cannot import"):
@@ -172,7 +172,7 @@ def test_registered_onnx_model_enriches_on_spark(spark, settings, corpus, tmp_pa
 
 
 def test_model_scores_a_table_on_spark_via_cli(spark, settings, tmp_path, cli_env, capsys, monkeypatch):
-    from helpers import run_cli
+    from tests.support.helpers import run_cli
 
     name = _name()
     path = sample_models.numeric_onnx(tmp_path / "n.onnx")

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 
 from shoal import workflows
 from shoal.notify import Notifier
-from shoal.pipelines import sales
 from shoal.recipes import JobRegistry, load_job_file
+from shoal.samples import sales
 
 
 def test_sales_marketing_refresh(spark, settings, tmp_path):

@@ -112,7 +112,7 @@ def test_a_new_version_replaces_the_old_in_the_index(spark, settings, corpus):
 def test_cli_contract(settings, corpus, cli_env, capsys, monkeypatch):
     import json
 
-    from helpers import run_cli
+    from tests.support.helpers import run_cli
 
     code, out, err = run_cli(["search-index", "--json"], capsys, monkeypatch)
     assert code == 0, err

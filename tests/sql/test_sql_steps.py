@@ -125,9 +125,8 @@ def test_errors_name_the_statement(spark, settings, db):
 
 def test_athena_iceberg_ddl_makes_a_partitioned_lake_table_cdc_applies_to(spark, settings, db, tmp_path):
     """The reference architecture's DDL, unedited but for the bucket path (issue 19)."""
-    from helpers import write_csv
-
     from shoal.cdc import ApplyOptions, apply_changes
+    from tests.support.helpers import write_csv
 
     location = tmp_path / "iceberg_output"
     runner = SqlRunner(spark, settings, dialect="athena")
@@ -148,9 +147,9 @@ def test_athena_iceberg_ddl_makes_a_partitioned_lake_table_cdc_applies_to(spark,
     header = ["op", "product_id", "category", "product_name", "quantity_available", "last_update_time"]
     write_csv(source, "LOAD00000001.csv", [[None, 1, "tools", "saw", 5, "2022-03-01 10:00:00"]], header)
     opts = ApplyOptions(table=f"{db}.iceberg_output", keys=["product_id"], sequence="last_update_time")
-    first = apply_changes(settings, str(source), opts)
+    first = apply_changes(spark, settings, str(source), opts)
     write_csv(source, "20220302-1134010000.csv", [["U", 1, "tools", "saw", 3, "2022-03-02 11:34:01"]], header)
-    apply_changes(settings, str(source), opts)
+    apply_changes(spark, settings, str(source), opts)
     assert runner.execute(f"SELECT quantity_available FROM {db}.iceberg_output")[0].rows == [(3,)]
     back = runner.execute(f"SELECT quantity_available FROM {db}.iceberg_output FOR VERSION AS OF {first.snapshot_id}")
     assert back[0].rows == [(5,)]

@@ -7,6 +7,7 @@ from pathlib import Path
 from shoal.cdc import ApplyOptions, ApplyResult, apply_changes
 from shoal.cli import console
 from shoal.config import Settings
+from shoal.spark import get_spark
 
 HEADER = ["op", "product_id", "category", "name", "quantity", "updated_at"]
 
@@ -21,7 +22,7 @@ def write_csv(folder: Path, name: str, rows: list[list[object]], header: list[st
 
 def apply(settings: Settings, source: Path, table: str, **kw: object) -> ApplyResult:
     opts = {"keys": ["product_id"], "sequence": "updated_at"} | kw
-    return apply_changes(settings, str(source), ApplyOptions(table=table, **opts))  # type: ignore[arg-type]
+    return apply_changes(get_spark(settings), settings, str(source), ApplyOptions(table=table, **opts))  # type: ignore[arg-type]
 
 
 def rows(spark, sql: str) -> list[tuple]:
@@ -30,7 +31,6 @@ def rows(spark, sql: str) -> list[tuple]:
 
 def run_cli(args: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "argv", ["shoal", *args])
-    console._state.update(config=None, json=False)
     code = 0
     try:
         console.main()

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import sqlglot
-from helpers import run_cli
 from sqlglot import exp
 
 from shoal.governance import AccessDenied, AuditLog, Governance, GovernedSql, Principals
 from shoal.governance.access import RawAccess
 from shoal.sql import SqlError
+from tests.support.helpers import run_cli
 
 U = uuid.uuid4().hex[:8]
 CANARY_TABLE = f"CANARYTABLE{U}"  # in a table mallory has no grant on

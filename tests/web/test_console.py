@@ -21,20 +21,21 @@ import pytest
 import uvicorn
 from PIL import Image
 
-from shoal import media_samples, workflows
+from shoal import workflows
 from shoal.extract import run_extract
 from shoal.governance import Governance, Principals
 from shoal.governance.access import RawAccess
 from shoal.ingest import ingest
 from shoal.notify import Notifier
-from shoal.pipelines import sales
 from shoal.recipes import JobRegistry, load_job_file
+from shoal.samples import media as media_samples
+from shoal.samples import sales
 from shoal.search.index import SearchIndex
 from shoal.web import create_app, server_config
 
 pytestmark = pytest.mark.slow
 
-ARTIFACTS = Path(os.environ.get("SHOAL_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts"))
+ARTIFACTS = Path(os.environ.get("SHOAL_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
 CHROMIUM = os.environ.get("SHOAL_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "correct horse battery"
 XSS_TEXT = (

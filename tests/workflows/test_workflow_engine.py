@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import wftasks
 
 from shoal import workflows
 from shoal.workflows import definition, tasks
 from shoal.workflows.errors import DefinitionError
+from tests.support import wftasks
 
 
 def machine(states: dict[str, Any], start: str | None = None, **top: Any) -> workflows.StateMachine:
@@ -26,7 +26,11 @@ def run(settings, states: dict[str, Any], input_: Any = None, **top: Any) -> wor
 
 
 def py(fn: str, **extra: Any) -> dict[str, Any]:
-    return {"Type": "Task", "Resource": "shoal:python", "Parameters": {"EntryPoint": f"wftasks:{fn}", **extra}}
+    return {
+        "Type": "Task",
+        "Resource": "shoal:python",
+        "Parameters": {"EntryPoint": f"tests.support.wftasks:{fn}", **extra},
+    }
 
 
 def history_types(settings, record) -> list[str]:
@@ -458,7 +462,11 @@ def test_map_concurrency_selector_and_context(settings):
                     "States": {
                         "Work": {
                             **py("track"),
-                            "Parameters": {"EntryPoint": "wftasks:track", "item.$": "$.item", "seconds.$": "$.seconds"},
+                            "Parameters": {
+                                "EntryPoint": "tests.support.wftasks:track",
+                                "item.$": "$.item",
+                                "seconds.$": "$.seconds",
+                            },
                             "End": True,
                         }
                     },
@@ -482,7 +490,12 @@ def test_map_tolerated_failures(settings):
             "Work": {
                 "Type": "Task",
                 "Resource": "shoal:python",
-                "Parameters": {"EntryPoint": "wftasks:track", "item.$": "$.item", "fail.$": "$.fail", "seconds": 0.01},
+                "Parameters": {
+                    "EntryPoint": "tests.support.wftasks:track",
+                    "item.$": "$.item",
+                    "fail.$": "$.fail",
+                    "seconds": 0.01,
+                },
                 "End": True,
             }
         },

@@ -28,7 +28,11 @@ def jrun(settings, states: dict[str, Any], input_: Any = None) -> workflows.Exec
 
 
 def task(fn: str, **arguments: Any) -> dict[str, Any]:
-    return {"Type": "Task", "Resource": "shoal:python", "Arguments": {"EntryPoint": f"wftasks:{fn}", **arguments}}
+    return {
+        "Type": "Task",
+        "Resource": "shoal:python",
+        "Arguments": {"EntryPoint": f"tests.support.wftasks:{fn}", **arguments},
+    }
 
 
 def problems(d: dict[str, Any]) -> str:
@@ -106,7 +110,7 @@ def test_state_level_query_language_in_a_jsonpath_machine_and_dollar_var_paths(s
             "Path": {
                 "Type": "Task",
                 "Resource": "shoal:python",
-                "Parameters": {"EntryPoint": "wftasks:echo", "order.$": "$.order"},
+                "Parameters": {"EntryPoint": "tests.support.wftasks:echo", "order.$": "$.order"},
                 "ResultSelector": {"id.$": "$.order.id", "lines.$": "$.order.lines"},
                 # JSONPath Assign: `.$` values read the result (after ResultSelector) and variables.
                 "Assign": {"orderId.$": "$.id", "count.$": "States.ArrayLength($.lines)", "fixed": {"a": 1}},
@@ -270,7 +274,7 @@ def test_catch_output_uses_error_output_and_assigns(settings):
             "W": {
                 "Type": "Task",
                 "Resource": "shoal:python",
-                "Parameters": {"EntryPoint": "wftasks:boom"},
+                "Parameters": {"EntryPoint": "tests.support.wftasks:boom"},
                 "Catch": [
                     {"ErrorEquals": ["States.ALL"], "Assign": {"err.$": "$.Error"}, "ResultPath": "$.e", "Next": "E"}
                 ],
@@ -558,7 +562,7 @@ def test_jsonpath_variables_survive_a_failed_run_and_resume(settings, tmp_path):
         "Flaky": {
             "Type": "Task",
             "Resource": "shoal:python",
-            "Parameters": {"EntryPoint": "wftasks:fail_until", "counter": str(counter), "succeed_on": 2},
+            "Parameters": {"EntryPoint": "tests.support.wftasks:fail_until", "counter": str(counter), "succeed_on": 2},
             "Assign": {"calls.$": "$.calls"},
             "Next": "Last",
         },

@@ -7,11 +7,11 @@ import json
 import uuid
 
 import yaml
-from helpers import run_cli, write_csv
 
 from shoal.notify import Notifier
 from shoal.recipes import JobRegistry, load_job_file
 from shoal.workflows import Store, definition, register, run, tasks
+from tests.support.helpers import run_cli, write_csv
 
 
 def build(states: dict) -> object:
@@ -56,6 +56,27 @@ def test_cdc_task_applies_change_files(spark, settings, tmp_path, table_name):
     assert [tuple(r) for r in spark.sql(f"SELECT product_id, quantity FROM {table_name}").collect()] == [(1, 4)]
 
 
+def test_cdc_task_errors_name_its_parameters_not_cli_flags(spark, settings, tmp_path, table_name):
+    """The library names ApplyOptions' fields; the task says them as its own parameters."""
+    src = tmp_path / "changes"
+    src.mkdir()
+    write_csv(src, "LOAD00000001.csv", [["I", 1, "a", "one", 5, "2024-01-01 00:00:00"]])
+    m = build(
+        {
+            "Apply": {
+                "Type": "Task",
+                "Resource": "shoal:cdc",
+                "Parameters": {"Source": str(src), "Table": table_name, "Key": "sku", "Sequence": "updated_at"},
+                "End": True,
+            }
+        }
+    )
+    rec = run(settings, m)
+    assert rec.status == "FAILED"
+    assert rec.error == "SourceError", rec.cause
+    assert "Key column 'sku' is not in the change files" in rec.cause and "--key" not in rec.cause
+
+
 def test_extract_task_ingests_and_extracts(spark, settings, tmp_path):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
@@ -81,11 +102,13 @@ def test_etl_job_and_function_arns(settings, tmp_path, capsys, monkeypatch, cli_
     fn = f"adder-{uuid.uuid4().hex[:6]}"
     job_file = tmp_path / "job.yaml"
     job_file.write_text(
-        yaml.safe_dump({"name": name, "type": "python", "entry_point": "wftasks:add", "arguments": {"a": 1}})
+        yaml.safe_dump(
+            {"name": name, "type": "python", "entry_point": "tests.support.wftasks:add", "arguments": {"a": 1}}
+        )
     )
     JobRegistry(settings).register(load_job_file(job_file))
-    code, out, _ = run_cli(["function", "register", fn, "wftasks:add", "--json"], capsys, monkeypatch)
-    assert code == 0 and json.loads(out)["target"] == "wftasks:add"
+    code, out, _ = run_cli(["function", "register", fn, "tests.support.wftasks:add", "--json"], capsys, monkeypatch)
+    assert code == 0 and json.loads(out)["target"] == "tests.support.wftasks:add"
     m = build(
         {
             "Etl": {
@@ -118,7 +141,7 @@ def test_etl_job_and_function_arns(settings, tmp_path, capsys, monkeypatch, cli_
             "ByModule": {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::lambda:invoke",
-                "Parameters": {"FunctionName": "wftasks:echo", "Payload": {"v": 1}},
+                "Parameters": {"FunctionName": "tests.support.wftasks:echo", "Payload": {"v": 1}},
                 "ResultSelector": {"echo.$": "$.Payload"},
                 "ResultPath": "$.echo",
                 "Next": "Bare",
@@ -410,7 +433,7 @@ def test_child_executions(settings, tmp_path):
                     "Add": {
                         "Type": "Task",
                         "Resource": "shoal:python",
-                        "Parameters": {"EntryPoint": "wftasks:add", "Payload.$": "$"},
+                        "Parameters": {"EntryPoint": "tests.support.wftasks:add", "Payload.$": "$"},
                         "Next": "Check",
                     },
                     "Check": {
