@@ -127,7 +127,7 @@ class _RawAdapter(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # type: ignore[override]
+    def readinto(self, b) -> int:
         data = self._s.read(len(b))
         n = len(data)
         b[:n] = data

@@ -414,6 +414,7 @@ def _run(spark, settings: Settings, job: Job, run_id: str, started: float, say, 
     from shoal.recipes.apply import apply_recipe
 
     say(f"{job.name}: {stage}")
+    assert job.input is not None  # run_job checked: a recipe job has an input
     try:
         source = read_dataset(spark, job.input)
     except ShoalError:

@@ -431,7 +431,7 @@ class Scheduler:
         if not found:
             return []
         execution_id = new_execution_id(schedule["workflow"])
-        won: set[str] = set(self.records.claim(schedule["name"], [f["_key"] for f in found], execution_id))
+        won: set[str] = set(self.records.claim(schedule["name"], [str(f["_key"]) for f in found], execution_id))
         new = [{k: v for k, v in f.items() if k != "_key"} for f in found if f["_key"] in won]
         if not new:
             return []

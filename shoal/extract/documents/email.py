@@ -58,11 +58,11 @@ class Eml(Extractor):
             parts.append(TextPart("body", text))
         children = []
         for i, att in enumerate(msg.iter_attachments()):
-            data = att.get_payload(decode=True)
-            if not isinstance(data, bytes):
+            attached: Any = att.get_payload(decode=True)  # bytes, or None when there are none
+            if attached is None:
                 continue  # attached message/rfc822 without payload bytes
             name = att.get_filename() or f"attachment-{i + 1}"
-            children.append(Child(name, data))
+            children.append(Child(name, attached))
         _check_children(children, ctx)
         return Extraction(
             text=parts,

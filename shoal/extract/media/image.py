@@ -121,8 +121,9 @@ def dominant_colors(image: Image.Image, k: int = 5) -> list[dict[str, Any]]:
     counts = sorted(q.getcolors() or [], reverse=True)
     total = sum(c for c, _ in counts) or 1
     return [
-        {"color": "#{:02x}{:02x}{:02x}".format(*palette[int(idx) * 3 : int(idx) * 3 + 3]), "share": round(c / total, 4)}
-        for c, idx in counts  # a palette image: each colour is its palette index
+        {"color": "#{:02x}{:02x}{:02x}".format(*palette[idx * 3 : idx * 3 + 3]), "share": round(c / total, 4)}
+        for c, idx in counts
+        if isinstance(idx, int)  # always, in a palette image: each colour is its palette index
     ]
 
 
