@@ -147,7 +147,7 @@ def main() -> None:
     write_change_files(change_rows(100, 10), warm, 1)
     secs, _ = timed(
         lambda: apply_changes(
-            settings, str(warm), ApplyOptions(table="bench.warmup", keys=["product_id"], sequence="updated_at")
+            spark, settings, str(warm), ApplyOptions(table="bench.warmup", keys=["product_id"], sequence="updated_at")
         )
     )
     results["warmup"] = {"seconds": secs, "changes": 10}
@@ -162,7 +162,7 @@ def main() -> None:
         def step(msg: str, t0: float = t0) -> None:
             log(f"    {time.perf_counter() - t0:7.2f} s  {msg}")
 
-        secs, res = timed(lambda opts=opts: apply_changes(settings, str(src), opts, progress=step))
+        secs, res = timed(lambda opts=opts: apply_changes(spark, settings, str(src), opts, progress=step))
         results[f"shoal_{mode}"] = {"seconds": secs, "result": res.to_dict()}
         log(
             f"shoal cdc apply ({mode}): {secs:8.2f} s  ({res.inserted:,} ins, {res.updated:,} upd, {res.deleted:,} del)"

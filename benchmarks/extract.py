@@ -1,6 +1,6 @@
 """Extraction throughput and text recall: Shoal vs the `unstructured` library, in one run.
 
-The corpus is the sample corpus (shoal/samples.py, content known) copied N times; each copy
+The corpus is the sample corpus (shoal/samples/corpus.py, content known) copied N times; each copy
 is made byte-unique without changing its text (PDF comment after %%EOF, ZIP comment, an
 e-mail header, trailing whitespace), so ingest sees N distinct objects per sample.
 
@@ -31,7 +31,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from shoal import samples
+from shoal.samples import corpus as samples
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_ROUTES = {

@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from shoal import media_samples as ms
-from shoal.media_samples import cer, wer
+from shoal.samples import media as ms
+from shoal.samples.media import cer, wer
 
 SENTENCES = [
     ms.SPEECH_SENTENCE,

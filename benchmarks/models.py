@@ -7,7 +7,7 @@ workers, one model load per worker, batches of 256, results written to an Iceber
     python benchmarks/models.py [--rows 50000] [--json]
 
 The model is the small TF-IDF + logistic-regression classifier the tests train
-(tests/sample_models.py); ratios are against the in-process baseline measured in the same run.
+(tests/support/sample_models.py); ratios are against the in-process baseline measured in the same run.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # tests.support.sample_models
 
 WORDS = [
     "invoice",
@@ -66,12 +66,11 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    import sample_models
-
     from shoal.config import load_settings
     from shoal.models import load_predictor, register_model
     from shoal.models.score import predict_table
     from shoal.spark import get_spark, stop_spark
+    from tests.support import sample_models
 
     work = Path(tempfile.mkdtemp(prefix="shoal-bench-models-"))
     settings = load_settings(workspace=work / "ws")

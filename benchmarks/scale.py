@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the loopback SeaweedFS helper the tests use
+sys.path.insert(0, str(ROOT))  # the loopback SeaweedFS helper the tests use (tests.support.servers)
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
@@ -67,10 +67,12 @@ def one(cfg: dict) -> dict:
             storage.copy(str(f), f"{source}/{f.name}")
     warm = Path(cfg["workspace"]) / "warm"
     write_change_files(change_rows(100, 10), warm, 1)
-    apply_changes(settings, str(warm), ApplyOptions(table="bench.warm", keys=["product_id"], sequence="updated_at"))
+    apply_changes(
+        spark, settings, str(warm), ApplyOptions(table="bench.warm", keys=["product_id"], sequence="updated_at")
+    )
     t0 = time.perf_counter()
     res = apply_changes(
-        settings, source, ApplyOptions(table="bench.target", keys=["product_id"], sequence="updated_at")
+        spark, settings, source, ApplyOptions(table="bench.target", keys=["product_id"], sequence="updated_at")
     )
     secs = time.perf_counter() - t0
     return {"label": cfg["label"], "seconds": round(secs, 2), "changes": res.rows_read, "committed": res.committed}
@@ -87,10 +89,9 @@ def main() -> None:
         print("RESULT " + json.dumps(one(json.loads(args.one))))
         return
 
-    from servers import free_port, seaweedfs
-
     from shoal import cluster
     from shoal.config import load_settings
+    from tests.support.servers import free_port, seaweedfs
 
     log = (lambda *_: None) if args.json else (lambda m: print(m, file=sys.stderr))
     with tempfile.TemporaryDirectory(prefix="shoal-scale-") as tmp:

@@ -9,7 +9,7 @@
    `search` end to end (query embedding, ANN, SQLite fetch, one hit per object), vector
    and hybrid. Recall@10 is measured against exact. Target: p50 under 20 ms, recall@10
    of at least 0.95 against exact.
-3. The evaluation set's recall@10 and MRR are in tests/test_search_eval.py.
+3. The evaluation set's recall@10 and MRR are in tests/search/test_search_eval.py.
 
     python benchmarks/search.py [--chunks 100000] [--queries 200] [--json]
 """

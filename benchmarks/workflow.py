@@ -78,7 +78,7 @@ def time_chain(settings, n: int, backend: str, repeats: int = 3) -> float:
         elif backend == "memory":
             st = store.Store(settings)
             st.engine = create_engine("sqlite://", connect_args={"check_same_thread": False})
-            store.metadata.create_all(st.engine)
+            store.state_tables.create_all(st.engine)
         else:
             st = NullStore()
         engine = Engine(settings, tasks.resolve, store=st)
@@ -135,8 +135,8 @@ def parallel_vs_sequential(settings, branches: int, rows: int) -> tuple[float, f
 def demo(settings, folder: Path, opportunities: int) -> dict[str, Any]:
     from shoal import workflows
     from shoal.notify import Notifier
-    from shoal.pipelines import sales
     from shoal.recipes import JobRegistry, load_job_file
+    from shoal.samples import sales
 
     files = sales.write_pipeline(folder, opportunities=opportunities)
     reg = JobRegistry(settings)

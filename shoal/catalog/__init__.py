@@ -65,7 +65,8 @@ def list_objects(
     `shoal.text` (columns, row filters; no grant, no match); without one (the operator's
     CLI) it matches all text."""
     metadata.ensure_tables(spark, ("objects", "object_index", "text"))
-    where, args = [], {}
+    where: list[str] = []
+    args: dict[str, Any] = {}
     if media_type:
         # "pdf" matches application/pdf; "text/*" matches every text type.
         if "/" in media_type:

@@ -24,10 +24,10 @@ from shoal.config import Settings
 from shoal.exceptions import ShoalError
 from shoal.lake import database
 
-metadata = MetaData()
+state_tables = MetaData()
 crawl_versions = Table(
     "shoal_crawl_versions",
-    metadata,
+    state_tables,
     Column("table_name", String(200), primary_key=True),
     Column("version", Integer, primary_key=True),
     Column("location", Text, nullable=False),
@@ -41,7 +41,7 @@ crawl_versions = Table(
 # Named crawlers (`shoal catalog crawler create`): what `glue:startCrawler` runs by name.
 crawlers = Table(
     "shoal_crawlers",
-    metadata,
+    state_tables,
     Column("name", String(200), primary_key=True),
     Column("path", Text, nullable=False),
     Column("table_name", String(200), nullable=False),
@@ -105,8 +105,8 @@ def _data_files(path: str) -> list[storage.FileEntry]:
 
 
 def detect_format(files: list[storage.FileEntry]) -> str:
-    found = {_BY_EXTENSION.get(posixpath.splitext(f.relative.lower())[1]) for f in files}
-    if None in found:
+    by_file = {_BY_EXTENSION.get(posixpath.splitext(f.relative.lower())[1]) for f in files}
+    if None in by_file:
         odd = sorted(
             {
                 posixpath.splitext(f.relative)[1] or f.relative
@@ -115,6 +115,7 @@ def detect_format(files: list[storage.FileEntry]) -> str:
             }
         )
         raise CrawlError(f"cannot tell the format of {', '.join(odd[:5])} files", hint="pass --format csv|json|parquet")
+    found = {fmt for fmt in by_file if fmt is not None}
     if len(found) > 1:
         raise CrawlError(
             f"mixed formats in one folder: {', '.join(sorted(found))}", hint="crawl each format's folder apart"
@@ -266,7 +267,7 @@ def _infer(spark, fmt: str, location: str, files: list[storage.FileEntry], optio
 
 
 def _record(settings: Settings, ext, changes: list[dict[str, Any]], changed: bool) -> int:
-    engine = database.engine(settings, metadata)
+    engine = database.engine(settings, state_tables)
     with engine.begin() as conn:
         last = conn.execute(
             select(crawl_versions.c.version)
@@ -294,7 +295,7 @@ def _record(settings: Settings, ext, changes: list[dict[str, Any]], changed: boo
 
 def versions(settings: Settings, table: str) -> list[dict[str, Any]]:
     """The schema versions of a crawled table, oldest first."""
-    engine = database.engine(settings, metadata)
+    engine = database.engine(settings, state_tables)
     with engine.connect() as conn:
         rows = conn.execute(
             select(crawl_versions)
@@ -343,7 +344,7 @@ def create_crawler(settings: Settings, name: str, path: str, table: str, *, fmt:
     if "://" not in path:
         path = str(Path(path).expanduser().resolve())
     crawler = Crawler(name, path, table.lower(), fmt)
-    with database.engine(settings, metadata).begin() as conn:
+    with database.engine(settings, state_tables).begin() as conn:
         database.upsert(
             conn,
             crawlers,
@@ -354,17 +355,17 @@ def create_crawler(settings: Settings, name: str, path: str, table: str, *, fmt:
 
 
 def get_crawler(settings: Settings, name: str) -> Crawler | None:
-    with database.engine(settings, metadata).connect() as conn:
+    with database.engine(settings, state_tables).connect() as conn:
         row = conn.execute(select(crawlers).where(crawlers.c.name == name)).first()
     return Crawler(row.name, row.path, row.table_name, row.format) if row else None
 
 
 def list_crawlers(settings: Settings) -> list[Crawler]:
-    with database.engine(settings, metadata).connect() as conn:
+    with database.engine(settings, state_tables).connect() as conn:
         rows = conn.execute(select(crawlers).order_by(crawlers.c.name)).all()
     return [Crawler(r.name, r.path, r.table_name, r.format) for r in rows]
 
 
 def delete_crawler(settings: Settings, name: str) -> bool:
-    with database.engine(settings, metadata).begin() as conn:
+    with database.engine(settings, state_tables).begin() as conn:
         return bool(conn.execute(delete(crawlers).where(crawlers.c.name == name)).rowcount)

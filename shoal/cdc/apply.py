@@ -34,12 +34,11 @@ from shoal.cdc.source import (
     read_header,
 )
 from shoal.config import Settings
-from shoal.exceptions import BadChangeRowError, ShoalError, SourceError
+from shoal.exceptions import BadChangeRowError, ShoalError, SourceError, literal
 from shoal.lake import commit_with_properties, current_snapshot, empty_commit, set_properties, table_exists
 from shoal.lake.locks import table_lock
 from shoal.lake.partitioning import partition_sql
 from shoal.lake.tables import TableName, require_table, table_properties
-from shoal.spark import get_spark
 
 REJECTS_SUFFIX = "__rejects"
 TOMBSTONES_SUFFIX = "__cdc_tombstones"
@@ -105,28 +104,31 @@ Progress = Callable[[str], None]
 
 
 def apply_changes(
-    settings: Settings, source: str, options: ApplyOptions, progress: Progress | None = None
+    spark: SparkSession, settings: Settings, source: str, options: ApplyOptions, progress: Progress | None = None
 ) -> ApplyResult:
     """Apply the change files under `source` not yet applied to `options.table`."""
     say = progress or (lambda _msg: None)
     table = TableName.parse(options.table)
     options = options.resolved(settings)
     _validate_options(options)
-    spark = get_spark(settings)
     with table_lock(settings, str(table)):
         return _Batch(spark, settings, source, table, options, say).run()
 
 
 def _validate_options(options: ApplyOptions) -> None:
+    # Options are named `{field}` in messages: each face re-words them (ShoalError.in_terms_of).
     if not options.keys or any(not k.strip() for k in options.keys):
-        raise ShoalError("the key needs at least one column name", hint="CLI: --key COL[,COL...]")
+        raise ShoalError("the key needs at least one column name", hint="give {keys} COL[,COL...]", options=True)
     if not options.header and not options.columns:
         raise ShoalError(
             "files without a header need the data column names in file order",
-            hint="CLI: --no-header --columns a,b,c",
+            hint="give {columns} a,b,c",
+            options=True,
         )
     if options.on_error not in ("fail", "quarantine"):
-        raise ShoalError(f"on_error must be fail or quarantine, not {options.on_error!r}")
+        raise ShoalError(
+            f"{{on_error}} must be fail or quarantine, not {literal(repr(options.on_error))}", options=True
+        )
 
 
 class _Batch:
@@ -150,6 +152,7 @@ class _Batch:
         self.t0 = time.monotonic()
         self.batch_id = uuid.uuid4().hex
         self.result = ApplyResult(table=str(table))
+        assert options.op_column is not None  # resolved from [cdc] by apply_changes
         self.layout = CsvLayout(
             op_column=options.op_column,
             header=options.header,
@@ -217,6 +220,7 @@ class _Batch:
         bad = typed.where(F.col(ERROR_COL).isNotNull())
         if n_bad and self.opt.on_error == "fail":
             first = bad.orderBy(ORDER_COL, LINE_COL).select(FILE_COL, LINE_COL, ERROR_COL).first()
+            assert first is not None  # n_bad > 0
             more = f" ({n_bad} bad rows in this batch; nothing was applied)" if n_bad > 1 else " (nothing was applied)"
             raise BadChangeRowError(first[FILE_COL], int(first[LINE_COL]), first[ERROR_COL] + more)
         self._count(counts, n_good=self.result.rows_read - n_bad, n_bad=n_bad)
@@ -291,10 +295,12 @@ class _Batch:
         if not columns:
             return headers, columns
         lower = {c.lower() for c in columns} | set(canonical)
-        for needed, flag in [(k, "--key") for k in self.opt.keys] + [(self.opt.sequence, "--sequence")]:
+        for needed, option in [(k, "keys") for k in self.opt.keys] + [(self.opt.sequence, "sequence")]:
             if needed.lower() not in lower:
                 raise SourceError(
-                    f"{flag} column {needed!r} is not in the change files (columns: {', '.join(columns)})"
+                    f"{{{option}}} column {literal(repr(needed))} is not in the change files "
+                    f"(columns: {literal(', '.join(columns))})",
+                    options=True,
                 )
         # Columns the table has but these files lack stay as they are (never dropped).
         return headers, columns
@@ -473,10 +479,9 @@ class _Batch:
         return self.result
 
 
-def file_status(settings: Settings, table: str, source: str | None = None) -> dict[str, Any]:
+def file_status(spark: SparkSession, settings: Settings, table: str, source: str | None = None) -> dict[str, Any]:
     """Change files applied to `table` (from its ledger) and, given a source, those pending."""
     name = TableName.parse(table)
-    spark = get_spark(settings)
     require_table(spark, name)
     applied = ledger.load(spark, name)
     out: dict[str, Any] = {

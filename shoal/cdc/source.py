@@ -13,14 +13,14 @@ import io
 import json
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from shoal import storage
-from shoal.exceptions import SourceError
+from shoal.exceptions import SourceError, literal
 
 CHANGE_FILE_SUFFIXES = (".csv",)
 _LOAD_FILE = re.compile(r"^LOAD\d+\.csv$", re.IGNORECASE)
@@ -84,7 +84,7 @@ def discover(source: str) -> list[ChangeFile]:
 
 
 def read_header(file: ChangeFile, layout: CsvLayout) -> list[str]:
-    """The column names of one file (its header row, or the layout's --columns)."""
+    """The column names of one file (its header row, or the layout's columns)."""
     if not layout.header:
         assert layout.columns is not None
         return list(layout.columns)
@@ -103,8 +103,9 @@ def read_header(file: ChangeFile, layout: CsvLayout) -> list[str]:
     dupes = {n for n in names if names.count(n) > 1}
     if dupes or any(not n for n in names):
         raise SourceError(
-            f"{file.name}:1: header has empty or repeated column names {sorted(dupes) or ''}",
-            hint="if the files have no header row, pass --no-header --columns a,b,c",
+            literal(f"{file.name}:1: header has empty or repeated column names {sorted(dupes) or ''}"),
+            hint="if the files have no header row, give {no_header} and {columns} a,b,c",
+            options=True,
         )
     return names
 
@@ -126,7 +127,7 @@ class _RawAdapter(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # type: ignore[override]
+    def readinto(self, b) -> int:
         data = self._s.read(len(b))
         n = len(data)
         b[:n] = data
@@ -277,7 +278,7 @@ def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa
     cols: list[list] = [[] for _ in schema]
     n_meta = len(META_FIELDS)
 
-    def emit(line: int, raw: str, error: str | None, op: str | None, values: list[str | None]) -> None:
+    def emit(line: int, raw: str, error: str | None, op: str | None, values: Sequence[str | None]) -> None:
         cols[0].append(name)
         cols[1].append(order)
         cols[2].append(line)

@@ -7,15 +7,12 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings, state
+from shoal.cli.context import settings
+from shoal.cli.output import JsonOpt
 
 cluster_app = typer.Typer(
     help="A Spark standalone master and workers on this machine (development).", no_args_is_help=True
 )
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(cluster_app, name="cluster")
 
 
 def _show(data: dict) -> None:
@@ -37,12 +34,11 @@ def up(
     workers: Annotated[
         int | None, typer.Option("--workers", help="Workers to start (default [cluster] workers).")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Start a master and workers, wait until all have registered, print the master URL."""
     from shoal.cluster import up as start
 
-    state["json"] = json_out
     with output.progress(not json_out, "cluster") as say:
         st = start(settings(), workers=workers, say=say)
     if json_out:
@@ -55,11 +51,10 @@ def up(
 
 
 @cluster_app.command("down")
-def down(json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False) -> None:
+def down(json_out: JsonOpt = False) -> None:
     """Stop the master and workers started by `shoal cluster up`."""
     from shoal.cluster import down as stop
 
-    state["json"] = json_out
     stopped = stop(settings())
     if json_out:
         output.print_json({"stopped_processes": stopped})
@@ -68,11 +63,10 @@ def down(json_out: Annotated[bool, typer.Option("--json", help="Print one JSON o
 
 
 @cluster_app.command("status")
-def status(json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False) -> None:
+def status(json_out: JsonOpt = False) -> None:
     """The recorded cluster and how many workers the master reports alive (exit 1 when it is down)."""
     from shoal.cluster import status as current
 
-    state["json"] = json_out
     st = current(settings())
     if st is None:
         if json_out:

@@ -1,11 +1,63 @@
-"""State shared by the CLI's command modules: the --config path and whether output is JSON."""
+"""What one run of `shoal` shares between its command modules: the --config path and the Output."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shoal.cli.output import Output
 from shoal.config import Settings, load_settings
 
-state: dict[str, object] = {"config": None, "json": False}
+
+@dataclass
+class Run:
+    """Made once per run (by `main`, or the root callback when a test invokes the app directly)."""
+
+    config: Path | None = None
+    out: Output = field(default_factory=Output)
+
+
+_active: Run | None = None
+
+
+def activate(run: Run) -> None:
+    """The root callback's choice for this run (Typer vendors its own click, so commands cannot
+    look the context up through `click`; they ask `current()`)."""
+    global _active
+    _active = run
+
+
+def current() -> Run:
+    if _active is None:  # a command function called outside a `shoal` run (a test, a script)
+        activate(Run())
+    assert _active is not None
+    return _active
 
 
 def settings() -> Settings:
-    return load_settings(state["config"])  # type: ignore[arg-type]
+    return load_settings(current().config)
+
+
+class _State:
+    """`state["json"] = ...` / `state["config"]`: kept for command modules written before `Output`
+    (they read and write the current run; new code uses `JsonOpt` and `current()`)."""
+
+    def __getitem__(self, key: str) -> Any:
+        run = current()
+        return run.out.json if key == "json" else run.config
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        run = current()
+        if key == "json":
+            run.out.json = bool(value)
+        else:
+            run.config = value
+
+
+state = _State()
+
+
+def split_values(values: list[str]) -> list[str]:
+    """Repeatable options that also take commas: `--key a,b --key c` -> [a, b, c]."""
+    return [p.strip() for v in values for p in v.split(",") if p.strip()]

@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings, state
+from shoal.cli.context import settings
+from shoal.cli.output import JsonOpt
 
 enrich_app = typer.Typer(
     help="Enrichment jobs: PII-redacted text, normalised entities, classes, model and LLM results.",
@@ -15,21 +16,16 @@ enrich_app = typer.Typer(
 )
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(enrich_app, name="enrich")
-
-
 @enrich_app.command("run")
 def run(
     job: Annotated[str, typer.Argument(help="Enrichment job file (YAML or JSON).")],
     force: Annotated[bool, typer.Option("--force", help="Enrich every extracted object again.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Run an enrichment job over objects extracted since its last run."""
     from shoal.enrich import load_job, run_job
     from shoal.spark import get_spark
 
-    state["json"] = json_out
     s = settings()
     definition = load_job(job)
     with output.progress(not json_out, f"enrich {definition.name}") as say:
@@ -42,7 +38,7 @@ def run(
         return
     output.print_kv(f"Enrichment {result.job}", {"objects": result.objects, "seconds": result.seconds, **result.rows})
     if result.classes:
-        output.print_rows("Document classes", ["class", "objects"], sorted(result.classes.items()))
+        output.print_rows("Document classes", ["class", "objects"], [[k, v] for k, v in sorted(result.classes.items())])
     for step, bad in result.invalid.items():
         if bad:
             output.print_warning(

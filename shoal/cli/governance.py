@@ -14,7 +14,8 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings, state
+from shoal.cli.context import settings
+from shoal.cli.output import JsonOpt
 from shoal.exceptions import ShoalError
 
 principal_app = typer.Typer(help="Users: add, list, remove, passwords.", no_args_is_help=True)
@@ -25,20 +26,7 @@ grants_app = typer.Typer(help="List grants.", no_args_is_help=True)
 audit_app = typer.Typer(help="The audit log (admins).", no_args_is_help=True)
 owner_app = typer.Typer(help="Table owners and descriptions.", no_args_is_help=True)
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 AsOpt = Annotated[str, typer.Option("--as", help="Act as this principal (default: admin, the operator).")]
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(principal_app, name="principal")
-    app.add_typer(group_app, name="group")
-    app.add_typer(token_app, name="token")
-    app.add_typer(tag_app, name="tag")
-    app.add_typer(grants_app, name="grants")
-    app.add_typer(audit_app, name="audit")
-    app.add_typer(owner_app, name="owner")
-    app.command("grant")(grant)
-    app.command("revoke")(revoke)
 
 
 def _principals():
@@ -84,7 +72,6 @@ def principal_password(name: Annotated[str, typer.Argument()]) -> None:
 @principal_app.command("list")
 def principal_list(json_out: JsonOpt = False) -> None:
     """Users and groups."""
-    state["json"] = json_out
     rows = _principals().list()
     if json_out:
         output.print_json(rows)
@@ -136,7 +123,6 @@ def token_create(
     json_out: JsonOpt = False,
 ) -> None:
     """Create an API token; it is printed once and stored only as a hash."""
-    state["json"] = json_out
     token_id, token = _principals().create_token(name, description=description, expires_in_days=expires_days)
     if json_out:
         output.print_json({"id": token_id, "principal": name, "token": token})
@@ -155,7 +141,6 @@ def token_revoke(token_id: Annotated[str, typer.Argument()]) -> None:
 @token_app.command("list")
 def token_list(name: Annotated[str | None, typer.Argument()] = None, json_out: JsonOpt = False) -> None:
     """Tokens (ids and dates, never secrets)."""
-    state["json"] = json_out
     rows = _principals().list_tokens(name)
     if json_out:
         output.print_json(rows)
@@ -198,7 +183,6 @@ def grant(
     shoal grant SELECT|EXECUTE ON WORKFLOW name TO PRINCIPAL (see / also start and resume it in the console)."""
     from shoal.governance import AuditLog
 
-    state["json"] = json_out
     if on.upper() != "ON" or to.upper() != "TO":
         raise ShoalError("write: shoal grant PRIVILEGE ON TABLE|DATABASE|TAGS|WORKFLOW NAME TO PRINCIPAL")
     masks = {}
@@ -266,7 +250,6 @@ def grants_list(
     json_out: JsonOpt = False,
 ) -> None:
     """Grants, oldest first."""
-    state["json"] = json_out
     rows = [g.to_dict() for g in _gov().list(grantee)]
     if json_out:
         output.print_json(rows)
@@ -319,7 +302,6 @@ def tag_assign(
 @tag_app.command("list")
 def tag_list(json_out: JsonOpt = False) -> None:
     """Tag keys and allowed values."""
-    state["json"] = json_out
     tags = _gov().tags()
     output.print_json(tags) if json_out else output.print_rows(
         "Tags", ["key", "allowed values"], [[k, ", ".join(v)] for k, v in tags.items()]
@@ -356,7 +338,6 @@ def owner_show(
     json_out: JsonOpt = False,
 ) -> None:
     """Owner and description of a table or object."""
-    state["json"] = json_out
     gov = _gov()
     if is_object:
         from shoal.catalog import resolve_object_id
@@ -381,7 +362,6 @@ def audit_list(
     """Recent authorization decisions, newest first (admins only)."""
     from shoal.governance import AccessDenied, AuditLog
 
-    state["json"] = json_out
     s = settings()
     who = _principals().principal(as_)
     log = AuditLog(s)
@@ -408,12 +388,6 @@ access_point_app = typer.Typer(
 access_app = typer.Typer(help="Access requests: ask for a table; owners approve or reject.", no_args_is_help=True)
 
 
-def register_access(app: typer.Typer) -> None:
-    app.add_typer(access_point_app, name="access-point")
-    app.add_typer(access_app, name="access")
-    app.command("serve")(serve)
-
-
 @access_point_app.command("create")
 def access_point_create(
     name: Annotated[str, typer.Argument()],
@@ -429,7 +403,6 @@ def access_point_create(
     """Create a read-only access point over a raw-zone prefix and/or object tags."""
     from shoal.governance.access import RawAccess
 
-    state["json"] = json_out
     tags = dict(t.split("=", 1) for t in tag or [] if "=" in t)
     ap = RawAccess(settings()).create(
         _principals().principal(as_), name, prefix=prefix, principals=principal, tags=tags or None, cidrs=cidr or None
@@ -442,7 +415,6 @@ def access_point_list(json_out: JsonOpt = False) -> None:
     """Access points."""
     from shoal.governance.access import RawAccess
 
-    state["json"] = json_out
     rows = RawAccess(settings()).list()
     if json_out:
         output.print_json(rows)
@@ -483,7 +455,6 @@ def access_point_sign(
     """A time-limited signed URL (path part; prefix it with the server's address)."""
     from shoal.governance.access import RawAccess
 
-    state["json"] = json_out
     signed = RawAccess(settings()).sign(_principals().principal(as_), name, path, expires_in=expires_in)
     output.print_json(signed) if json_out else output.out.print(signed["url"])
 
@@ -498,7 +469,6 @@ def access_request(
     """Ask for SELECT on a table; its owner (or an admin) decides."""
     from shoal.governance.access import AccessRequests
 
-    state["json"] = json_out
     req = AccessRequests(settings()).request(_principals().principal(as_), table, reason)
     output.print_json(req) if json_out else output.out.print(f"request {req['id']} for {req['table']} is pending")
 
@@ -512,7 +482,6 @@ def access_requests_list(
     """Requests you made or may decide."""
     from shoal.governance.access import AccessRequests
 
-    state["json"] = json_out
     rows = AccessRequests(settings()).list(_principals().principal(as_), status)
     if json_out:
         output.print_json(rows)
@@ -548,82 +517,3 @@ def access_reject(
 
     AccessRequests(settings()).decide(_principals().principal(as_), request_id, approve=False, note=note)
     output.out.print(f"request {request_id} rejected")
-
-
-def serve(
-    host: Annotated[
-        str | None, typer.Option("--host", help="Address to bind (default [server] host, 127.0.0.1).")
-    ] = None,
-    port: Annotated[int | None, typer.Option("--port", help="Port (default [server] port, 8080).")] = None,
-    thrift: Annotated[
-        bool,
-        typer.Option("--thrift", help="Also start the JDBC/ODBC endpoint (Spark Thrift server) for BI tools."),
-    ] = False,
-    thrift_port: Annotated[
-        int | None, typer.Option("--thrift-port", help="Thrift port (default [server] thrift_port, 10000).")
-    ] = None,
-    thrift_only: Annotated[
-        bool, typer.Option("--thrift-only", help="Serve only the Thrift endpoint (no HTTP API).")
-    ] = False,
-    pg: Annotated[
-        bool,
-        typer.Option("--pg", help="Also serve the governed PostgreSQL-protocol endpoint for BI tools (psql, drivers)."),
-    ] = False,
-    pg_port: Annotated[
-        int | None, typer.Option("--pg-port", help="PostgreSQL endpoint port (default [server] pg_port, 5433).")
-    ] = None,
-    pg_only: Annotated[
-        bool, typer.Option("--pg-only", help="Serve only the PostgreSQL endpoint (no HTTP API).")
-    ] = False,
-) -> None:
-    """Serve the HTTP API and console (OpenAPI at /openapi.json); --pg adds the governed PostgreSQL
-    endpoint for BI tools; --thrift adds Spark's JDBC/ODBC endpoint (not governed: trusted operators)."""
-    import uvicorn
-
-    from shoal.web import create_app, server_config
-
-    s = settings()
-    proc = None
-    pg_server = None
-    if thrift or thrift_only or pg or pg_only:
-        import signal
-        import sys
-
-        # A TERM (service manager, kill) must still stop the endpoints in `finally`.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        if thrift or thrift_only:
-            from shoal.sql import thrift as thrift_server
-
-            output.err.print("starting the Thrift JDBC/ODBC server (a Spark application; about 20 s)")
-            proc, url = thrift_server.start(s, port=thrift_port)
-            output.err.print(
-                f"JDBC: {url}  (e.g. beeline -u {url}); it does not apply Shoal's grants (trusted operators only)"
-            )
-        if pg or pg_only:
-            from shoal.sql import pgwire
-
-            pg_server = pgwire.PgServer(s, port=pg_port).start()
-            pg_host, bound = pg_server.address
-            output.err.print(
-                f"PostgreSQL endpoint (governed) on {pg_host}:{bound}: "
-                f'psql "host={pg_host} port={bound} user=USER dbname=lake" (a password or an API token)'
-            )
-        if thrift_only or (pg_only and proc is not None):
-            assert proc is not None
-            proc.wait()
-            return
-        if pg_only:
-            assert pg_server is not None
-            import threading
-
-            threading.Event().wait()  # until Ctrl-C or TERM
-            return
-        docs = " (docs at /docs)" if s.server.api_docs else ""
-        output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port}{docs}")
-        uvicorn.Server(server_config(s, create_app(s), host, port)).run()
-    finally:
-        if proc is not None:
-            thrift_server.stop(proc)
-        if pg_server is not None:
-            pg_server.stop()

@@ -7,13 +7,10 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings, state
+from shoal.cli.context import settings
+from shoal.cli.output import JsonOpt
 
 model_app = typer.Typer(help="Custom models: register versions, list them, predict with them.", no_args_is_help=True)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(model_app, name="model")
 
 
 def _split(value: str | None) -> list[str]:
@@ -37,12 +34,11 @@ def register_cmd(
     trust: Annotated[
         list[str] | None, typer.Option("--trust", help="A type the skops file may load beyond skops' safe list.")
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Register a model version: its file is copied into the warehouse and hashed."""
     from shoal.models import register_model
 
-    state["json"] = json_out
     record, new = register_model(
         settings(),
         name,
@@ -63,12 +59,11 @@ def register_cmd(
 @model_app.command("list")
 def list_cmd(
     name: Annotated[str | None, typer.Argument(help="Only this model's versions.")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Every registered model version, oldest first."""
     from shoal.models import list_models
 
-    state["json"] = json_out
     found = list_models(settings(), name)
     if json_out:
         output.print_json([m.to_dict() for m in found])
@@ -95,12 +90,11 @@ def list_cmd(
 @model_app.command("show")
 def show_cmd(
     ref: Annotated[str, typer.Argument(help="NAME (newest version) or NAME@VERSION.")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """One model version's record: file, hash, inputs, outputs, labels."""
     from shoal.models import get_model
 
-    state["json"] = json_out
     record = get_model(settings(), ref)
     if json_out:
         output.print_json(record.to_dict())
@@ -116,13 +110,12 @@ def predict_cmd(
     columns: Annotated[str | None, typer.Option("--columns", help="Input column(s), comma-separated.")] = None,
     keep: Annotated[str | None, typer.Option("--keep", help="Key column(s) copied to the output.")] = None,
     into: Annotated[str | None, typer.Option("--into", help="Output table NS.TABLE (replaced).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Predict for given texts, or score a table into another table with the model version recorded."""
     from shoal.exceptions import ShoalError
     from shoal.models import get_model, load_predictor
 
-    state["json"] = json_out
     s = settings()
     record = get_model(s, ref)
     if text:

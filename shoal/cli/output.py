@@ -1,4 +1,4 @@
-"""Rendering for the CLI: tables, JSON, CSV, progress and errors (commands live in console.py)."""
+"""Rendering for the CLI: tables, JSON, CSV, progress and errors, and the `Output` of one run."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 from rich.table import Table
 
+from shoal.exceptions import ShoalError
 from shoal.sql import QueryResult, to_json_value
 
 # Not a terminal (a log, a pipe, CI): rich would wrap tables at 80 columns and split words
@@ -110,3 +112,56 @@ def print_rows(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     for r in rows:
         table.add_row(*[_escape(v) for v in r])
     out.print(table)
+
+
+class Output:
+    """How one run of `shoal` prints: human (rich tables, a spinner on stderr) or JSON.
+
+    The root callback attaches one per run (`shoal.cli.context.Run`); a command's `--json`
+    (`JsonOpt`) switches it, so results and errors come out in the same mode.
+    """
+
+    def __init__(self, json: bool = False) -> None:
+        self.json = json
+
+    def progress(self, title: str):
+        return progress(not self.json, title)
+
+    def emit(self, data: Any, human: Callable[[], None]) -> None:
+        """The result: `data` as JSON, or whatever `human` prints."""
+        if self.json:
+            print_json(data)
+        else:
+            human()
+
+    def failure(self, exc: ShoalError) -> None:
+        """An error, on stderr (and as one JSON object on stdout in JSON mode)."""
+        if self.json:
+            print_json({"error": str(exc).splitlines()[0], "hint": exc.hint})
+        print_error(str(exc))
+
+    # The demo and other callers that are handed an Output print through these.
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        out.print(*objects, **kwargs)
+
+    escape = staticmethod(escape)
+    print_json = staticmethod(print_json)
+    print_kv = staticmethod(print_kv)
+    print_rows = staticmethod(print_rows)
+    print_query = staticmethod(print_query)
+    print_warning = staticmethod(print_warning)
+    print_error = staticmethod(print_error)
+
+
+def _json_mode(ctx: typer.Context, value: bool) -> bool:
+    if value:
+        from shoal.cli.context import Run
+
+        run = ctx.find_object(Run)
+        if run is not None:
+            run.out.json = True
+    return value
+
+
+# The one `--json` flag of every command: switches this run's Output to JSON.
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.", callback=_json_mode)]

@@ -7,25 +7,21 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings, state
+from shoal.cli.context import settings
+from shoal.cli.output import JsonOpt
 
 quality_app = typer.Typer(help="Data-quality rulesets: run them, see their results.", no_args_is_help=True)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(quality_app, name="quality")
 
 
 @quality_app.command("run")
 def run(
     ruleset: Annotated[str, typer.Argument(help="Ruleset file (YAML or JSON).")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Evaluate a ruleset; results and a column profile are stored. Exit 1 when a `fail` rule fails."""
     from shoal.quality import load_ruleset, run_ruleset
     from shoal.spark import get_spark
 
-    state["json"] = json_out
     s = settings()
     rules = load_ruleset(ruleset)
     with output.progress(not json_out, f"quality {rules.name}") as say:
@@ -49,13 +45,12 @@ def run(
 def results(
     ruleset: Annotated[str | None, typer.Option("--ruleset", help="Only this ruleset.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many rule results.")] = 200,
-    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Stored rule results, newest first."""
     from shoal.quality import latest_results
     from shoal.spark import get_spark
 
-    state["json"] = json_out
     rows = latest_results(get_spark(settings()), ruleset=ruleset, limit=limit)
     if json_out:
         output.print_json(rows)

@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings, state
+from shoal.cli.context import settings
+from shoal.cli.output import JsonOpt
 from shoal.exceptions import ShoalError
 
 
@@ -16,11 +17,6 @@ class Mode(StrEnum):
     hybrid = "hybrid"
     vector = "vector"
     keyword = "keyword"
-
-
-def register(app: typer.Typer) -> None:
-    app.command("search")(search)
-    app.command("search-index")(search_index)
 
 
 def search(
@@ -31,12 +27,11 @@ def search(
     k: Annotated[int, typer.Option("--k", help="How many objects.")] = 10,
     as_: Annotated[str | None, typer.Option("--as", help="Only objects this principal may read.")] = None,
     mode: Annotated[Mode, typer.Option("--mode", help="Ranking: hybrid, vector or keyword.")] = Mode.hybrid,
-    json_out: Annotated[bool, typer.Option("--json")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Find objects by meaning and words; one line per object with its best passage."""
     from shoal.search.query import search as run_search
 
-    state["json"] = json_out
     s = settings()
     tags = {}
     for t in tag or []:
@@ -64,12 +59,11 @@ def search(
     )
 
 
-def search_index(json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+def search_index(json_out: JsonOpt = False) -> None:
     """Embed new or re-extracted objects' text and drop removed ones (incremental)."""
     from shoal.search.index import SearchIndex
     from shoal.spark import get_spark
 
-    state["json"] = json_out
     s = settings()
     with output.progress(not json_out, "search-index") as say:
         result = SearchIndex(s).update(

@@ -214,8 +214,8 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
     sc = spark.sparkContext
     slices = max(1, min(len(work), sc.defaultParallelism * 4))
     say(f"extracting {len(work)} objects in {slices} tasks")
-    from shoal.catalog.index import FACTS_SCHEMA, refresh_index
     from shoal.extract.runner import TIMESTAMP_FORMAT
+    from shoal.lake.object_index import FACTS_SCHEMA, refresh_index
 
     rdd = sc.parallelize(work, slices).mapPartitions(
         _partition(settings.extract.model_dump_json(), settings.warehouse_uri, result.run_id)
@@ -251,7 +251,7 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
             if counts.get(table):
                 rows(table).writeTo(metadata.table(table).sql).append()
         pages = (
-            rows("document_properties").agg(F.sum(F.coalesce("page_count", F.lit(0)))).first()[0]
+            rows("document_properties").agg(F.sum(F.coalesce("page_count", F.lit(0)))).collect()[0][0]
             if counts.get("document_properties")
             else 0
         )

@@ -54,7 +54,8 @@ def pii_analyzer(settings: ExtractSettings):
 
         _offline_tldextract()
         engine = SpacyNlpEngine(models=[{"lang_code": "en", "model_name": settings.spacy_model}])
-        engine.nlp = {"en": nlp}  # reuse the loaded pipeline instead of loading it twice
+        # Reuse the loaded pipeline instead of loading it twice (presidio types the attribute as unset).
+        engine.nlp = {"en": nlp}  # type: ignore[assignment]
         _models[key] = AnalyzerEngine(nlp_engine=engine, supported_languages=["en"])
         return _models[key]
 
@@ -67,7 +68,7 @@ def detect_language(text: str, settings: ExtractSettings) -> tuple[str | None, f
         return None, 0.0
     result = detect(sample, model=settings.language_model)
     best = result[0] if isinstance(result, list) else result
-    return best["lang"], float(best["score"])
+    return str(best["lang"]), float(best["score"])
 
 
 def _parts(ctx: Context, *, english_only: bool) -> list[TextPart]:
@@ -128,7 +129,7 @@ class Entities(Extractor):
 
     def run(self, ctx: Context) -> Extraction:
         nlp = spacy_pipeline(ctx.settings)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for p in _parts(ctx, english_only=True):
             doc = nlp(p.text)
             rows.extend(

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shoal import storage
-from shoal.catalog.index import object_facts
 from shoal.extract.base import Extraction, ObjectInfo
 from shoal.extract.router import Router
 from shoal.extract.sandbox import StepResult, run_isolated
 from shoal.ingest.sniff import SNIFF_BYTES, detect_media_type
+from shoal.lake.object_index import object_facts
 
 log = logging.getLogger(__name__)
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._ -]+")

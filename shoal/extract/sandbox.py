@@ -15,6 +15,7 @@ import resource
 import signal
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from shoal.config import ExtractSettings
 from shoal.extract.base import Context, Extraction, ExtractionRefused, ExtractionSkipped, ObjectInfo
@@ -122,8 +123,8 @@ class Sandbox:
 
     def __init__(self, router: Router) -> None:
         self.router = router
-        self.proc = None
-        self.conn = None
+        self.proc: Any = None  # a forked Process while running
+        self.conn: Any = None  # its end of the Pipe
         self.served = 0
 
     def _start(self) -> None:

@@ -36,10 +36,10 @@ from shoal.governance.throttle import Throttled, client_key
 from shoal.lake import database
 from shoal.lake.database import utcnow
 
-metadata = MetaData()
+state_tables = MetaData()
 access_points = Table(
     "shoal_access_points",
-    metadata,
+    state_tables,
     Column("name", String(100), primary_key=True),
     Column("prefix", Text, nullable=False),
     Column("tags", Text),  # JSON {key: value}
@@ -50,7 +50,7 @@ access_points = Table(
 )
 access_requests = Table(
     "shoal_access_requests",
-    metadata,
+    state_tables,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("principal", String(200), nullable=False, index=True),
     Column("table_name", String(400), nullable=False),
@@ -80,7 +80,7 @@ class RawObject:
 class RawAccess:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
         self.principals = Principals(settings)
         self.audit = AuditLog(settings)
 
@@ -313,7 +313,7 @@ class AccessRequests:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
         self.gov = Governance(settings)
         self.audit = AuditLog(settings)
 
@@ -324,16 +324,18 @@ class AccessRequests:
         if len(reason.strip()) < 5:
             raise GovernanceError("give a reason (at least a few words) for the owner")
         with self.engine.begin() as conn:
-            rid = conn.execute(
-                insert(access_requests).values(
-                    principal=principal.name,
-                    table_name=name,
-                    privilege="SELECT",
-                    reason=reason.strip()[:2000],
-                    status="pending",
-                    created_at=utcnow(),
+            rid = database.inserted_id(
+                conn.execute(
+                    insert(access_requests).values(
+                        principal=principal.name,
+                        table_name=name,
+                        privilege="SELECT",
+                        reason=reason.strip()[:2000],
+                        status="pending",
+                        created_at=utcnow(),
+                    )
                 )
-            ).inserted_primary_key[0]
+            )
         self.audit.record(principal.name, "access.request", name, True, request_id=rid)
         return self.get(rid)
 

@@ -14,7 +14,7 @@ import sqlglot
 from sqlalchemy import insert, select
 
 from shoal.config import Settings
-from shoal.governance.store import audit, metadata
+from shoal.governance.store import audit, state_tables
 from shoal.lake import database
 from shoal.lake.database import utcnow
 
@@ -32,7 +32,7 @@ def fingerprint(sql: str) -> str:
 
 class AuditLog:
     def __init__(self, settings: Settings) -> None:
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
 
     def record(
         self,

@@ -11,10 +11,11 @@ that shows it masks it.
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlalchemy import delete, insert, select, update
@@ -23,9 +24,12 @@ from sqlglot import exp
 from shoal.config import Settings
 from shoal.governance.errors import AccessDenied, GovernanceError
 from shoal.governance.principals import EVERYONE, Principal, Principals
-from shoal.governance.store import grants, metadata, table_info, tag_assignments, tag_keys
+from shoal.governance.store import grants, state_tables, table_info, tag_assignments, tag_keys
 from shoal.lake import database
 from shoal.lake.database import utcnow
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 PRIVILEGES = ("SELECT", "INSERT", "ALTER", "DROP", "DESCRIBE", "ALL")
 TARGETS = ("TABLE", "DATABASE", "TAGS", "WORKFLOW")
@@ -184,7 +188,7 @@ class Governance:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.principals = Principals(settings)
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
 
     # ---- grants ------------------------------------------------------------------------------
     def grant(
@@ -236,29 +240,31 @@ class Governance:
             if m not in MASKS:
                 raise GovernanceError(f"unknown mask {m!r} for {c} (known: {', '.join(MASKS)})")
         if table_columns is not None:
-            known = {c.lower() for c in table_columns}
-            unknown = sorted((set(cols) | set(excl) | set(mask_map)) - known)
+            existing = {c.lower() for c in table_columns}
+            unknown = sorted((set(cols) | set(excl) | set(mask_map)) - existing)
             if unknown:
                 raise GovernanceError(f"table {target} has no column(s) {', '.join(unknown)}")
         if row_filter:
             row_filter = check_predicate(row_filter, table_columns)
         self._require_grant_authority(by, privilege, target_kind, target)
         with self.engine.begin() as conn:
-            gid = conn.execute(
-                insert(grants).values(
-                    grantee=grantee,
-                    privilege=privilege,
-                    target_kind=target_kind,
-                    target=target,
-                    columns=json.dumps(cols) if cols else None,
-                    exclude_columns=json.dumps(excl) if excl else None,
-                    row_filter=row_filter,
-                    masks=json.dumps(mask_map) if mask_map else None,
-                    grantable=grantable,
-                    granted_by=by.name,
-                    created_at=utcnow(),
+            gid = database.inserted_id(
+                conn.execute(
+                    insert(grants).values(
+                        grantee=grantee,
+                        privilege=privilege,
+                        target_kind=target_kind,
+                        target=target,
+                        columns=json.dumps(cols) if cols else None,
+                        exclude_columns=json.dumps(excl) if excl else None,
+                        row_filter=row_filter,
+                        masks=json.dumps(mask_map) if mask_map else None,
+                        grantable=grantable,
+                        granted_by=by.name,
+                        created_at=utcnow(),
+                    )
                 )
-            ).inserted_primary_key[0]
+            )
         return self.get(gid)
 
     def _require_grant_authority(self, by: Principal, privilege: str, kind: str, target: str) -> None:
@@ -295,26 +301,26 @@ class Governance:
         with self.engine.connect() as conn:
             return [_grant(r) for r in conn.execute(q)]
 
-    def grants_for(self, principal: Principal) -> list[Grant]:
+    def grants_for(self, principal: Principal) -> builtins.list[Grant]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(grants).where(grants.c.grantee.in_(sorted(principal.identities)))).all()
         return [_grant(r) for r in rows]
 
     # ---- tags -----------------------------------------------------------------------------------
-    def create_tag(self, key: str, values: list[str]) -> None:
+    def create_tag(self, key: str, values: builtins.list[str]) -> None:
         key = key.lower()
         if not _IDENT.match(key) or not values:
             raise GovernanceError("a tag needs a key (letters, digits, _) and at least one allowed value")
         with self.engine.begin() as conn:
             database.upsert(conn, tag_keys, {"key": key}, {"allowed_values": json.dumps(sorted(set(values)))})
 
-    def tags(self) -> dict[str, list[str]]:
+    def tags(self) -> dict[str, builtins.list[str]]:
         with self.engine.connect() as conn:
             return {
                 r.key: json.loads(r.allowed_values) for r in conn.execute(select(tag_keys).order_by(tag_keys.c.key))
             }
 
-    def _check_tag_values(self, expression: dict[str, list[str]]) -> None:
+    def _check_tag_values(self, expression: dict[str, builtins.list[str]]) -> None:
         known = self.tags()
         for key, values in expression.items():
             if key not in known:
@@ -360,7 +366,7 @@ class Governance:
                 )
             )
 
-    def tags_of(self, table: str, columns: list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    def tags_of(self, table: str, columns: builtins.list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
         """Effective tags of a table (inheriting its database's) and of each column (inheriting the table's)."""
         db, tbl = table_key(table)
         with self.engine.connect() as conn:
@@ -433,7 +439,7 @@ class Governance:
             out |= set(PRIVILEGES) - {"ALL"} if g.privilege == "ALL" else {g.privilege}
         return out
 
-    def access(self, principal: Principal, table: str, columns: list[str]) -> TableAccess:
+    def access(self, principal: Principal, table: str, columns: builtins.list[str]) -> TableAccess:
         cols = [c.lower() for c in columns]
         if principal.is_admin or self.owner(table) == principal.name:
             return TableAccess(table, cols, [CellRule(set(cols), None, {})])
@@ -482,6 +488,25 @@ class Governance:
         if self.settings.governance.metadata_visible_to_all:
             return True
         return bool(self.privileges(principal, table))
+
+    def visible_tables(self, spark: SparkSession, principal: Principal) -> builtins.list[dict[str, Any]]:
+        """Every table in the catalog this principal may discover, with its owner/description and
+        the principal's privileges: what the API's table list and the console's catalog page show."""
+        out = []
+        for (db,) in spark.sql("SHOW NAMESPACES").collect():
+            for row in spark.sql(f"SHOW TABLES IN `{db}`").collect():
+                name = f"{db}.{row['tableName']}"
+                if self.discoverable(principal, name):
+                    out.append(
+                        {
+                            "database": db,
+                            "table": row["tableName"],
+                            "name": name,
+                            **self.info(name),
+                            "privileges": sorted(self.privileges(principal, name)),
+                        }
+                    )
+        return out
 
 
 def _satisfies(tags: dict[str, str], expression: dict[str, list[str]]) -> bool:

@@ -8,6 +8,7 @@ secret is stored (a hash fit for high-entropy secrets; compared in constant time
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import hashlib
 import hmac
@@ -25,7 +26,7 @@ from sqlalchemy import delete, insert, select, update
 from shoal.config import Settings
 from shoal.governance.errors import AuthError, GovernanceError
 from shoal.governance.sessions import end_sessions
-from shoal.governance.store import auth_failures, grants, members, metadata, principals, table_info, tokens
+from shoal.governance.store import auth_failures, grants, members, principals, state_tables, table_info, tokens
 from shoal.governance.throttle import Throttle, account_key, client_key
 from shoal.lake import database
 from shoal.lake.database import utcnow
@@ -53,7 +54,7 @@ class Principal:
 class Principals:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
         self.throttle = Throttle(settings)
         # Once per process and catalog: Principals is built per API request.
         if self.engine not in _bootstrapped:
@@ -102,7 +103,7 @@ class Principals:
         self.get_row(name)
         from shoal.governance import access  # access builds on principals: imported here, not at the top
 
-        database.engine(self.settings, access.metadata)  # its tables exist before they are cleaned
+        database.engine(self.settings, access.state_tables)  # its tables exist before they are cleaned
         with self.engine.begin() as conn:
             conn.execute(delete(members).where((members.c.member == name) | (members.c.group_name == name)))
             conn.execute(delete(tokens).where(tokens.c.principal == name))
@@ -238,7 +239,7 @@ class Principals:
         if not n:
             raise GovernanceError(f"no active token {token_id!r}")
 
-    def list_tokens(self, name: str | None = None) -> list[dict[str, Any]]:
+    def list_tokens(self, name: str | None = None) -> builtins.list[dict[str, Any]]:
         q = select(tokens).order_by(tokens.c.created_at)
         if name:
             q = q.where(tokens.c.principal == name)

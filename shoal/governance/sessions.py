@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, delete, insert, select, update
 
 from shoal.config import Settings
-from shoal.governance.store import metadata, sessions
+from shoal.governance.store import sessions, state_tables
 from shoal.lake import database
 
 
@@ -54,7 +54,7 @@ def end_sessions(
 
 class Sessions:
     def __init__(self, settings: Settings) -> None:
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
         self.lifetime = dt.timedelta(hours=settings.server.session_hours)
 
     def create(self, principal: str, *, token_id: str | None = None) -> tuple[str, Session]:

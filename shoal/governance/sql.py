@@ -275,7 +275,7 @@ class GovernedSql:
         return None
 
     # ---- checks ---------------------------------------------------------------------------------
-    def _forbid(self, tree: exp.Expression) -> None:
+    def _forbid(self, tree: exp.Expr) -> None:
         if tree.find(exp.QueryTransform) is not None:
             raise AccessDenied("script transforms (TRANSFORM ... USING) are not allowed")
         for fn in tree.find_all(exp.Func):
@@ -297,7 +297,7 @@ class GovernedSql:
             )
 
     # ---- the rewrite ----------------------------------------------------------------------------
-    def govern(self, query: exp.Expression, tables: list[str]) -> exp.Expression:
+    def govern(self, query: exp.Expr, tables: list[str]) -> exp.Expr:
         tree = query.copy()
         for hint in list(tree.find_all(exp.Hint)):
             hint.pop()  # hints name tables without reading them; the rewrite would misread them
@@ -313,7 +313,7 @@ class GovernedSql:
             self._replace(table, tables)
         return tree
 
-    def _rename_ctes(self, tree: exp.Expression) -> dict[int, tuple[str, str]]:
+    def _rename_ctes(self, tree: exp.Expr) -> dict[int, tuple[str, str]]:
         """Give every CTE a private name; map each reference (by node id) to it."""
         renames: dict[int, tuple[str, str]] = {}
         private: dict[int, dict[str, str]] = {}
@@ -328,9 +328,9 @@ class GovernedSql:
             name = table.name.lower()
             node = table.parent
             while node is not None:
-                with_ = node.args.get("with_") or node.args.get("with")
-                if isinstance(with_, exp.With) and id(with_) in private and name in self._visible_ctes(with_, table):
-                    renames[id(table)] = (private[id(with_)][name], table.alias_or_name)
+                clause = node.args.get("with_") or node.args.get("with")
+                if isinstance(clause, exp.With) and id(clause) in private and name in self._visible_ctes(clause, table):
+                    renames[id(table)] = (private[id(clause)][name], table.alias_or_name)
                     break
                 node = node.parent
         for with_ in tree.find_all(exp.With):
@@ -428,7 +428,7 @@ class GovernedSql:
         except Exception:  # noqa: BLE001 - a missing table reads as "not granted or does not exist"
             return None
 
-    def _real_name(self, table: exp.Expression) -> str:
+    def _real_name(self, table: exp.Expr) -> str:
         if not isinstance(table, exp.Table) or not table.name:
             raise AccessDenied("the statement's target is not a table name")
         catalog = table.text("catalog").lower()
@@ -443,7 +443,7 @@ class GovernedSql:
         table.set("this", exp.to_identifier(name))
 
     @staticmethod
-    def _collect_tables(tree: exp.Expression, plan: _Plan) -> None:
+    def _collect_tables(tree: exp.Expr, plan: _Plan) -> None:
         """An admin's statement runs as written; the audit still names what it touches."""
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         target = tree.this if isinstance(tree, exp.Insert | exp.Drop | exp.Alter | exp.Create | exp.Merge) else None
@@ -544,7 +544,7 @@ def _nesting(sql: str) -> int:
     return deepest
 
 
-def _verify_covered(tree: exp.Expression) -> None:
+def _verify_covered(tree: exp.Expr) -> None:
     """Deny by default: every table left in a rewritten statement must be one the rewrite made
     or checked. Anything else (a syntax the rewrite walked past) refuses the statement."""
     for table in tree.find_all(exp.Table):

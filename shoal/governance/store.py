@@ -17,11 +17,11 @@ from sqlalchemy import (
     text,
 )
 
-metadata = MetaData()
+state_tables = MetaData()
 
 principals = Table(
     "shoal_principals",
-    metadata,
+    state_tables,
     Column("name", String(200), primary_key=True),
     Column("kind", String(8), nullable=False),  # user | group
     Column("is_admin", Boolean, nullable=False, default=False),
@@ -30,13 +30,13 @@ principals = Table(
 )
 members = Table(
     "shoal_group_members",
-    metadata,
+    state_tables,
     Column("group_name", String(200), primary_key=True),
     Column("member", String(200), primary_key=True),
 )
 tokens = Table(
     "shoal_tokens",
-    metadata,
+    state_tables,
     Column("id", String(32), primary_key=True),
     Column("principal", String(200), nullable=False, index=True),
     Column("secret_hash", String(128), nullable=False),
@@ -48,7 +48,7 @@ tokens = Table(
 )
 grants = Table(
     "shoal_grants",
-    metadata,
+    state_tables,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("grantee", String(200), nullable=False, index=True),
     Column("privilege", String(16), nullable=False),
@@ -64,13 +64,13 @@ grants = Table(
 )
 tag_keys = Table(
     "shoal_tag_keys",
-    metadata,
+    state_tables,
     Column("key", String(128), primary_key=True),
     Column("allowed_values", Text, nullable=False),  # JSON list
 )
 tag_assignments = Table(
     "shoal_tag_assignments",
-    metadata,
+    state_tables,
     Column("key", String(128), nullable=False),
     Column("value", String(256), nullable=False),
     Column("database", String(200), nullable=False),
@@ -80,7 +80,7 @@ tag_assignments = Table(
 )
 table_info = Table(
     "shoal_table_info",
-    metadata,
+    state_tables,
     Column("name", String(400), primary_key=True),
     Column("owner", String(200)),
     Column("description", Text),
@@ -89,7 +89,7 @@ table_info = Table(
 # `shoal_web_sessions`, dropped by migration 0002.
 sessions = Table(
     "shoal_sessions",
-    metadata,
+    state_tables,
     Column("id_hash", String(64), primary_key=True),
     Column("principal", String(200), nullable=False, index=True),
     Column("token_id", String(32), index=True),  # the API token signed in with, if any
@@ -101,7 +101,7 @@ sessions = Table(
 # Failed credential checks per key (`account:NAME`, `token:ID`, `client:ADDR`, ...): shoal.governance.throttle.
 auth_failures = Table(
     "shoal_auth_failures",
-    metadata,
+    state_tables,
     Column("key", String(300), primary_key=True),
     Column("failures", Integer, nullable=False, default=0),
     Column("window_start", DateTime, nullable=False),
@@ -110,7 +110,7 @@ auth_failures = Table(
 )
 audit = Table(
     "shoal_audit",
-    metadata,
+    state_tables,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("ts", DateTime, nullable=False, index=True),
     Column("principal", String(200), nullable=False),

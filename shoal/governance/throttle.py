@@ -19,7 +19,7 @@ from sqlalchemy import delete, select
 
 from shoal.config import Settings
 from shoal.governance.errors import AuthError
-from shoal.governance.store import auth_failures, metadata
+from shoal.governance.store import auth_failures, state_tables
 from shoal.lake import database
 from shoal.lake.database import utcnow
 
@@ -42,7 +42,7 @@ def client_key(client: str | None, kind: str = "client") -> str | None:
 
 class Throttle:
     def __init__(self, settings: Settings) -> None:
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
         g = settings.governance
         self.window = dt.timedelta(seconds=g.throttle_window_s)
         self.base = g.throttle_lockout_s
@@ -77,7 +77,7 @@ class Throttle:
                 in_window = row is not None and now - row.window_start <= self.window
                 # Locks in a row double; a quiet window after the last lock forgives them.
                 recent_lock = row is not None and row.locked_until is not None and now - row.locked_until <= self.window
-                failures = (row.failures if in_window else 0) + 1
+                failures = (row.failures if row is not None and in_window else 0) + 1
                 lockouts = row.lockouts if row is not None and (in_window or recent_lock) else 0
                 values: dict[str, object] = {"failures": failures, "lockouts": lockouts}
                 if not in_window:

@@ -152,7 +152,7 @@ def ingest(
             say(f"recording {len(rows)} new objects")
             append_objects(spark, rows)
     if rows:
-        from shoal.catalog.index import refresh_index
+        from shoal.lake.object_index import refresh_index
 
         refresh_index(spark, [r["object_id"] for r in rows])
     return result

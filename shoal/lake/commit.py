@@ -41,6 +41,7 @@ def commit_with_properties(spark: SparkSession, properties: dict[str, str], fn: 
     sc = spark.sparkContext
     ensure_callback_server_started(sc._gateway)
     jvm = sc._jvm
+    assert jvm is not None  # a live SparkContext has its gateway
     jprops = jvm.java.util.HashMap()
     for k, v in properties.items():
         jprops.put(k, v)
@@ -57,6 +58,7 @@ def commit_with_properties(spark: SparkSession, properties: dict[str, str], fn: 
 
 def _iceberg_table(spark: SparkSession, qualified_name: str):
     jvm = spark.sparkContext._jvm
+    assert jvm is not None
     return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified_name)
 
 

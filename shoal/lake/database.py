@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+from collections.abc import Mapping
+from typing import Any
 
-from sqlalchemy import Connection, Engine, MetaData, Table, create_engine, event, insert, update
+from sqlalchemy import Connection, CursorResult, Engine, MetaData, Table, create_engine, event, insert, update
 
 from shoal.config import Settings
 from shoal.private import private_dir, private_file
@@ -30,7 +32,7 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def upsert(conn: Connection, table: Table, key: dict[str, object], values: dict[str, object]) -> None:
+def upsert(conn: Connection, table: Table, key: Mapping[str, object], values: Mapping[str, object]) -> None:
     """Update the row with this key, or insert it (portable: no dialect-specific ON CONFLICT)."""
     where = [table.c[k] == v for k, v in key.items()]
     if not conn.execute(update(table).where(*where).values(**values)).rowcount:
@@ -99,3 +101,10 @@ def dispose() -> None:
         _created.clear()
     with _migrate_lock:
         _migrated.clear()
+
+
+def inserted_id(result: CursorResult[Any]) -> int:
+    """The primary key an INSERT of one row created."""
+    key = result.inserted_primary_key
+    assert key is not None, "not an INSERT of one row"
+    return int(key[0])

@@ -19,6 +19,7 @@ import tempfile
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, insert, select
@@ -33,10 +34,10 @@ KINDS = ("onnx", "sklearn", "spacy", "entrypoint")
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,39}$")
 
-metadata = MetaData()
+state_tables = MetaData()
 models = Table(
     "shoal_models",
-    metadata,
+    state_tables,
     Column("name", String(64), primary_key=True),
     Column("version", String(40), primary_key=True),
     Column("kind", String(20), nullable=False),
@@ -90,6 +91,7 @@ def detect_kind(source: str) -> str:
 
 
 def _backend(kind: str):
+    mod: ModuleType
     if kind == "onnx":
         from shoal.models import onnx as mod
     elif kind == "sklearn":
@@ -135,7 +137,7 @@ def _row(r) -> ModelVersion:
 
 
 def list_models(settings: Settings, name: str | None = None) -> list[ModelVersion]:
-    eng = database.engine(settings, metadata)
+    eng = database.engine(settings, state_tables)
     q = select(models).order_by(models.c.name, models.c.registered_at)
     if name:
         q = q.where(models.c.name == name)
@@ -230,7 +232,7 @@ def register_model(
         "registered_by": _user(),
         "registered_at": database.utcnow(),
     }
-    with database.engine(settings, metadata).begin() as conn:
+    with database.engine(settings, state_tables).begin() as conn:
         conn.execute(insert(models).values(**record))
     return get_model(settings, f"{name}@{version}"), True
 

@@ -29,17 +29,17 @@ from shoal.exceptions import ShoalError
 from shoal.lake import database
 from shoal.lake.database import utcnow as _now
 
-metadata = MetaData()
+state_tables = MetaData()
 topics = Table(
     "shoal_topics",
-    metadata,
+    state_tables,
     Column("name", String(200), primary_key=True),
     Column("description", Text),
     Column("created_at", DateTime, nullable=False),
 )
 subscriptions = Table(
     "shoal_subscriptions",
-    metadata,
+    state_tables,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("topic", String(200), nullable=False, index=True),
     Column("protocol", String(16), nullable=False),
@@ -48,7 +48,7 @@ subscriptions = Table(
 )
 deliveries = Table(
     "shoal_deliveries",
-    metadata,
+    state_tables,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("message_id", String(64), nullable=False, index=True),
     Column("topic", String(200), nullable=False),
@@ -113,7 +113,7 @@ class PublishResult:
 class Notifier:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
 
     # ---- topics and subscriptions -------------------------------------------------------------
     def create_topic(self, name: str, description: str | None = None) -> bool:
@@ -159,9 +159,11 @@ class Notifier:
         if protocol == "file":
             endpoint = str(Path(endpoint).expanduser().resolve())
         with self.engine.begin() as conn:
-            return conn.execute(
-                insert(subscriptions).values(topic=topic, protocol=protocol, endpoint=endpoint, created_at=_now())
-            ).inserted_primary_key[0]
+            return database.inserted_id(
+                conn.execute(
+                    insert(subscriptions).values(topic=topic, protocol=protocol, endpoint=endpoint, created_at=_now())
+                )
+            )
 
     def unsubscribe(self, subscription_id: int) -> None:
         with self.engine.begin() as conn:

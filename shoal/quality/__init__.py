@@ -79,6 +79,13 @@ class Rule(BaseModel):
     max_age_hours: float | None = None
     expression: str | None = None
 
+    @property
+    def column_name(self) -> str:
+        """The column of a rule whose type needs one (checked when the ruleset is loaded)."""
+        if self.column is None:
+            raise QualityError(f"rule {self.type}: needs a column")
+        return self.column
+
     @model_validator(mode="after")
     def _needs(self) -> Rule:
         need = {
@@ -213,7 +220,7 @@ def run_ruleset(spark, settings, ruleset: Ruleset, *, say=lambda _m: None) -> Qu
     conditions: dict[int, str] = {}
     args: dict[str, Any] = {}
     for i, r in enumerate(ruleset.rules):
-        c = _q(columns[r.column.lower()]) if r.column else None
+        c = _q(columns[r.column_name.lower()]) if r.column else None
         if r.type == "completeness":
             conditions[i] = f"{c} IS NOT NULL"
         elif r.type == "range":
@@ -240,12 +247,12 @@ def run_ruleset(spark, settings, ruleset: Ruleset, *, say=lambda _m: None) -> Qu
         f"sum(CASE WHEN {cond} THEN 1 ELSE 0 END) AS pass_{i}" for i, cond in conditions.items()
     ]
     aggs += [
-        f"count({_q(columns[r.column.lower()])}) AS nonnull_{i}, count(DISTINCT {_q(columns[r.column.lower()])}) AS distinct_{i}"
+        f"count({_q(columns[r.column_name.lower()])}) AS nonnull_{i}, count(DISTINCT {_q(columns[r.column_name.lower()])}) AS distinct_{i}"
         for i, r in enumerate(ruleset.rules)
         if r.type == "uniqueness"
     ]
     aggs += [
-        f"CAST(max({_q(columns[r.column.lower()])}) AS TIMESTAMP) AS newest_{i}"
+        f"CAST(max({_q(columns[r.column_name.lower()])}) AS TIMESTAMP) AS newest_{i}"
         for i, r in enumerate(ruleset.rules)
         if r.type == "freshness"
     ]
@@ -298,7 +305,7 @@ def run_ruleset(spark, settings, ruleset: Ruleset, *, say=lambda _m: None) -> Qu
             ref_cols = {f.name.lower(): f.name for f in ref_df.schema.fields}
             if ref.column.lower() not in ref_cols:
                 raise QualityError(f"rule {r.label!r}: {ref.table} has no column {ref.column!r}")
-            left = df.select(F.col(_q(columns[r.column.lower()])).alias("k")).where(F.col("k").isNotNull())
+            left = df.select(F.col(_q(columns[r.column_name.lower()])).alias("k")).where(F.col("k").isNotNull())
             right = ref_df.select(F.col(_q(ref_cols[ref.column.lower()])).alias("k"))
             orphans = left.join(right, "k", "left_anti").count()
             checked = left.count()

@@ -27,10 +27,10 @@ from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
 from shoal.lake import database
 
-metadata = MetaData()
+state_tables = MetaData()
 jobs_table = Table(
     "shoal_jobs",
-    metadata,
+    state_tables,
     Column("name", String(200), primary_key=True),
     Column("kind", String(16), nullable=False),
     Column("definition", Text, nullable=False),
@@ -101,7 +101,7 @@ class Dataset:
         return cls(format=fmt, path=path, table=table, options=options)
 
     def describe(self) -> str:
-        return self.table if self.format == "iceberg" else f"{self.format}:{self.path}"
+        return str(self.table) if self.format == "iceberg" else f"{self.format}:{self.path}"
 
 
 def _bucket_key(loc: dict[str, Any]) -> str | None:
@@ -166,7 +166,7 @@ class Output:
         )
 
     def describe(self) -> str:
-        return self.table if self.format == "iceberg" else f"{self.format}:{self.path}"
+        return str(self.table) if self.format == "iceberg" else f"{self.format}:{self.path}"
 
 
 @dataclass
@@ -183,6 +183,13 @@ class Job:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)
+
+    @property
+    def callable_ref(self) -> str:
+        """A python job's `module:function` (its file is refused without one)."""
+        if self.entry_point is None:
+            raise JobError(f"job {self.name!r} is a {self.kind} job: it has no entry_point")
+        return self.entry_point
 
     @classmethod
     def from_json(cls, text: str) -> Job:
@@ -355,7 +362,7 @@ def load_job_file(path: str | Path, *, dataset: str | Path | None = None, recipe
 
 class JobRegistry:
     def __init__(self, settings: Settings) -> None:
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
 
     def register(self, job: Job) -> None:
         values = {
@@ -386,10 +393,10 @@ class JobRegistry:
             job = load_job_file(ref)
             self.register(job)
             return job
-        job = self.get(ref)
-        if job is None:
+        found = self.get(ref)
+        if found is None:
             raise JobError(f"no job named {ref!r} and no such file", hint="register it with `shoal job register FILE`")
-        return job
+        return found
 
 
 @dataclass
@@ -424,6 +431,7 @@ def read_dataset(spark, ds: Dataset):
     from shoal.lake.tables import TableName
 
     if ds.format == "iceberg":
+        assert ds.table is not None  # Dataset.parse requires a table for iceberg
         return spark.table(TableName.parse(ds.table).sql)
     options = {"header": "true", "inferSchema": "true"} if ds.format == "csv" else {}
     options.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in ds.options.items()})
@@ -474,6 +482,7 @@ def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobR
         raise JobError(f"job {job.name!r} is a {job.kind} job, not a recipe job")
     started = time.monotonic()
     run_id = f"{job.name}-{uuid.uuid4().hex[:12]}"
+    assert job.input is not None  # a recipe job's file requires an input
     stage = f"reading {job.input.describe()}"
     try:
         return _run(spark, settings, job, run_id, started, say, stage)
@@ -490,6 +499,7 @@ def _run(spark, settings: Settings, job: Job, run_id: str, started: float, say, 
     from shoal.recipes.apply import apply_recipe
 
     say(f"{job.name}: {stage}")
+    assert job.input is not None  # run_job checked: a recipe job has an input
     try:
         source = read_dataset(spark, job.input)
     except ShoalError:
@@ -530,6 +540,7 @@ def write_output(spark, settings: Settings, df, out: Output) -> OutputResult:
     if out.format == "iceberg":
         from shoal.lake.tables import TableName
 
+        assert out.table is not None  # Output.parse requires a table for iceberg
         name = TableName.parse(out.table)
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{name.namespace}`")
         writer = df.writeTo(name.sql)
@@ -552,6 +563,7 @@ def write_output(spark, settings: Settings, df, out: Output) -> OutputResult:
     if out.format == "csv":
         writer = writer.option("header", out.options.get("header", "true"))
     target = out.path
+    assert target is not None  # Output.parse requires a path for file formats
     if "://" in target:
         writer.mode("overwrite" if out.mode == "replace" else "append").save(target)
         return OutputResult(target, df.count(), 0)

@@ -324,7 +324,7 @@ def replace_pattern(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataF
 def _split(df: DataFrame, src: str, regex: str, limit: int, ctx: StepContext) -> DataFrame:
     _require(df, [src], ctx)
     parts = F.split(col(src).cast("string"), regex, limit + 1 if limit > 0 else -1)
-    width = limit + 1 if limit > 0 else df.select(F.max(F.size(parts))).first()[0] or 1
+    width = limit + 1 if limit > 0 else df.select(F.max(F.size(parts))).collect()[0][0] or 1
     out = df
     for i in range(width):
         out = out.withColumn(f"{src}_{i + 1}", parts.getItem(i))
@@ -356,9 +356,9 @@ def _fill(value_of: Callable[[DataFrame, str], Any]) -> Operation:
     return op
 
 
-OPERATIONS["FILL_WITH_AVERAGE"] = _fill(lambda df, c: df.select(F.avg(col(c))).first()[0])
-OPERATIONS["FILL_WITH_MEDIAN"] = _fill(lambda df, c: df.select(F.percentile_approx(col(c), 0.5)).first()[0])
-OPERATIONS["FILL_WITH_SUM"] = _fill(lambda df, c: df.select(F.sum(col(c))).first()[0])
+OPERATIONS["FILL_WITH_AVERAGE"] = _fill(lambda df, c: df.select(F.avg(col(c))).collect()[0][0])
+OPERATIONS["FILL_WITH_MEDIAN"] = _fill(lambda df, c: df.select(F.percentile_approx(col(c), 0.5)).collect()[0][0])
+OPERATIONS["FILL_WITH_SUM"] = _fill(lambda df, c: df.select(F.sum(col(c))).collect()[0][0])
 OPERATIONS["FILL_WITH_MOST_FREQUENT"] = _fill(
     lambda df, c: (df.where(col(c).isNotNull()).groupBy(col(c)).count().orderBy(F.desc("count")).first() or [None])[0]
 )
@@ -688,7 +688,12 @@ def unpivot(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
     types = {df.schema[n].dataType.simpleString() for n in names}
     cast = "string" if len(types) > 1 else None
     source = df.select(*[col(c) for c in ids], *[(col(n).cast(cast) if cast else col(n)).alias(n) for n in names])
-    return source.unpivot(ids, names, p.get("unpivotColumn", "column"), p.get("valueColumn", "value"))
+    return source.unpivot(
+        list[Column | str](ids),
+        list[Column | str](names),
+        p.get("unpivotColumn", "column"),
+        p.get("valueColumn", "value"),
+    )
 
 
 @operation("SORT")

@@ -35,7 +35,7 @@ def profile(df: DataFrame, *, top: int = 5) -> dict[str, Any]:
             ]
         else:
             aggs += [F.min(c).cast("string").alias(f"{i}_min"), F.max(c).cast("string").alias(f"{i}_max")]
-    row = df.agg(*aggs).first().asDict()
+    row = df.agg(*aggs).collect()[0].asDict()  # an aggregate: exactly one row
     rows = row["__rows"]
     columns = []
     for i, f in enumerate(fields):

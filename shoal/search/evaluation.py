@@ -158,7 +158,10 @@ class Scores:
 
 def score(results: dict[str, list[str]], k: int = 10) -> Scores:
     """results: query -> ranked document names."""
-    hits, rr, para, kw = [], [], [], []
+    hits: list[bool] = []
+    rr: list[float] = []
+    para: list[bool] = []
+    kw: list[bool] = []
     for query, relevant, kind in QUERIES:
         ranked = results.get(query, [])[:k]
         found = relevant in ranked

@@ -83,7 +83,7 @@ def search(
         q = embed.load(model or settings.search.model).encode([query])[0]
         if where:
             ids, vectors = index.vectors("WHERE " + where, tuple(args))
-            order = np.argsort(-(vectors @ q))[:depth] if len(ids) else []
+            order: Any = np.argsort(-(vectors @ q))[:depth] if len(ids) else []
             vector_ranks = {int(ids[i]): r for r, i in enumerate(order)}
         else:
             ann = index.ann()
@@ -91,7 +91,8 @@ def search(
                 import faiss
 
                 # Breadth of the graph walk: measured recall@10 vs exact 0.89 at 100, see benchmarks/search.py.
-                faiss.downcast_index(ann.index).hnsw.efSearch = max(settings.search.ef_search, depth)
+                hnsw: Any = faiss.downcast_index(ann.index)  # the HNSW index the store builds
+                hnsw.hnsw.efSearch = max(settings.search.ef_search, depth)
                 _, found = ann.search(q[None, :], min(depth, ann.ntotal))
                 vector_ranks = {int(i): r for r, i in enumerate(found[0]) if i >= 0}
     if mode in ("hybrid", "keyword"):

@@ -34,10 +34,10 @@ from shoal.exceptions import SqlError, first_line
 from shoal.lake import database
 from shoal.sql import QueryResult, run, split_statements
 
-metadata = MetaData()
+state_tables = MetaData()
 external_tables = Table(
     "shoal_external_tables",
-    metadata,
+    state_tables,
     Column("name", String(300), primary_key=True),
     Column("columns", Text, nullable=False),
     Column("partition_columns", Text, nullable=False),
@@ -111,7 +111,7 @@ class Registry:
     """External table definitions in the catalog database."""
 
     def __init__(self, settings: Settings) -> None:
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
 
     def get(self, name: str) -> ExternalTable | None:
         with self.engine.connect() as conn:
@@ -229,11 +229,11 @@ class SqlRunner:
             return run(self.spark, sql, limit=limit)  # Spark SQL as written (no round trip)
         return run(self.spark, rewritten, limit=limit)
 
-    def to_spark(self, tree: exp.Expression) -> str:
+    def to_spark(self, tree: exp.Expr) -> str:
         """Spark SQL for `tree`, with references to external tables made to resolve."""
         return self._rewrite(tree)[0]
 
-    def _rewrite(self, tree: exp.Expression) -> tuple[str, bool]:
+    def _rewrite(self, tree: exp.Expr) -> tuple[str, bool]:
         changed = False
         tree = tree.copy()
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
@@ -247,13 +247,14 @@ class SqlRunner:
                 if self.database:
                     table.set("db", exp.to_identifier(self.database))
             name = self._name(table)
-            if name in externals:
-                self.materialize(self.registry.get(name))
+            ext = self.registry.get(name) if name in externals else None
+            if ext is not None:
+                self.materialize(ext)
                 table.set("catalog", exp.to_identifier(SESSION_CATALOG))
                 changed = True
         return tree.sql(dialect="spark"), changed
 
-    def _name(self, table: exp.Expression) -> str | None:
+    def _name(self, table: exp.Expr) -> str | None:
         if not isinstance(table, exp.Table) or not table.name:
             return None
         db = table.text("db") or self.database
@@ -494,7 +495,7 @@ def _is_empty(settings: Settings, location: str) -> bool:
     return not any(e.type == pafs.FileType.File for e in found)
 
 
-def _column_defs(schema: exp.Expression) -> list[tuple[str, str]]:
+def _column_defs(schema: exp.Expr) -> list[tuple[str, str]]:
     """(name, Spark type) of each column a DDL schema declares."""
     return [(c.name, c.args["kind"].sql(dialect="spark")) for c in schema.expressions if isinstance(c, exp.ColumnDef)]
 

@@ -217,13 +217,10 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/api/v1/catalog/tables")
     def tables(who: Who) -> list[dict[str, Any]]:
-        gov = Governance(settings)
-        out = []
-        for (db,) in spark().sql("SHOW NAMESPACES").collect():
-            for row in spark().sql(f"SHOW TABLES IN `{db}`").collect():
-                name = f"{db}.{row['tableName']}"
-                if gov.discoverable(who, name):
-                    out.append({"name": name, **gov.info(name), "privileges": sorted(gov.privileges(who, name))})
+        out = [
+            {key: value for key, value in entry.items() if key not in ("database", "table")}
+            for entry in Governance(settings).visible_tables(spark(), who)
+        ]
         AuditLog(settings).record(who.name, "catalog.list", None, True, tables=len(out))
         return out
 

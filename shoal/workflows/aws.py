@@ -86,10 +86,10 @@ RESULT_MAX_BYTES = 16 * 1024 * 1024
 RESULT_RETENTION_DAYS = 45  # how long the cloud keeps query history
 PAGE_MAX = 1000
 
-metadata = MetaData()
+state_tables = MetaData()
 athena_queries = Table(
     "shoal_athena_queries",
-    metadata,
+    state_tables,
     Column("query_execution_id", String(64), primary_key=True),
     Column("execution", Text, nullable=False),  # the GetQueryExecution QueryExecution object
     Column(
@@ -173,7 +173,7 @@ class QueryStore:
     """Query executions and their results, kept in the catalog database by QueryExecutionId."""
 
     def __init__(self, settings: Settings) -> None:
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
 
     def put(self, execution: dict[str, Any], result: dict[str, Any] | None) -> None:
         cutoff = database.utcnow() - dt.timedelta(days=RESULT_RETENTION_DAYS)
@@ -388,7 +388,7 @@ def _run_registered_job(ctx: TaskContext, ref: str, arguments: dict[str, Any]) -
     job = JobRegistry(ctx.settings).resolve(ref)
     started = time.time()
     if job.kind == "python":
-        load_callable(job.entry_point)({**job.arguments, **arguments})
+        load_callable(job.callable_ref)({**job.arguments, **arguments})
         result = None
     else:
         result = run_job(ctx.spark(), ctx.settings, job, say=ctx.say)

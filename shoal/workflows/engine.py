@@ -17,7 +17,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -686,9 +686,9 @@ class _Run:
             )
             raise
         except Exception as exc:  # noqa: BLE001 - any task failure becomes a States error the definition can catch
-            err = errors.from_exception(exc)
-            self.store.event(self.id, "TaskFailed", state=name, scope=scope, error=err.error, cause=err.cause)
-            raise err from exc
+            failure = errors.from_exception(exc)
+            self.store.event(self.id, "TaskFailed", state=name, scope=scope, error=failure.error, cause=failure.cause)
+            raise failure from exc
         result = json.loads(json.dumps(result, default=str)) if result is not None else None
         self.store.event(
             self.id,
@@ -772,6 +772,7 @@ class _Run:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
                 raise StatesError(errors.RUNTIME, f"{what} of Map state {name!r} is {value!r}, not a number >= 0")
         processor = state.get("ItemProcessor", state.get("Iterator"))
+        assert processor is not None  # the definition check requires one on every Map state
         body = {k: v for k, v in processor.items() if k != "ProcessorConfig"}
         prefix = f"{scope}/{name}["
         if not resume:
@@ -804,7 +805,7 @@ class _Run:
 
     def _fan_out(
         self,
-        jobs: list[tuple[str, dict, Any, dict | None]],
+        jobs: Sequence[tuple[str, dict, Any, dict | None]],
         workers: int,
         variables: dict[str, Any],
         *,

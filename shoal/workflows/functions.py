@@ -22,10 +22,10 @@ from shoal.exceptions import ShoalError
 from shoal.lake import database
 from shoal.workflows.errors import StatesError
 
-metadata = MetaData()
+state_tables = MetaData()
 functions_table = Table(
     "shoal_functions",
-    metadata,
+    state_tables,
     Column("name", String(200), primary_key=True),
     Column("target", Text, nullable=False),
     Column("description", Text),
@@ -46,7 +46,7 @@ class FunctionError(ShoalError):
 class FunctionRegistry:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
 
     def register(self, name: str, target: str, *, description: str | None = None) -> dict[str, Any]:
         from shoal.workflows.tasks import load_callable

@@ -39,7 +39,7 @@ def _compiled(path: str):
         raise ValueError(f"not a valid JSONPath: {path!r} ({exc})") from None
 
 
-def check_path(path: str) -> None:
+def check_path(path: Any) -> None:
     """Raise ValueError unless `path` is a Path ($, $$ or $variable followed by JSONPath)."""
     if not isinstance(path, str) or not path.startswith("$"):
         raise ValueError(f"a path must start with '$', got {path!r}")
@@ -226,7 +226,7 @@ class Intrinsic:
         name = m.group("func")
         if name not in FUNCTIONS:
             raise ValueError(f"unknown intrinsic function {name} (known: {', '.join(sorted(FUNCTIONS))})")
-        pos, args = m.end(), []
+        pos, args = m.end(), list[Any]()
         while True:
             m = _TOKEN.match(text, pos)
             if not m:

@@ -15,6 +15,7 @@ policy (`[workflows] misfire_policy`).
 
 from __future__ import annotations
 
+import builtins
 import datetime as dt
 import json
 import re
@@ -49,10 +50,10 @@ from shoal.lake.database import utcnow
 from shoal.workflows.errors import WorkflowError
 from shoal.workflows.store import executions
 
-metadata = MetaData()
+state_tables = MetaData()
 schedules = Table(
     "shoal_schedules",
-    metadata,
+    state_tables,
     Column("name", String(200), primary_key=True),
     Column("workflow", String(200), nullable=False),
     Column("kind", String(16), nullable=False),  # cron | rate | files
@@ -65,7 +66,7 @@ schedules = Table(
 )
 fires = Table(
     "shoal_schedule_fires",
-    metadata,
+    state_tables,
     Column("schedule", String(200), nullable=False),
     Column("slot", String(1000), nullable=False),
     Column("execution_id", String(64), nullable=False),
@@ -185,7 +186,7 @@ def _years(field: str, expr: str) -> set[int]:
 class Schedules:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
 
     def add(
         self,
@@ -261,7 +262,7 @@ class Schedules:
             conn.execute(update(schedules).where(schedules.c.name == name).values(**values))
 
     # ---- claims ----------------------------------------------------------------------------
-    def claim(self, schedule: str, slots: list[str], execution_id: str) -> list[str]:
+    def claim(self, schedule: str, slots: builtins.list[str], execution_id: str) -> builtins.list[str]:
         """Insert each slot's claim; returns the slots this caller won (the others were taken)."""
         won = []
         for slot in slots:
@@ -279,7 +280,7 @@ class Schedules:
         with self.engine.begin() as conn:
             conn.execute(update(schedules).where(schedules.c.name == name).values(last_slot=last_slot))
 
-    def orphan_claims(self) -> list[dict[str, Any]]:
+    def orphan_claims(self) -> builtins.list[dict[str, Any]]:
         """Claims whose execution never started (the scheduler died in between)."""
         q = (
             select(fires.c.schedule, fires.c.execution_id, fires.c.slot)
@@ -296,7 +297,7 @@ class Schedules:
             g["slots"].append(r.slot)
         return list(grouped.values())
 
-    def fired(self, name: str) -> list[dict[str, Any]]:
+    def fired(self, name: str) -> builtins.list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(select(fires).where(fires.c.schedule == name).order_by(fires.c.fired_at)).all()
         return [
@@ -434,7 +435,7 @@ class Scheduler:
         if not found:
             return []
         execution_id = new_execution_id(schedule["workflow"])
-        won = set(self.records.claim(schedule["name"], [f["_key"] for f in found], execution_id))
+        won: set[str] = set(self.records.claim(schedule["name"], [str(f["_key"]) for f in found], execution_id))
         new = [{k: v for k, v in f.items() if k != "_key"} for f in found if f["_key"] in won]
         if not new:
             return []

@@ -40,11 +40,11 @@ from shoal.lake import database
 from shoal.lake.database import utcnow as now
 from shoal.workflows.errors import WorkflowError
 
-metadata = MetaData()
+state_tables = MetaData()
 
 workflows = Table(
     "shoal_workflows",
-    metadata,
+    state_tables,
     Column("name", String(200), primary_key=True),
     Column("definition", Text, nullable=False),
     Column("source", Text),
@@ -53,7 +53,7 @@ workflows = Table(
 )
 executions = Table(
     "shoal_executions",
-    metadata,
+    state_tables,
     Column("id", String(64), primary_key=True),
     Column("workflow", String(200), nullable=False, index=True),
     Column("name", String(200)),
@@ -75,7 +75,7 @@ executions = Table(
 )
 events = Table(
     "shoal_events",
-    metadata,
+    state_tables,
     Column("execution_id", String(64), primary_key=True),
     Column("seq", Integer, primary_key=True),
     Column("ts", DateTime, nullable=False),
@@ -86,7 +86,7 @@ events = Table(
 )
 checkpoints = Table(
     "shoal_checkpoints",
-    metadata,
+    state_tables,
     Column("execution_id", String(64), primary_key=True),
     Column("scope", String(500), primary_key=True),
     Column("next_state", String(200)),
@@ -96,7 +96,7 @@ checkpoints = Table(
 )
 checkpoint_variables = Table(
     "shoal_checkpoint_variables",
-    metadata,
+    state_tables,
     Column("execution_id", String(64), primary_key=True),
     Column("scope", String(500), primary_key=True),
     Column("variables", Text, nullable=False),
@@ -146,7 +146,7 @@ class ExecutionRecord:
 
 class Store:
     def __init__(self, settings: Settings) -> None:
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
         self._seq: dict[str, int] = {}
         self._lock = threading.Lock()
 

@@ -29,6 +29,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from shoal.exceptions import ShoalError
 from shoal.workflows import aws
 from shoal.workflows.engine import TaskContext
 from shoal.workflows.errors import StatesError
@@ -49,7 +50,7 @@ def recipe(ctx: TaskContext, params: Any) -> Any:
     p = _params(params)
     job = JobRegistry(ctx.settings).resolve(_need(p, "Job", "Name", "JobName"))
     if job.kind == "python":
-        return _call_entry_point(job.entry_point, {**job.arguments, **(p.get("Arguments") or {})})
+        return _call_entry_point(job.callable_ref, {**job.arguments, **(p.get("Arguments") or {})})
     result = run_job(ctx.spark(), ctx.settings, job, say=ctx.say).to_dict()
     return {"JobName": job.name, "RunId": result["run_id"], "State": "SUCCEEDED", **result}
 
@@ -87,8 +88,24 @@ def cdc(ctx: TaskContext, params: Any) -> Any:
         on_error=p.get("OnError"),
         write_mode=p.get("WriteMode"),
     )
-    ctx.spark()
-    return apply_changes(ctx.settings, _need(p, "Source"), opts, progress=ctx.say).to_dict()
+    try:
+        return apply_changes(ctx.spark(), ctx.settings, _need(p, "Source"), opts, progress=ctx.say).to_dict()
+    except ShoalError as exc:
+        worded = exc.in_terms_of(CDC_PARAMETERS)
+        if worded is exc:
+            raise
+        raise worded from exc
+
+
+# ApplyOptions' fields as the shoal:cdc task's parameters: the library's errors name them so.
+CDC_PARAMETERS = {
+    "keys": "Key",
+    "sequence": "Sequence",
+    "partition_by": "PartitionBy",
+    "op_column": "OpColumn",
+    "on_error": "OnError",
+    "write_mode": "WriteMode",
+}
 
 
 def crawl(ctx: TaskContext, params: Any) -> Any:
@@ -194,7 +211,7 @@ def job(ctx: TaskContext, params: Any) -> Any:
     registered = JobRegistry(ctx.settings).resolve(_need(p, "JobName", "Name"))
     args = p.get("Arguments") or {}
     if registered.kind == "python":
-        result = _call_entry_point(registered.entry_point, {**registered.arguments, **args})
+        result = _call_entry_point(registered.callable_ref, {**registered.arguments, **args})
         return {"JobName": registered.name, "JobRunState": "SUCCEEDED", "Result": result}
     out = run_job(ctx.spark(), ctx.settings, registered, say=ctx.say).to_dict()
     return {"JobName": registered.name, "JobRunState": "SUCCEEDED", "Id": out["run_id"], **out}

@@ -6,6 +6,7 @@ import email
 import io
 from email import policy
 from email.message import EmailMessage
+from typing import Any
 
 from shoal.extract.base import Child, Context, Extraction, ExtractionRefused, ExtractionSkipped, Extractor, TextPart
 from shoal.extract.documents.html import html_text
@@ -49,18 +50,19 @@ class Eml(Extractor):
             if body.get_content_charset() is None:
                 # No declared charset (us-ascii by the RFC) but 8-bit text, as in a message saved
                 # as UTF-16 and read back as UTF-8: detect rather than replace every accent.
-                content = decode_text(body.get_payload(decode=True) or b"")[0]
+                payload = body.get_payload(decode=True)
+                content = decode_text(payload if isinstance(payload, bytes) else b"")[0]
             else:
                 content = body.get_content()
             text = content if body.get_content_type() == "text/plain" else html_text(content)
             parts.append(TextPart("body", text))
         children = []
         for i, att in enumerate(msg.iter_attachments()):
-            data = att.get_payload(decode=True)
-            if data is None:
+            attached: Any = att.get_payload(decode=True)  # bytes, or None when there are none
+            if attached is None:
                 continue  # attached message/rfc822 without payload bytes
             name = att.get_filename() or f"attachment-{i + 1}"
-            children.append(Child(name, data))
+            children.append(Child(name, attached))
         _check_children(children, ctx)
         return Extraction(
             text=parts,
@@ -82,7 +84,8 @@ class OutlookMsg(Extractor):
     def run(self, ctx: Context) -> Extraction:
         import extract_msg
 
-        msg = extract_msg.openMsg(io.BytesIO(ctx.data))
+        # openMsg returns the class for the file's kind (message, appointment, ...): typed as its base.
+        msg: Any = extract_msg.openMsg(io.BytesIO(ctx.data))
         try:
             headers = {
                 "from": msg.sender or "",

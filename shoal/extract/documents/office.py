@@ -6,6 +6,7 @@ All four are ZIP containers: the bomb check runs before any of them is opened.
 from __future__ import annotations
 
 import io
+from typing import Any
 
 from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionSkipped, Extractor, Sections, TextPart
 from shoal.extract.safety import check_zip
@@ -13,7 +14,7 @@ from shoal.extract.safety import check_zip
 MAX_SHEET_TEXT_ROWS = 5_000
 
 
-def _core(props) -> dict[str, str | None]:
+def _core(props) -> dict[str, Any]:
     author = getattr(props, "author", None) or getattr(props, "creator", None)
     return {"title": props.title or None, "author": author or None}
 
@@ -42,7 +43,9 @@ def _docx_rows(table) -> list[list[str]]:
             if tcpr is not None:
                 span, vmerge = tcpr.find(qn("w:gridSpan")), tcpr.find(qn("w:vMerge"))
             continued = vmerge is not None and vmerge.get(qn("w:val"), "continue") == "continue"
-            text = "" if continued else "\n".join(Paragraph(p, None).text for p in tc.iterchildren(qn("w:p")))
+            # Only the text is read: the paragraph needs no story part (python-docx types it as required).
+            paras = (Paragraph(p, None).text for p in tc.iterchildren(qn("w:p")))  # type: ignore[arg-type]
+            text = "" if continued else "\n".join(paras)
             row.append(text)
             row.extend([""] * (max(1, _int_attr(span, 1)) - 1))
         rows.append(row)
@@ -94,7 +97,7 @@ class Pptx(Extractor):
         parts, tables = [], []
         for number, slide in enumerate(deck.slides, 1):
             label = f"slide {number}"
-            lines = []
+            lines: list[str] = []
             for shape in slide.shapes:
                 if shape.has_text_frame:
                     lines.extend(p.text for p in shape.text_frame.paragraphs if p.text)

@@ -124,6 +124,7 @@ def dominant_colors(image: Image.Image, k: int = 5) -> list[dict[str, Any]]:
     return [
         {"color": "#{:02x}{:02x}{:02x}".format(*palette[idx * 3 : idx * 3 + 3]), "share": round(c / total, 4)}
         for c, idx in counts
+        if isinstance(idx, int)  # always, in a palette image: each colour is its palette index
     ]
 
 

@@ -112,7 +112,7 @@ class MobileNetV2:
         img = image.convert("RGB")
         w, h = img.size
         scale = 256 / min(w, h)
-        img = img.resize((max(224, round(w * scale)), max(224, round(h * scale))), Image.BILINEAR)
+        img = img.resize((max(224, round(w * scale)), max(224, round(h * scale))), Image.Resampling.BILINEAR)
         w, h = img.size
         left, top = (w - 224) // 2, (h - 224) // 2
         img = img.crop((left, top, left + 224, top + 224))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -160,7 +160,10 @@ class PocketSphinx:
         return [Segment(round(offset_s + start, 3), round(offset_s + end, 3), hyp.hypstr.strip(), None)], "en", None
 
 
-BACKENDS = {"faster-whisper": FasterWhisper, "pocketsphinx": PocketSphinx}
+BACKENDS: dict[str, Callable[[MediaSettings], Backend]] = {
+    "faster-whisper": FasterWhisper,
+    "pocketsphinx": PocketSphinx,
+}
 
 
 def backend(settings: MediaSettings, name: str = "faster-whisper") -> Backend:

@@ -102,7 +102,8 @@ class Dashboard(BaseModel):
                 raise ValueError(f"dataset {name}: not valid SQL: {str(exc).splitlines()[0]}") from None
             if not isinstance(parsed, exp.Query):
                 raise ValueError(f"dataset {name} must be a query (SELECT ...)")
-        for item in [*self.filters, *self.charts]:
+        items: list[Filter | Chart] = [*self.filters, *self.charts]
+        for item in items:
             if item.dataset not in self.datasets:
                 raise ValueError(f"{item.dataset!r} is not one of the datasets ({', '.join(self.datasets)})")
         return self
@@ -141,6 +142,7 @@ def filtered_sql(sql: str, filters: dict[str, str]) -> str:
     if not filters:
         return sql
     inner = sqlglot.parse_one(sql, read="spark")
+    assert isinstance(inner, exp.Query)  # every dataset is checked to be a query when a dashboard loads
     query = exp.select("*").from_(inner.subquery("d"))
     for field, value in filters.items():
         col = exp.cast(exp.column(field, table="d"), "string")

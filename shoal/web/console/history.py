@@ -9,10 +9,10 @@ from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Tab
 from shoal.config import Settings
 from shoal.lake import database
 
-metadata = MetaData()
+state_tables = MetaData()
 queries = Table(
     "shoal_web_queries",
-    metadata,
+    state_tables,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("principal", String(200), nullable=False, index=True),
     Column("sql", Text, nullable=False),
@@ -26,7 +26,7 @@ queries = Table(
 
 class QueryHistory:
     def __init__(self, settings: Settings) -> None:
-        self.engine = database.engine(settings, metadata)
+        self.engine = database.engine(settings, state_tables)
 
     def add(self, principal: str, sql: str, *, ok: bool, rows: int | None, error: str | None, duration_ms: int) -> int:
         with self.engine.begin() as conn:
@@ -41,7 +41,7 @@ class QueryHistory:
                     ran_at=database.utcnow(),
                 )
             )
-            return int(result.inserted_primary_key[0])
+            return database.inserted_id(result)
 
     def get(self, principal: str, query_id: int) -> dict[str, Any] | None:
         """Only the principal's own queries: history is private."""

@@ -2,127 +2,25 @@
 
 from __future__ import annotations
 
-import logging
 import secrets
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from shoal import __version__
 from shoal.config import Settings
 from shoal.exceptions import first_line
-from shoal.governance import AuditLog, AuthError, Governance, GovernanceError, Principal, Principals
+from shoal.governance import AuthError, GovernanceError
 from shoal.governance.principals import token_id
 from shoal.governance.throttle import Throttled
 from shoal.web.console import sessions as sess
-
-HERE = Path(__file__).resolve().parent.parent
-PAGE_SIZE = 50
-MAX_QUERY_ROWS = 10_000
-# Pictures the console shows inline; anything else is only downloaded.
-INLINE_IMAGES = {"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"}
-CSP = (
-    "default-src 'self'; script-src 'self'{eval}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; connect-src 'self'"
-)
-
-
-class LoginRequired(Exception):
-    def __init__(self, next_url: str) -> None:
-        self.next_url = next_url
-
-
-class CsrfFailed(Exception):
-    pass
-
-
-def _safe_next(value: str | None) -> str:
-    """Only local paths: a sign-in link must not bounce people to another site."""
-    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
-        return "/catalog"
-    return value
-
-
-class Console:
-    """What every page needs: settings, templates, the signed-in viewer, CSRF checks, audit."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.env = Environment(
-            loader=FileSystemLoader(str(HERE / "templates")),
-            autoescape=select_autoescape(default=True, default_for_string=True),
-            trim_blocks=True,
-            lstrip_blocks=True,
-        )
-        self.env.filters["num"] = lambda v, fmt=",.0f": "" if v is None else format(v, fmt)
-        self.principals = Principals(settings)
-        self.sessions = sess.Sessions(settings)
-        self.audit = AuditLog(settings)
-
-    def spark(self):
-        from shoal.spark import get_spark
-
-        return get_spark(self.settings)
-
-    def viewer(self, request: Request) -> tuple[Principal, sess.Session]:
-        """The signed-in principal and session, or a redirect to the sign-in page."""
-        cookie = request.cookies.get(sess.COOKIE)
-        session = self.sessions.get(cookie)
-        if session is None:
-            raise LoginRequired(request.url.path + (f"?{request.url.query}" if request.url.query else ""))
-        try:
-            return self.principals.principal(session.principal), session
-        except (GovernanceError, AuthError):  # the principal was removed: the session dies with it
-            self.sessions.end(cookie)
-            raise LoginRequired(request.url.path) from None
-
-    def check_csrf(self, request: Request, session: sess.Session, form_value: str | None) -> None:
-        if not sess.same(form_value or request.headers.get("x-csrf-token"), session.csrf):
-            raise CsrfFailed()
-
-    def page(self, request: Request, template: str, who: Principal | None, session: sess.Session | None, **ctx: Any):
-        html = self.env.get_template(template).render(
-            request=request,
-            who=who,
-            workflows_link=who is not None and self.sees_workflows(who),
-            csrf=session.csrf if session else "",
-            version=__version__,
-            path=request.url.path,
-            **ctx,
-        )
-        response = HTMLResponse(html, status_code=int(ctx.get("status", 200)))
-        # Vega compiles chart expressions with Function(): only chart pages allow it.
-        response.headers["Content-Security-Policy"] = CSP.format(eval=" 'unsafe-eval'" if ctx.get("charts") else "")
-        return response
-
-    def error(self, request: Request, who: Principal, session: sess.Session, status: int, message: str):
-        return self.page(request, "error.html", who, session, status=status, message=message)
-
-    def workflow_privileges(self, who: Principal, name: str) -> set[str]:
-        """SELECT (see it, its executions and step results) and EXECUTE (start, resume): see
-        Governance.workflow_privileges (admins, the operators group, grants ON WORKFLOW)."""
-        return Governance(self.settings).workflow_privileges(who, name)
-
-    def sees_workflows(self, who: Principal) -> bool:
-        visible = Governance(self.settings).workflows_visible(who)
-        return visible is None or bool(visible)
-
-    def refuse(
-        self, request: Request, who: Principal, session: sess.Session, action: str, resource: str | None, message: str
-    ):
-        """A 403 page, with its audit row."""
-        self.audit.record(who.name, action, resource, False, reason=message, via="console")
-        return self.error(request, who, session, 403, message)
+from shoal.web.console.base import CSP, HERE, Console, CsrfFailed, LoginRequired, _safe_next
+from shoal.web.console.pages import boards, catalog, governance, query, workflows
 
 
 def mount(app: FastAPI, settings: Settings) -> None:
-    from shoal.web.console.pages import boards, catalog, governance, query, workflows
-
     c = Console(settings)
     router = APIRouter(include_in_schema=False)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
@@ -227,19 +125,3 @@ def mount(app: FastAPI, settings: Settings) -> None:
     for pages in (catalog, query, boards, workflows, governance):
         pages.add(router, c)
     app.include_router(router)
-
-
-def identifier(name: str) -> bool:
-    return name.replace("_", "a").isalnum() and len(name) <= 128
-
-
-def quietly(fn):
-    """Workflow runs in a console thread: the execution's record holds any failure; log the rest."""
-
-    def run(*args, **kwargs):
-        try:
-            fn(*args, **kwargs)
-        except Exception:
-            logging.getLogger("shoal.console").exception("workflow run from the console failed")
-
-    return run

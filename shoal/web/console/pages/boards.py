@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse, Response
 
 from shoal.web.console import dashboards as dash
 from shoal.web.console import views
-from shoal.web.console.routes import Console
+from shoal.web.console.base import Console
 
 
 def add(router: APIRouter, c: Console) -> None:

@@ -13,7 +13,7 @@ from shoal.exceptions import first_line
 from shoal.governance import AccessDenied, Governance, Principal
 from shoal.governance.access import RawAccess
 from shoal.web.console import views
-from shoal.web.console.routes import INLINE_IMAGES, Console, identifier
+from shoal.web.console.base import INLINE_IMAGES, Console, identifier
 
 PREVIEW_BYTES = 16 * 1024  # of a text object's raw bytes shown on its page
 
@@ -23,20 +23,11 @@ def add(router: APIRouter, c: Console) -> None:
     @router.get("/catalog")
     def catalog(request: Request) -> Response:
         who, session = c.viewer(request)
-        gov = Governance(c.settings)
         databases: dict[str, list[dict[str, Any]]] = {}
-        for (db,) in c.spark().sql("SHOW NAMESPACES").collect():
-            for row in c.spark().sql(f"SHOW TABLES IN `{db}`").collect():
-                name = f"{db}.{row['tableName']}"
-                if gov.discoverable(who, name):
-                    databases.setdefault(db, []).append(
-                        {
-                            "name": name,
-                            "table": row["tableName"],
-                            **gov.info(name),
-                            "privileges": sorted(gov.privileges(who, name)),
-                        }
-                    )
+        for entry in Governance(c.settings).visible_tables(c.spark(), who):
+            databases.setdefault(entry["database"], []).append(
+                {key: value for key, value in entry.items() if key != "database"}
+            )
         c.audit.record(who.name, "catalog.list", None, True, via="console", tables=sum(map(len, databases.values())))
         return c.page(request, "catalog.html", who, session, databases=databases)
 

@@ -11,7 +11,7 @@ from fastapi.responses import RedirectResponse, Response
 from shoal.exceptions import first_line
 from shoal.governance import AccessDenied, Governance, GovernanceError
 from shoal.governance.access import AccessRequests, RawAccess
-from shoal.web.console.routes import Console
+from shoal.web.console.base import Console
 
 
 def add(router: APIRouter, c: Console) -> None:

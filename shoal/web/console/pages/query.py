@@ -15,8 +15,8 @@ from fastapi.responses import RedirectResponse, Response
 from shoal.exceptions import ShoalError, SqlError, first_line
 from shoal.governance import AccessDenied, Principal
 from shoal.web.console import views
+from shoal.web.console.base import MAX_QUERY_ROWS, PAGE_SIZE, Console
 from shoal.web.console.history import QueryHistory
-from shoal.web.console.routes import MAX_QUERY_ROWS, PAGE_SIZE, Console
 
 
 def add(router: APIRouter, c: Console) -> None:

@@ -18,7 +18,7 @@ from fastapi.responses import RedirectResponse, Response
 from shoal.exceptions import ShoalError, first_line
 from shoal.governance import Governance, Principal
 from shoal.governance.grants import OPERATORS
-from shoal.web.console.routes import Console, quietly
+from shoal.web.console.base import Console, quietly
 
 RECENT = 30  # executions on the workflows page
 

@@ -1,0 +1,116 @@
+"""The `shoal` command's root: the app, its callback (one `Run` with the config and the Output), and
+where every command group is registered. Commands live in one module per group beside this one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from shoal import __version__
+from shoal.cli import (
+    catalog,
+    cdc,
+    cluster,
+    config,
+    demo,
+    doctor,
+    enrich,
+    glue,
+    governance,
+    jobs,
+    models,
+    output,
+    quality,
+    schedules,
+    search,
+    serve,
+    tables,
+    topics,
+    unstructured,
+    wheels,
+    workflows,
+)
+from shoal.cli.context import Run, activate
+from shoal.exceptions import ShoalError
+
+app = typer.Typer(
+    name="shoal",
+    help="Shoal: a self-hosted lakehouse for governed unstructured data and change data.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Path of shoal.toml (default: $SHOAL_CONFIG or ./shoal.toml).")
+    ] = None,
+) -> None:
+    run = ctx.ensure_object(Run)
+    activate(run)
+    # Absolute at once: whatever runs later (a scheduler, a server) reads the same file.
+    run.config = config.expanduser().resolve() if config is not None else None
+
+
+@app.command()
+def version() -> None:
+    """Print Shoal's version."""
+    output.out.print(__version__)
+
+
+# Every command and command group, one line each; the order is the order of `shoal --help`.
+app.command("ingest")(unstructured.ingest)
+app.command("extract")(unstructured.extract)
+app.command("sql")(tables.sql)
+app.command("demo")(demo.demo)
+app.command("scheduler")(schedules.scheduler)
+app.command("grant")(governance.grant)
+app.command("revoke")(governance.revoke)
+app.command("serve")(serve.serve)
+app.command("search")(search.search)
+app.command("search-index")(search.search_index)
+app.add_typer(cdc.app, name="cdc")
+app.add_typer(tables.table_app, name="table")
+app.add_typer(config.app, name="config")
+app.add_typer(catalog.app, name="catalog")
+app.add_typer(workflows.workflow_app, name="workflow")
+app.add_typer(jobs.recipe_app, name="recipe")
+app.add_typer(jobs.job_app, name="job")
+app.add_typer(topics.app, name="topic")
+app.add_typer(schedules.app, name="schedule")
+app.add_typer(workflows.function_app, name="function")
+app.add_typer(governance.principal_app, name="principal")
+app.add_typer(governance.group_app, name="group")
+app.add_typer(governance.token_app, name="token")
+app.add_typer(governance.tag_app, name="tag")
+app.add_typer(governance.grants_app, name="grants")
+app.add_typer(governance.audit_app, name="audit")
+app.add_typer(governance.owner_app, name="owner")
+app.add_typer(governance.access_point_app, name="access-point")
+app.add_typer(governance.access_app, name="access")
+app.add_typer(cluster.cluster_app, name="cluster")
+app.add_typer(quality.quality_app, name="quality")
+app.add_typer(enrich.enrich_app, name="enrich")
+app.add_typer(models.model_app, name="model")
+app.add_typer(wheels.models_app, name="models")
+app.command("doctor")(doctor.doctor)
+config.app.command("init")(doctor.config_init)
+glue.register(app)
+
+
+def main() -> None:
+    run = Run()
+    try:
+        app(obj=run)
+    except ShoalError as exc:
+        run.out.failure(exc)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        output.print_error("interrupted")
+        sys.exit(130)

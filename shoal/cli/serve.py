@@ -1,0 +1,89 @@
+"""`shoal serve`: the HTTP API and web console, and the BI endpoints (PostgreSQL protocol, Thrift)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from shoal.cli import output
+from shoal.cli.context import settings
+
+
+def serve(
+    host: Annotated[
+        str | None, typer.Option("--host", help="Address to bind (default [server] host, 127.0.0.1).")
+    ] = None,
+    port: Annotated[int | None, typer.Option("--port", help="Port (default [server] port, 8080).")] = None,
+    thrift: Annotated[
+        bool,
+        typer.Option("--thrift", help="Also start the JDBC/ODBC endpoint (Spark Thrift server) for BI tools."),
+    ] = False,
+    thrift_port: Annotated[
+        int | None, typer.Option("--thrift-port", help="Thrift port (default [server] thrift_port, 10000).")
+    ] = None,
+    thrift_only: Annotated[
+        bool, typer.Option("--thrift-only", help="Serve only the Thrift endpoint (no HTTP API).")
+    ] = False,
+    pg: Annotated[
+        bool,
+        typer.Option("--pg", help="Also serve the governed PostgreSQL-protocol endpoint for BI tools (psql, drivers)."),
+    ] = False,
+    pg_port: Annotated[
+        int | None, typer.Option("--pg-port", help="PostgreSQL endpoint port (default [server] pg_port, 5433).")
+    ] = None,
+    pg_only: Annotated[
+        bool, typer.Option("--pg-only", help="Serve only the PostgreSQL endpoint (no HTTP API).")
+    ] = False,
+) -> None:
+    """Serve the HTTP API and console (OpenAPI at /openapi.json); --pg adds the governed PostgreSQL
+    endpoint for BI tools; --thrift adds Spark's JDBC/ODBC endpoint (not governed: trusted operators)."""
+    import uvicorn
+
+    from shoal.web import create_app, server_config
+
+    s = settings()
+    proc = None
+    pg_server = None
+    if thrift or thrift_only or pg or pg_only:
+        import signal
+        import sys
+
+        # A TERM (service manager, kill) must still stop the endpoints in `finally`.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        if thrift or thrift_only:
+            from shoal.bi import thrift as thrift_server
+
+            output.err.print("starting the Thrift JDBC/ODBC server (a Spark application; about 20 s)")
+            proc, url = thrift_server.start(s, port=thrift_port)
+            output.err.print(
+                f"JDBC: {url}  (e.g. beeline -u {url}); it does not apply Shoal's grants (trusted operators only)"
+            )
+        if pg or pg_only:
+            from shoal.bi import pgwire
+
+            pg_server = pgwire.PgServer(s, port=pg_port).start()
+            pg_host, bound = pg_server.address
+            output.err.print(
+                f"PostgreSQL endpoint (governed) on {pg_host}:{bound}: "
+                f'psql "host={pg_host} port={bound} user=USER dbname=lake" (a password or an API token)'
+            )
+        if thrift_only or (pg_only and proc is not None):
+            assert proc is not None
+            proc.wait()
+            return
+        if pg_only:
+            assert pg_server is not None
+            import threading
+
+            threading.Event().wait()  # until Ctrl-C or TERM
+            return
+        docs = " (docs at /docs)" if s.server.api_docs else ""
+        output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port}{docs}")
+        uvicorn.Server(server_config(s, create_app(s), host, port)).run()
+    finally:
+        if proc is not None:
+            thrift_server.stop(proc)
+        if pg_server is not None:
+            pg_server.stop()

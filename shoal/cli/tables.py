@@ -1,0 +1,134 @@
+"""`shoal sql` and `shoal table`: SQL on the lake, and table history and maintenance."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from shoal.cli import output
+from shoal.cli.context import current, settings
+from shoal.cli.output import JsonOpt
+from shoal.exceptions import ShoalError
+
+table_app = typer.Typer(help="Inspect and maintain lake tables.", no_args_is_help=True)
+
+
+class SqlFormat(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+class Dialect(StrEnum):
+    spark = "spark"
+    athena = "athena"
+    trino = "trino"
+    presto = "presto"
+    hive = "hive"
+
+
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL; time travel: TIMESTAMP/VERSION AS OF, FOR ... AS OF.")],
+    fmt: Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format.")] = SqlFormat.table,
+    limit: Annotated[int | None, typer.Option("--limit", help="Return at most this many rows.")] = None,
+    dialect: Annotated[
+        Dialect, typer.Option("--dialect", help="Dialect the SQL is written in (translated to Spark SQL).")
+    ] = Dialect.spark,
+    database: Annotated[str | None, typer.Option("--database", help="Database for unqualified table names.")] = None,
+    as_: Annotated[
+        str | None, typer.Option("--as", help="Run governed: as this principal, with its grants (audited).")
+    ] = None,
+) -> None:
+    """Run SQL on the lake catalog and the external tables (CREATE EXTERNAL TABLE, MSCK REPAIR TABLE, ...)."""
+    from shoal.spark import get_spark
+    from shoal.sql.external import SqlRunner
+
+    current().out.json = fmt == SqlFormat.json
+    s = settings()
+    if as_ is not None:
+        from shoal.governance import GovernedSql, Principals
+
+        if dialect != Dialect.spark or database:
+            raise ShoalError("--as runs Spark SQL with qualified table names (no --dialect/--database)")
+        result = GovernedSql(get_spark(s), s, Principals(s).principal(as_)).execute(query, limit=limit)
+        output.print_query(result, fmt.value)
+        return
+    runner = SqlRunner(get_spark(s), s, dialect=dialect.value, database_name=database)
+    result, _ = runner.execute(query, limit=limit)
+    output.print_query(result, fmt.value)
+
+
+@table_app.command("history")
+def table_history(
+    table: Annotated[str, typer.Argument(help="NS.TABLE")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Snapshots of a table with time, operation and the change files each applied."""
+    from shoal.lake import TableName, history
+    from shoal.spark import get_spark
+
+    rows = history(get_spark(settings()), TableName.parse(table))
+    if json_out:
+        output.print_json(rows)
+        return
+    output.print_rows(
+        f"History of {table}",
+        ["snapshot_id", "committed_at", "operation", "current", "+records", "-records", "files"],
+        [
+            [
+                r["snapshot_id"],
+                r["committed_at"],
+                r["operation"],
+                "yes" if r["is_current_ancestor"] else "no",
+                r["added_records"],
+                r["deleted_records"],
+                ", ".join(r["files"]),
+            ]
+            for r in rows
+        ],
+    )
+
+
+@table_app.command("maintain")
+def table_maintain(
+    table: Annotated[str, typer.Argument(help="NS.TABLE")],
+    retention_hours: Annotated[
+        float | None, typer.Option("--retention-hours", help="Expire snapshots older than this (default from config).")
+    ] = None,
+    retain_last: Annotated[int | None, typer.Option("--retain-last", help="Always keep this many snapshots.")] = None,
+    orphan_min_age_hours: Annotated[
+        float | None, typer.Option("--orphan-min-age-hours", help="Only remove orphan files older than this.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Compact data and delete files, expire old snapshots, remove orphan files and
+    CDC ledgers nothing refers to any more."""
+    from shoal.cdc import ledger
+    from shoal.lake import TableName, maintain
+    from shoal.lake.locks import table_lock
+    from shoal.spark import get_spark
+
+    s = settings()
+    m = s.maintenance
+    name = TableName.parse(table)
+    orphan_age = m.orphan_min_age_hours if orphan_min_age_hours is None else orphan_min_age_hours
+    spark = get_spark(s)
+    with output.progress(not json_out, f"maintain {table}") as say, table_lock(s, str(name)):
+        result = maintain(
+            spark,
+            name,
+            catalog=s.catalog.name,
+            retention_hours=m.snapshot_retention_hours if retention_hours is None else retention_hours,
+            retain_last=m.retain_last if retain_last is None else retain_last,
+            orphan_min_age_hours=orphan_age,
+            target_file_size_mb=m.target_file_size_mb,
+            progress=say,
+        )
+        say("removing unreferenced CDC ledgers")
+        result["cdc_ledgers_removed"] = ledger.prune(spark, s, name, min_age_hours=orphan_age)
+    if json_out:
+        output.print_json(result)
+    else:
+        output.print_kv(f"Maintained {table}", result)

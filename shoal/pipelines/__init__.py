@@ -1,1 +1,0 @@
-"""Sample pipelines shipped with Shoal (the demo, tests and benchmarks run them)."""

@@ -1,0 +1,621 @@
+"""The web console in headless Chromium: sign-in, every page, two users' permission
+differences, a dashboard rendered with data and refreshed by its workflow, and XSS cases.
+
+Screenshots of each page land in test-artifacts/console/ (or $SHOAL_TEST_ARTIFACTS/console).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from PIL import Image
+
+from shoal import workflows
+from shoal.extract import run_extract
+from shoal.governance import Governance, Principals
+from shoal.governance.access import RawAccess
+from shoal.ingest import ingest
+from shoal.notify import Notifier
+from shoal.recipes import JobRegistry, load_job_file
+from shoal.samples import media as media_samples
+from shoal.samples import sales
+from shoal.search.index import SearchIndex
+from shoal.web import create_app, server_config
+
+pytestmark = pytest.mark.slow
+
+ARTIFACTS = Path(os.environ.get("SHOAL_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts"))
+CHROMIUM = os.environ.get("SHOAL_CHROMIUM", "/usr/bin/chromium")
+PASSWORD = "correct horse battery"
+XSS_TEXT = (
+    '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"> '
+    "Maria Garcia signed the lease in Berlin. Contact maria.garcia@example.com."
+)
+XSS_HTML = """<html><head><title>Lease &lt;script&gt;window.__xss=3&lt;/script&gt;</title></head><body>
+<p>Quarterly lease summary for Rotterdam.</p>
+<table><tr><th>item</th><th>amount</th></tr>
+<tr><td>&lt;img src=x onerror=window.__xss=4&gt;</td><td>1200</td></tr>
+<tr><td>deposit</td><td>300</td></tr></table>
+</body></html>"""
+
+
+@dataclass
+class Site:
+    base: str
+    db: str
+    users: dict[str, str]
+    ids: dict[str, str]
+    source: str
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def site(spark, settings, tmp_path_factory):
+    u = uuid.uuid4().hex[:6]
+    p = Principals(settings)
+    users = {"admin": f"ada_{u}", "analyst": f"bob_{u}", "guest": f"cyd_{u}"}
+    p.add(users["admin"], admin=True, password=PASSWORD)
+    p.add(users["analyst"], password=PASSWORD)
+    p.add(users["guest"], password=PASSWORD)
+    admin = p.principal(users["admin"])
+
+    db = f"web_{u}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {db}")
+    spark.sql(f"CREATE TABLE {db}.deals (id INT, region STRING, amount DOUBLE, note STRING) USING iceberg")
+    spark.sql(
+        f"INSERT INTO {db}.deals VALUES (1, 'EU', 5.0, '<script>window.__xss=5</script>'), (2, 'US', 7.0, 'plain'),"
+        " (3, 'EU', 9.5, '=HYPERLINK(\"http://x\")')"
+    )
+    gov = Governance(settings)
+    gov.set_owner(f"{db}.deals", users["admin"], "deals by region <b>not bold</b>")
+    gov.grant(admin, "SELECT", "TABLE", f"{db}.deals", users["analyst"], row_filter="region = 'EU'")
+    # Search answers with objects whose shoal.object_index row the reader may select.
+    for table in (
+        "shoal.text",
+        "shoal.entities",
+        "shoal.pii",
+        "shoal.tables",
+        "shoal.faces",
+        "shoal.ocr",
+        "shoal.object_index",
+    ):
+        gov.grant(admin, "SELECT", "TABLE", table, users["analyst"])
+    gov.grant(admin, "SELECT", "TABLE", "shoal.image_properties", users["analyst"])
+
+    folder = tmp_path_factory.mktemp("console-corpus")
+    source = f"web-{u}"
+    (folder / "xss.txt").write_text(XSS_TEXT)
+    (folder / "lease.html").write_text(XSS_HTML)
+    # Content unique to this run: objects are named by content, so copies of other suites' media
+    # would become those suites' objects.
+    poster = media_samples.text_image(["Console poster", "Quarterly inventory count", f"Run {u}"])
+    (folder / "poster.png").write_bytes(media_samples.encode(poster, "PNG"))
+    portrait = Image.open(io.BytesIO(media_samples.face_photo())).convert("RGB").crop((40, 0, 420, 380))
+    portrait = portrait.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    portrait.putpixel((0, 0), (int(u[:2], 16), int(u[2:4], 16), int(u[4:6], 16)))
+    (folder / "astronaut.png").write_bytes(media_samples.encode(portrait, "PNG"))
+    ingest(spark, settings, str(folder), source_name=source)
+    run_extract(spark, settings, only=["text/plain", "text/html", "image/png"])
+    ids = {
+        r.source_path: r.object_id
+        for r in spark.sql(
+            "SELECT source_path, object_id FROM shoal.objects WHERE source_name = :s", args={"s": source}
+        ).collect()
+    }
+    RawAccess(settings).create(admin, f"web-{u}", prefix=source, principals=[users["analyst"]])
+    SearchIndex(settings).update(spark, model=settings.search.model, size=400, overlap=80)
+
+    files = sales.write_pipeline(
+        tmp_path_factory.mktemp("console-sales"), opportunities=2000, start=dt.date(2024, 1, 1), days=90
+    )
+    registry = JobRegistry(settings)
+    registry.register(load_job_file(files.sales_job))
+    registry.register(load_job_file(files.marketing_job))
+    Notifier(settings).create_topic(sales.TOPIC)
+    workflows.register(settings, files.definition, name=sales.WORKFLOW)
+    first = workflows.run(settings, sales.WORKFLOW)
+    assert first.status == "SUCCEEDED", (first.error, first.cause)
+
+    port = _free_port()
+    server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.1)
+    yield Site(f"http://127.0.0.1:{port}", db, users, ids, source)
+    server.should_exit = True
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield b
+        b.close()
+
+
+class Visit:
+    """One signed-in browser context; records console errors and requests leaving the site."""
+
+    def __init__(self, browser, site: Site, who: str) -> None:
+        self.site = site
+        self.context = browser.new_context(viewport={"width": 1300, "height": 900})
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.outside: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on(
+            "request", lambda r: None if r.url.startswith((site.base, "data:")) else self.outside.append(r.url)
+        )
+        self.who = who
+        if who:
+            self.sign_in(site.users[who])
+
+    def sign_in(self, name: str, password: str = PASSWORD) -> None:
+        self.page.goto(self.site.base + "/catalog")
+        assert "/login" in self.page.url
+        self.page.fill("#password-form input[name=user]", name)
+        self.page.fill("#password-form input[name=password]", password)
+        self.page.click("#password-form button")
+
+    def go(self, path: str, shot: str | None = None):
+        self.page.goto(self.site.base + path)
+        self.page.wait_for_load_state("networkidle")
+        if shot:
+            out = ARTIFACTS / "console"
+            out.mkdir(parents=True, exist_ok=True)
+            self.page.screenshot(path=str(out / f"{shot}.png"), full_page=True)
+        return self.page
+
+    def xss_fired(self) -> bool:
+        return self.page.evaluate("() => window.__xss !== undefined")
+
+    def close(self) -> None:
+        assert not self.outside, f"requests left the console: {self.outside}"
+        self.context.close()
+
+
+def test_sign_in_sessions_csrf_and_logout(browser, site, settings):
+    v = Visit(browser, site, "")
+    v.sign_in(site.users["analyst"], "wrong password")
+    assert "/login" in v.page.url and "wrong user name or password" in v.page.inner_text("#login-error")
+    v.go("/login", "login")
+    v.sign_in(site.users["analyst"])
+    assert v.page.url.endswith("/catalog") and v.page.inner_text("#whoami").startswith(site.users["analyst"])
+    session = {c["name"]: c for c in v.context.cookies()}["shoal_session"]
+    assert session["httpOnly"] and session["sameSite"] == "Lax"
+
+    # A state-changing request without the form's CSRF token is refused, even with the cookie.
+    jar = {"shoal_session": session["value"]}
+    r = httpx.post(site.base + "/sql", data={"sql": "SELECT 1"}, cookies=jar, follow_redirects=False)
+    assert r.status_code == 403
+    token = v.go("/sql").get_attribute("#sql-form input[name=csrf]", "value")
+    r = httpx.post(site.base + "/sql", data={"sql": "SELECT 1", "csrf": token}, cookies=jar, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/sql?q=")
+    # Only local paths after sign-in: no open redirect.
+    r = httpx.get(site.base + "/login?next=//evil.example/x")
+    assert 'name="next" value="/catalog"' in r.text
+
+    v.page.click("#logout")
+    assert "/login" in v.page.url
+    r = httpx.get(site.base + "/catalog", cookies=jar, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"].startswith("/login")
+    v.close()
+
+    # Sign-in with an API token instead of a password.
+    _tid, secret = Principals(settings).create_token(site.users["guest"])
+    t = Visit(browser, site, "")
+    t.page.goto(site.base + "/catalog")
+    t.page.click("details summary")
+    t.page.fill("#token-form input[name=token]", secret)
+    t.page.click("#token-form button")
+    assert t.page.inner_text("#whoami").startswith(site.users["guest"])
+    t.close()
+
+
+def signin(site: Site, user: str, password: str = PASSWORD, token: str | None = None) -> httpx.Client:
+    """A console session over plain HTTP: the sign-in form's CSRF cookie, then the form."""
+    client = httpx.Client(base_url=site.base, timeout=120, follow_redirects=False)
+    client.get("/login")
+    form = {"csrf": client.cookies["shoal_login_csrf"], "next": "/catalog"}
+    form.update({"method": "token", "token": token} if token else {"user": user, "password": password})
+    r = client.post("/login", data=form)
+    assert r.status_code == 303
+    return client
+
+
+def signed_in(client: httpx.Client) -> bool:
+    return client.get("/catalog").status_code == 200
+
+
+def test_table_page_snapshots_only_for_unrestricted_readers(site):
+    admin = signin(site, site.users["admin"])
+    page = admin.get(f"/catalog/{site.db}/deals").text
+    assert 'id="snapshots"' in page and "snapshots-denied" not in page and "append" in page
+    analyst = signin(site, site.users["analyst"])
+    page = analyst.get(f"/catalog/{site.db}/deals").text
+    assert 'id="snapshots"' not in page and "snapshots-denied" in page and 'id="sample"' in page
+
+
+def test_inventory_text_filter_follows_text_grants(site):
+    """The guest may list objects (metadata is open) but holds no grant on shoal.text."""
+    analyst = signin(site, site.users["analyst"])
+    page = analyst.get("/objects", params={"text": "lease Berlin"}).text
+    assert "xss.txt" in page
+    guest = signin(site, site.users["guest"])
+    assert "xss.txt" in guest.get("/objects").text  # the inventory itself stays open
+    for words in ("lease Berlin", "maria.garcia", "Garc"):
+        page = guest.get("/objects", params={"text": words}).text
+        assert "xss.txt" not in page and "lease.html" not in page, words
+
+
+def test_workflow_pages_are_governed(site, settings):
+    from shoal.governance import AuditLog
+    from shoal.workflows import Store
+
+    execution = Store(settings).list_executions(workflow=sales.WORKFLOW, limit=1)[0].id
+    analyst = signin(site, site.users["analyst"])
+    assert 'href="/workflows"' not in analyst.get("/catalog").text  # no link to what they may not see
+    for path in (
+        "/workflows",
+        f"/workflows/{sales.WORKFLOW}",
+        f"/workflows/{sales.WORKFLOW}/graph.svg",
+        f"/executions/{execution}",
+        f"/executions/{execution}/graph.svg",
+    ):
+        r = analyst.get(path)
+        assert r.status_code == 403 and "TaskStateEntered" not in r.text, path
+    csrf = re.search(r'name="csrf" value="([^"]+)"', analyst.get("/catalog").text).group(1)
+    assert analyst.post(f"/workflows/{sales.WORKFLOW}/start", data={"csrf": csrf}).status_code == 403
+    assert analyst.post(f"/executions/{execution}/resume", data={"csrf": csrf}).status_code == 403
+    denied = AuditLog(settings).list(principal=site.users["analyst"], decision="deny", limit=20)
+    assert {"workflow.list", "workflow.view", "workflow.start", "workflow.resume"} <= {e["action"] for e in denied}
+
+    # SELECT on the workflow: its pages, executions and graphs, but no start or resume.
+    p, gov = Principals(settings), Governance(settings)
+    grant = gov.grant(p.principal("admin"), "SELECT", "WORKFLOW", sales.WORKFLOW, site.users["analyst"])
+    try:
+        assert 'href="/workflows"' in analyst.get("/catalog").text
+        listing = analyst.get("/workflows")
+        assert listing.status_code == 200 and sales.WORKFLOW in listing.text
+        for path in (f"/workflows/{sales.WORKFLOW}", f"/executions/{execution}", f"/executions/{execution}/graph.svg"):
+            assert analyst.get(path).status_code == 200, path
+        assert 'id="start"' not in analyst.get(f"/workflows/{sales.WORKFLOW}").text
+        assert analyst.post(f"/workflows/{sales.WORKFLOW}/start", data={"csrf": csrf}).status_code == 403
+        other = f"other-{site.db}"
+        assert analyst.get(f"/workflows/{other}").status_code == 403
+    finally:
+        gov.revoke(p.principal("admin"), grant.id)
+    assert analyst.get(f"/workflows/{sales.WORKFLOW}").status_code == 403
+
+
+def test_sessions_end_with_their_token_and_password_and_sign_in_is_throttled(site, settings):
+    from shoal.governance import AuditLog
+
+    p = Principals(settings)
+    token_id, token = p.create_token(site.users["guest"])
+    by_token = signin(site, "", token=token)
+    by_password = signin(site, site.users["guest"])
+    assert signed_in(by_token) and signed_in(by_password)
+    p.revoke_token(token_id)
+    assert not signed_in(by_token) and signed_in(by_password)
+
+    name = f"pw_{uuid.uuid4().hex[:6]}"
+    p.add(name, password=PASSWORD)
+    first, second = signin(site, name), signin(site, name)
+    p.set_password(name, PASSWORD + " again")  # from the CLI: every session of theirs ends
+    assert not signed_in(first) and not signed_in(second)
+
+    # Five wrong passwords lock the account: the right one is then refused, with a generic message.
+    for _ in range(settings.governance.throttle_account_failures):
+        assert not signed_in(signin(site, name, "not the password"))
+    locked = httpx.Client(base_url=site.base, timeout=120)
+    locked.get("/login")
+    r = locked.post(
+        "/login",
+        data={"csrf": locked.cookies["shoal_login_csrf"], "user": name, "password": PASSWORD + " again"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and "/login" in r.headers["location"] and "shoal_session" not in r.cookies
+    assert "Too many failed sign-ins" in locked.get(r.headers["location"]).text
+    assert any(
+        e["action"] == "console.login" and e["reason"] == "throttled"
+        for e in AuditLog(settings).list(principal=name, decision="deny", limit=10)
+    )
+    p.remove(name)
+
+
+def test_sql_editor_errors_are_audited_and_csv_headers_defused(site, settings, monkeypatch):
+    from shoal.governance import AuditLog, GovernedSql
+
+    analyst = signin(site, site.users["analyst"])
+    csrf = re.search(r'name="csrf" value="([^"]+)"', analyst.get("/sql").text).group(1)
+    r = analyst.post("/sql", data={"csrf": csrf, "sql": "SELECT 1 AS `=HYPERLINK(1)`, 2 AS `@x`, 3 AS ok"})
+    query_id = r.headers["location"].split("q=")[1]
+    assert analyst.get(f"/sql/{query_id}.csv").text.splitlines()[0] == "'=HYPERLINK(1),'@x,ok"
+
+    def boom(*_args, **_kwargs):
+        raise RuntimeError("something nobody foresaw")
+
+    monkeypatch.setattr(GovernedSql, "execute", boom)
+    r = analyst.post("/sql", data={"csrf": csrf, "sql": "SELECT 2"})
+    assert r.status_code == 303
+    page = analyst.get(r.headers["location"])
+    assert page.status_code == 200 and "the query failed" in page.text and "foresaw" not in page.text
+    assert analyst.get(f"/sql/{query_id}.csv").status_code == 400
+    errors = [
+        e for e in AuditLog(settings).list(principal=site.users["analyst"], limit=10) if e["action"] == "api.error"
+    ]
+    assert errors and errors[0]["decision"] == "deny"
+
+
+def test_catalog_and_table_pages_differ_by_user(browser, site):
+    name = f"{site.db}.deals"
+    a = Visit(browser, site, "analyst")
+    page = a.go("/catalog", "catalog-analyst")
+    assert page.inner_text(f"tr[data-table='{name}'] td:nth-child(4)") == "SELECT"
+    page = a.go(f"/catalog/{site.db}/deals", "table-analyst")
+    rows = page.locator("#sample tbody tr")
+    assert rows.count() == 2  # the row filter: EU only
+    assert "<script>window.__xss=5</script>" in page.inner_text("#sample")
+    assert "deals by region <b>not bold</b>" in page.inner_text("dl.facts")
+    assert page.locator("#schema tbody tr").count() == 4
+    # Row-filtered: no snapshot history (its record counts cover rows the analyst may not see).
+    assert page.locator("#snapshots").count() == 0 and page.locator("#snapshots-denied").count() == 1
+    assert not a.xss_fired()
+    a.close()
+
+    g = Visit(browser, site, "guest")
+    page = g.go("/catalog", "catalog-guest")
+    assert page.inner_text(f"tr[data-table='{name}'] td:nth-child(4)") == "none (metadata only)"
+    page = g.go(f"/catalog/{site.db}/deals", "table-guest")
+    assert page.locator("#sample").count() == 0 and "has no SELECT" in page.inner_text("#sample-denied")
+    g.close()
+
+
+def test_sql_editor_paging_csv_history_and_escaping(browser, site):
+    a = Visit(browser, site, "analyst")
+    page = a.go("/sql")
+    page.fill("#sql-text", "SELECT explode(sequence(1, 120)) AS n")
+    page.click("#run")
+    assert page.locator("#result tbody tr").count() == 50 and page.inner_text("#result tbody tr:first-child") == "1"
+    page.click("#next")
+    assert page.inner_text("#result tbody tr:first-child") == "51"
+    page.click("#next")
+    assert page.locator("#result tbody tr").count() == 20 and page.locator("#next").count() == 0
+    a.go(page.url.replace(a.site.base, ""), "sql")
+
+    page.fill("#sql-text", f"SELECT id, region, note FROM {site.db}.deals ORDER BY id")
+    page.click("#run")
+    assert page.locator("#result tbody tr").count() == 2
+    with page.expect_download() as download:
+        page.click("#csv")
+    csv_text = Path(download.value.path()).read_text()
+    assert csv_text.splitlines()[0] == "id,region,note"
+    assert "US" not in csv_text and "'=HYPERLINK" in csv_text  # governed rows; formulas defused
+
+    page.fill("#sql-text", "SELECT '<img src=x onerror=window.__xss=6>' AS h")
+    page.click("#run")
+    assert page.inner_text("#result tbody td") == "<img src=x onerror=window.__xss=6>"
+    assert not a.xss_fired()
+    history = page.inner_text("#history")
+    assert "sequence(1, 120)" in history and f"{site.db}.deals" in history
+    a.close()
+
+    g = Visit(browser, site, "guest")
+    page = g.go("/sql")
+    page.fill("#sql-text", f"SELECT * FROM {site.db}.deals")
+    page.click("#run")
+    assert "has no SELECT" in page.inner_text("#sql-error") and page.locator("#result").count() == 0
+    assert "sequence(1, 120)" not in page.inner_text("#history")  # history is private
+    g.close()
+
+
+def test_object_pages_render_results_escaped(browser, site):
+    a = Visit(browser, site, "analyst")
+    page = a.go(f"/objects/{site.ids['xss.txt']}", "object-text")
+    text = page.inner_text("#text-parts")
+    assert "<script>window.__xss = 1</script>" in text and 'onerror="window.__xss = 2"' in text
+    page.click("#raw-preview summary")  # the raw file through the access point, as text
+    assert "<script>window.__xss = 1</script>" in page.inner_text("#raw-preview pre")
+    marks = [(m.inner_text(), m.get_attribute("data-label")) for m in page.locator("#text-parts mark").all()]
+    assert ("Maria Garcia", "PII PERSON") in marks and ("Berlin", "PII LOCATION") in marks
+    assert [label for _t, label in marks].count("CARDINAL") >= 1  # entities beside the PII
+    assert ("maria.garcia@example.com", "PII EMAIL_ADDRESS") in marks, marks
+    assert not a.xss_fired()
+
+    page = a.go(f"/objects/{site.ids['lease.html']}", "object-html")
+    assert "<script>window.__xss=3</script>" in page.inner_text("#object-title")
+    cells = page.locator("table.extracted-table td").all_inner_texts()
+    assert "<img src=x onerror=window.__xss=4>" in cells and "1200" in cells
+    assert not a.xss_fired()
+
+    page = a.go(f"/objects/{site.ids['astronaut.png']}", "object-image-faces")
+    page.wait_for_function("() => document.querySelector('#image-preview img').naturalWidth > 0")
+    assert page.locator("#image-preview rect.face").count() == 1
+    page = a.go(f"/objects/{site.ids['poster.png']}", "object-image-ocr")
+    assert page.locator("#image-preview rect.word").count() >= 5
+    assert "download via" in page.inner_text("#raw-links")
+    a.close()
+
+    g = Visit(browser, site, "guest")
+    page = g.go(f"/objects/{site.ids['xss.txt']}", "object-guest")
+    assert page.locator("#text-parts").count() == 0 and "has no SELECT on shoal.text" in page.inner_text("main")
+    assert page.locator("#raw-preview").count() == 0
+    assert "no access point" in page.inner_text("#raw-links")
+    r = g.page.request.get(f"{site.base}/objects/{site.ids['poster.png']}/raw?ap=web-{site.source[4:]}&inline=1")
+    assert r.status == 403
+    g.close()
+
+
+def test_inventory_and_search(browser, site):
+    a = Visit(browser, site, "analyst")
+    page = a.go("/objects?type=image/png", "objects")
+    listed = page.inner_text("#objects")
+    assert site.ids["poster.png"][:12] in listed and site.ids["xss.txt"][:12] not in listed
+    page = a.go("/objects?text=Maria")
+    assert site.ids["xss.txt"][:12] in page.inner_text("#objects")
+
+    page = a.go("/search?q=Maria+Garcia+lease+Berlin&mode=keyword", "search")
+    hits = page.locator("#hits li")
+    assert hits.count() >= 1
+    assert any(site.ids["xss.txt"] in (h.locator("a").get_attribute("href") or "") for h in hits.all())
+    assert page.locator("#hits mark").count() >= 1
+    assert not a.xss_fired()
+    a.close()
+
+    g = Visit(browser, site, "guest")  # no grant on shoal.object_index: nothing to read
+    page = g.go("/search?q=Maria+Garcia+lease+Berlin&mode=keyword", "search-guest")
+    assert page.inner_text("#hits") == "no results you may read"
+    g.close()
+
+
+def test_dashboard_renders_and_refreshes_after_its_workflow(browser, site):
+    a = Visit(browser, site, "admin")
+    page = a.go("/dashboards", "dashboards")
+    page.click("text=Sales and marketing revenue")
+    page.wait_for_function("() => document.querySelectorAll('.vega-chart[data-rendered=true]').length === 4")
+    assert page.locator(".vega-chart svg .mark-line path, .vega-chart svg .mark-line").count() >= 1
+    assert page.locator(".vega-chart svg .mark-arc path").count() == 3  # one slice per month
+    assert page.inner_text("#chart-2") == "2,000"  # opportunities over every month
+    assert page.locator("#chart-7 tbody tr").count() == 3  # January to March
+    a.go(page.url.replace(site.base, ""), "dashboard")
+    page.select_option("#dashboard-filters select[name=year]", "2024")
+    page.click("#dashboard-filters button")
+    page.wait_for_function("() => document.querySelectorAll('.vega-chart[data-rendered=true]').length === 4")
+    assert "year=2024" in page.url and page.inner_text("#chart-2") == "2,000"
+    before = page.get_attribute("#dashboard", "data-version")
+
+    # Run the feeding workflow from the console in a second tab; the dashboard reloads itself.
+    tab = a.context.new_page()
+    tab.goto(site.base + f"/workflows/{sales.WORKFLOW}")
+    tab.click("#start")
+    tab.wait_for_url(re.compile(r".*/executions/.*"))
+    tab.wait_for_function(
+        "() => document.querySelector('#execution-status').textContent !== 'RUNNING'", timeout=180_000
+    )
+    assert tab.inner_text("#execution-status") == "SUCCEEDED"
+    execution_id = tab.url.rsplit("/", 1)[1]
+    tab.screenshot(path=str(ARTIFACTS / "console" / "execution.png"), full_page=True)
+    page.wait_for_function(f"() => document.querySelector('#dashboard').dataset.version !== {before!r}", timeout=30_000)
+    page.wait_for_function("() => document.querySelectorAll('.vega-chart[data-rendered=true]').length === 4")
+    assert execution_id in page.inner_text("#dashboard .meta")
+    assert not a.errors, a.errors
+    a.close()
+
+    g = Visit(browser, site, "guest")  # no grant on sales_db: the same dashboard, no data
+    page = g.go("/dashboards/sales-revenue", "dashboard-guest")
+    assert page.locator(".card .denied").count() == 8 and page.locator(".vega-chart").count() == 0
+    g.close()
+
+
+def test_workflow_pages_start_and_resume(browser, site, spark, settings, tmp_path):
+    import json
+
+    name = f"later-{site.db.replace('_', '-')}"
+    definition = tmp_path / f"{name}.asl.json"
+    definition.write_text(
+        json.dumps(
+            {
+                "StartAt": "Count",
+                "States": {
+                    "Count": {
+                        "Type": "Task",
+                        "Resource": "shoal:sql",
+                        "Parameters": {"QueryString": f"SELECT count(*) AS n FROM {site.db}.later", "Dialect": "spark"},
+                        "End": True,
+                    }
+                },
+            }
+        )
+    )
+    workflows.register(settings, definition, name=name)
+    a = Visit(browser, site, "admin")
+    page = a.go("/workflows", "workflows")
+    assert name in page.inner_text("#workflows") and sales.WORKFLOW in page.inner_text("#executions")
+    page = a.go(f"/workflows/{name}", "workflow")
+    page.wait_for_function("() => document.querySelector('#workflow-graph').naturalWidth > 0")
+    page.click("#start")
+    page.wait_for_function(
+        "() => document.querySelector('#execution-status').textContent !== 'RUNNING'", timeout=60_000
+    )
+    assert page.inner_text("#execution-status") == "FAILED"
+    assert "TaskStateEntered" in page.inner_text("#history")
+    page.wait_for_function("() => document.querySelector('#execution-graph').naturalWidth > 0")
+    a.go(page.url.replace(site.base, ""), "execution-failed")
+    spark.sql(f"CREATE TABLE {site.db}.later (x INT) USING iceberg")
+    page.click("#resume")
+    page.wait_for_function(
+        "() => !['RUNNING', 'FAILED'].includes(document.querySelector('#execution-status').textContent)",
+        timeout=60_000,
+    )
+    assert page.inner_text("#execution-status") == "SUCCEEDED"
+    a.close()
+
+    b = Visit(browser, site, "analyst")
+    page = b.go(f"/workflows/{name}")
+    assert page.locator("#start").count() == 0
+    token = page.get_attribute("form[action='/logout'] input[name=csrf]", "value")
+    r = page.request.post(f"{site.base}/workflows/{name}/start", form={"csrf": token, "input": "{}"})
+    assert r.status == 403
+    b.close()
+
+
+def test_governance_request_approve_and_audit(browser, site):
+    b = Visit(browser, site, "guest")
+    page = b.go("/governance")
+    page.fill("#request-form input[name=table]", f"{site.db}.deals")
+    page.fill("#request-form input[name=reason]", "quarterly <b>review</b>")
+    page.click("#request-form button")
+    assert "sent" in page.inner_text("#gov-message")
+    assert page.locator("#audit").count() == 0
+    b.go("/governance", "governance-guest")
+    b.close()
+
+    a = Visit(browser, site, "admin")
+    page = a.go("/governance")
+    row = page.locator("#requests tr", has_text=site.users["guest"]).first
+    assert "quarterly <b>review</b>" in row.inner_text()
+    row.locator("button.approve").click()
+    assert "approved" in page.inner_text("#gov-message")
+    page = a.go("/governance", "governance-admin")
+    assert "approved" in page.locator("#requests tr", has_text=site.users["guest"]).first.inner_text()
+    audit = page.inner_text("#audit")
+    assert "console.login" in audit and "access.approve" in audit and "access.request" in audit
+    a.close()
+
+    g = Visit(browser, site, "guest")  # the approved grant now shows rows
+    page = g.go(f"/catalog/{site.db}/deals")
+    assert page.locator("#sample tbody tr").count() == 3
+    g.close()
