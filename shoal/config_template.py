@@ -77,8 +77,8 @@ def _toml_value(value: Any) -> str | None:
     if isinstance(value, (str, Path)):
         return json.dumps(str(value))
     if isinstance(value, list):
-        items = [_toml_value(v) for v in value]
-        return "[" + ", ".join(i for i in items if i is not None) + "]"
+        items = [i for i in (_toml_value(v) for v in value) if i is not None]
+        return "[" + ", ".join(items) + "]"
     if isinstance(value, dict):
         items = [f"{json.dumps(str(k))} = {_toml_value(v)}" for k, v in value.items()]
         return "{" + ", ".join(items) + "}"

@@ -191,7 +191,7 @@ def _patched(run: GlueRun, argv: list[str]) -> Iterator[None]:
         yield
     finally:
         if had_new:
-            sc_class.__new__ = saved_new  # type: ignore[method-assign]
+            sc_class.__new__ = saved_new  # type: ignore[method-assign,assignment]
         else:
             del sc_class.__new__  # back to object.__new__ (setting it would change its checks)
         sc_class.__init__ = saved_init  # type: ignore[method-assign]

@@ -112,6 +112,7 @@ def _selected(df: DataFrame, conditions: list[dict[str, Any]], ctx: StepContext)
             raise RecipeError(f"step {ctx.step} ({ctx.operation}): each condition must be an object")
         test = condition(df, c, ctx)
         out = test if out is None else out & test
+    assert out is not None  # callers pass at least one condition
     return out
 
 

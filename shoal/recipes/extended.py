@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 import zoneinfo
 from collections.abc import Callable
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
+from pyspark.sql.window import WindowSpec
 
 from shoal.recipes.operations import (
     _AGGS,
@@ -101,7 +103,14 @@ def _default_target(p: dict[str, Any], suffix: str) -> str:
     return f"{p.get('sourceColumn') or 'value'}_{suffix}"
 
 
-def _ordered(df: DataFrame) -> tuple[DataFrame, Window]:
+def _first(df: DataFrame) -> Row:
+    """The first row of a one-row aggregate (an aggregate without GROUP BY always has one)."""
+    row = df.first()
+    assert row is not None
+    return row
+
+
+def _ordered(df: DataFrame) -> tuple[DataFrame, WindowSpec]:
     """A row-position column for order-dependent steps; the id follows partition order."""
     return df.withColumn(_ORDER, F.monotonically_increasing_id()), Window.orderBy(_ORDER)
 
@@ -340,7 +349,7 @@ def _with_expressions(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> tup
             raise _fail(ctx, f"withExpressions[{i}]: only type 'aggregate' is supported")
         exprs.append(_expression(df, str(spec["value"]), ctx).alias(f"a{i}"))
     try:
-        row = df.select(*exprs).first()
+        row = _first(df.select(*exprs))
     except Exception as exc:  # an expression that is not an aggregate fails here
         raise _fail(ctx, f"withExpressions must be aggregates over columns: {exc}") from exc
     for i, spec in enumerate(specs):
@@ -470,10 +479,11 @@ def _split_at(df: DataFrame, src: str, cuts: list[int], ctx: StepContext) -> Dat
     """Split `src` at 0-based character offsets into src_1..src_n; the source is replaced."""
     _require(df, [src], ctx)
     text = col(src).cast("string")
-    bounds = [0, *cuts, None]
+    bounds: list[int | None] = [0, *cuts, None]
     out = df
     for i in range(len(bounds) - 1):
         a, b = bounds[i], bounds[i + 1]
+        assert a is not None
         piece = text.substr(a + 1, 1 << 30) if b is None else text.substr(a + 1, b - a)
         out = out.withColumn(f"{src}_{i + 1}", piece)
     return out.drop(src)
@@ -516,7 +526,7 @@ def split_with_intervals(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> 
     start, interval = _int(p, "startPosition", ctx, 0), _int(p, "interval", ctx)
     if start < 0 or interval <= 0:
         raise _fail(ctx, f"startPosition must be >= 0 and interval > 0, got {start} and {interval}")
-    longest = df.select(F.max(F.length(col(src).cast("string")))).first()[0] or 0
+    longest = _first(df.select(F.max(F.length(col(src).cast("string")))))[0] or 0
     cuts = ([start] if start > 0 else []) + list(range(start + interval, max(longest, start + interval), interval))
     return _split_at(df, src, cuts, ctx)
 
@@ -544,13 +554,13 @@ def fill_with_mode(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFr
     if kind not in _MODE_TYPES:
         raise _fail(ctx, f"unknown modeType {kind!r} (known: {', '.join(_MODE_TYPES)})")
     counts = df.where(col(src).isNotNull()).groupBy(col(src).alias("v")).count()
-    top = counts.select(F.max("count")).first()[0]
+    top = _first(counts.select(F.max("count")))[0]
     if top is None:
         return df
     ties = counts.where(F.col("count") == top)
     # NONE has no tie-breaker in the reference; the smallest value keeps runs repeatable.
     pick = {"MINIMUM": F.min("v"), "NONE": F.min("v"), "MAXIMUM": F.max("v"), "AVERAGE": F.avg("v")}[kind]
-    value = ties.select(pick).first()[0]
+    value = _first(ties.select(pick))[0]
     return df.withColumn(src, F.coalesce(col(src), F.lit(value).cast(df.schema[src].dataType)))
 
 
@@ -800,7 +810,7 @@ def unnest_struct_n(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataF
                     cols.append((delimiter.join(name), child))
             return cols
 
-        for name, value in walk(col(src), df.schema[src].dataType, [src], 1):
+        for name, value in walk(col(src), typing.cast(StructType, df.schema[src].dataType), [src], 1):
             out = out.withColumn(name, value)
         if _bool(p.get("removeSourceColumn", "false")):
             out = out.drop(src)
@@ -840,7 +850,7 @@ def transpose(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
     )
     cast = (lambda c: c.cast("string")) if len(types) > 1 else (lambda c: c)
     long = df.select(key.alias("__shoal_key__"), *[cast(col(v)).alias(v) for v in values]).unpivot(
-        ["__shoal_key__"], values, new, "__shoal_value__"
+        ["__shoal_key__"], typing.cast(list[Column | str], values), new, "__shoal_value__"
     )
     order = F.create_map(*[x for i, v in enumerate(values) for x in (F.lit(v), F.lit(i))])
     wide = long.groupBy(new).pivot("__shoal_key__").agg(_AGGS[fn](F.col("__shoal_value__")))
@@ -899,6 +909,7 @@ def bucketization(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFra
         # [lo, hi) except the last bucket, which also holds its upper bound.
         inside = (number >= lo) & ((number <= hi) if i == len(names) - 1 else (number < hi))
         value = F.when(inside, F.lit(str(name))) if value is None else value.when(inside, F.lit(str(name)))
+    assert value is not None  # at least one bucket (checked above)
     return df.withColumn(_target(p, ctx, f"{src}_binned"), value)
 
 
@@ -920,7 +931,7 @@ for _name, _fn in {
     "RADIANS": lambda c, p, ctx: F.radians(c),
     "EXPONENT": lambda c, p, ctx: F.exp(c),
     "LN": lambda c, p, ctx: F.when(c > 0, F.log(c)),
-    "LOG": lambda c, p, ctx: F.when(c > 0, F.log(_float(p, "base", ctx, "10"), c)),
+    "LOG": lambda c, p, ctx: F.when(c > 0, F.log(c) / math.log(_float(p, "base", ctx, "10"))),
     "SQUARE_ROOT": lambda c, p, ctx: F.when(c >= 0, F.sqrt(c)),
     "SIGN": lambda c, p, ctx: F.signum(c).cast("int"),
     "NEGATE": lambda c, p, ctx: -c,
@@ -1031,7 +1042,7 @@ def _rolling(fn: Callable[[Column], Column]) -> Operation:
     return op
 
 
-for _name, _fn in {
+_ROLLING: dict[str, Callable[[Column], Column]] = {
     "ROLLING_AVERAGE": lambda c: F.avg(c.cast("double")),
     "ROLLING_SUM": lambda c: F.sum(c.cast("double")),
     "ROLLING_MIN": F.min,
@@ -1040,8 +1051,9 @@ for _name, _fn in {
     "ROLLING_STANDARD_DEVIATION": lambda c: F.stddev_samp(c.cast("double")),
     "ROLLING_VARIANCE": lambda c: F.var_samp(c.cast("double")),
     "ROLLING_MODE": F.mode,
-}.items():
-    OPERATIONS[_name] = _rolling(_fn)
+}
+for _rolling_name, _aggregate in _ROLLING.items():
+    OPERATIONS[_rolling_name] = _rolling(_aggregate)
 
 
 def _shift(forward: bool) -> Operation:

@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.support.helpers import run_cli
 
 from shoal.config import load_settings
 from shoal.exceptions import ConfigError
+from tests.support.helpers import run_cli
 
 _KEY_LINE = re.compile(r"^# (\w+) = (.*)$")
 

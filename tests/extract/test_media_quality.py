@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from shoal.media_samples import cell_accuracy, wer
 
 from shoal import media_samples as ms
 from shoal.config import ExtractSettings, MediaSettings
@@ -21,7 +22,6 @@ from shoal.extract.media import efficientnet, models
 from shoal.extract.media.av import AudioDecoder, Speech
 from shoal.extract.media.image import ImageDecoder, ImageLabels, Ocr
 from shoal.extract.media.speech import transcribe_file
-from shoal.media_samples import cell_accuracy, wer
 
 
 def ctx_for(data: bytes, name: str, media_type: str, **media) -> Context:

@@ -9,10 +9,10 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.support.helpers import rows, run_cli, write_csv
 
 from shoal.cdc import ApplyOptions, apply_changes
 from shoal.glue import GlueError, bookmarks, run_script, split_conf
+from tests.support.helpers import rows, run_cli, write_csv
 
 # The CDC job of the AWS sample "Transactional data lake using Apache Iceberg on AWS Glue",
 # written as that job is (docs/examples/glue/iceberg_cdc.py, the documented example).
@@ -334,6 +334,7 @@ def test_cli_process_reads_s3_with_bookmarks(tmp_path):
     import subprocess
 
     from pyarrow import fs as pafs
+
     from tests.support.servers import seaweedfs
 
     (tmp_path / "s3").mkdir()

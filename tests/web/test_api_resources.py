@@ -8,10 +8,10 @@ import time
 import uuid
 
 import pytest
-from tests.web.test_api import Api
 
 from shoal import workflows
 from shoal.governance import AuditLog, Governance, Principals
+from tests.web.test_api import Api
 
 
 @pytest.fixture(scope="module")

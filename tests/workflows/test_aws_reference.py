@@ -27,13 +27,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from pyarrow import fs as pafs
-from tests.support.servers import seaweedfs
 
 from shoal import storage
 from shoal.config import load_settings
 from shoal.workflows import register
 from shoal.workflows import run as run_workflow
 from shoal.workflows.schedule import Scheduler, Schedules
+from tests.support.servers import seaweedfs
 
 pytestmark = pytest.mark.slow
 

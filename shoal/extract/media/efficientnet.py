@@ -130,7 +130,9 @@ class EfficientNetLite:
         w, h = img.size
         side = round(min(w, h) * self.resolution / (self.resolution + 32))
         left, top = (w - side) // 2, (h - side) // 2
-        img = img.resize((self.resolution, self.resolution), Image.BICUBIC, box=(left, top, left + side, top + side))
+        img = img.resize(
+            (self.resolution, self.resolution), Image.Resampling.BICUBIC, box=(left, top, left + side, top + side)
+        )
         return (np.asarray(img, dtype=np.float32) - 127.0) / 128.0
 
     def logits(self, x: np.ndarray) -> np.ndarray:

@@ -88,8 +88,10 @@ def erase_rules(image: Image.Image) -> Image.Image:
     # Longer than any letter stroke (50 px: a capital at about 70 px font), shorter than a
     # table's rules, which run the width or height of the whole grid.
     n = max(50, min(gray.shape) // 20)
-    rules = cv2.morphologyEx(ink, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_RECT, (n, 1)))
-    rules |= cv2.morphologyEx(ink, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_RECT, (1, n)))
+    rules = cv2.bitwise_or(
+        cv2.morphologyEx(ink, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_RECT, (n, 1))),
+        cv2.morphologyEx(ink, cv2.MORPH_OPEN, cv2.getStructuringElement(cv2.MORPH_RECT, (1, n))),
+    )
     rules = cv2.dilate(rules, np.ones((3, 3), np.uint8))
     out = rgb.copy()
     out[rules > 0] = 255

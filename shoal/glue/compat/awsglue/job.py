@@ -33,6 +33,7 @@ class Job:
 
         from .context import GlueContext
 
+        self._glue_context: GlueContext | None
         if isinstance(glue_context_or_spark_session, GlueContext):
             self._glue_context = glue_context_or_spark_session
             self._spark_session = glue_context_or_spark_session.spark_session

@@ -8,6 +8,9 @@ from ..dynamicframe import DynamicFrame
 
 
 class GlueTransform:
+    def __call__(self, *args: Any, **kwargs: Any) -> DynamicFrame:
+        raise NotImplementedError(f"{type(self).__name__} is not supported")
+
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> DynamicFrame:
         return cls()(*args, **kwargs)
