@@ -4,6 +4,7 @@ where every command group is registered. Commands live in one module per group b
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -41,8 +42,24 @@ app = typer.Typer(
     help="Shoal: a self-hosted lakehouse for governed unstructured data and change data.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    # `shoal --install-completion` / `--show-completion` for bash, zsh, fish and PowerShell.
+    add_completion=True,
+    # Help texts are plain text: `[server]` in a help string is a config section, not markup.
+    rich_markup_mode=None,
 )
+
+
+class LogLevel(StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"shoal {__version__}\n")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -51,9 +68,30 @@ def _root(
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="Path of shoal.toml (default: $SHOAL_CONFIG or ./shoal.toml).")
     ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No progress output: only results, warnings and errors.")
+    ] = False,
+    log_level: Annotated[
+        LogLevel | None,
+        typer.Option(
+            "--log-level", help="Log level of Shoal and Spark (overrides [spark] log_level).", case_sensitive=False
+        ),
+    ] = None,
+    _version: Annotated[
+        bool,
+        typer.Option("--version", help="Print Shoal's version and exit.", callback=_print_version, is_eager=True),
+    ] = False,
 ) -> None:
     run = ctx.ensure_object(Run)
     activate(run)
+    output.QUIET["on"] = quiet
+    if log_level is not None:
+        import logging
+        import os
+
+        logging.basicConfig(level=log_level.value, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        # Spark spells WARNING as WARN; read by load_settings like any SHOAL_* variable.
+        os.environ["SHOAL_SPARK__LOG_LEVEL"] = "WARN" if log_level is LogLevel.WARNING else log_level.value
     # Absolute at once: whatever runs later (a scheduler, a server) reads the same file.
     run.config = config.expanduser().resolve() if config is not None else None
 

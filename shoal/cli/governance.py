@@ -52,21 +52,22 @@ def principal_add(
     password_stdin: Annotated[
         bool, typer.Option("--password-stdin", help="Read a password from stdin (for the web console).")
     ] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Add a user."""
     password = sys.stdin.readline().rstrip("\n") if password_stdin else None
     _principals().add(name, kind="user", admin=admin, password=password)
-    output.out.print(f"user {name} added")
+    output.done(json_out, f"user {name} added")
 
 
 @principal_app.command("password")
-def principal_password(name: Annotated[str, typer.Argument()]) -> None:
+def principal_password(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Set a user's password (prompted; or piped on stdin); their console sessions end."""
     password = getpass.getpass(f"password for {name}: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
     if len(password) < 8:
         raise ShoalError("a password needs at least 8 characters")
     _principals().set_password(name, password)
-    output.out.print(f"password of {name} set")
+    output.done(json_out, f"password of {name} set")
 
 
 @principal_app.command("list")
@@ -84,35 +85,39 @@ def principal_list(json_out: JsonOpt = False) -> None:
 
 
 @principal_app.command("remove")
-def principal_remove(name: Annotated[str, typer.Argument()]) -> None:
+def principal_remove(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Remove a user or group with its tokens, sessions, grants, memberships, access-point places,
     access requests, table ownership and SQL editor history."""
     from shoal.web.console.history import QueryHistory
 
     _principals().remove(name)
     QueryHistory(settings()).forget(name)
-    output.out.print(f"{name} removed")
+    output.done(json_out, f"{name} removed")
 
 
 @group_app.command("create")
-def group_create(name: Annotated[str, typer.Argument()]) -> None:
+def group_create(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Create a group."""
     _principals().add(name, kind="group")
-    output.out.print(f"group {name} created")
+    output.done(json_out, f"group {name} created")
 
 
 @group_app.command("add")
-def group_add(group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()]) -> None:
+def group_add(
+    group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()], json_out: JsonOpt = False
+) -> None:
     """Add a user to a group."""
     _principals().add_member(group, user)
-    output.out.print(f"{user} is in {group}")
+    output.done(json_out, f"{user} is in {group}")
 
 
 @group_app.command("remove")
-def group_remove(group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()]) -> None:
+def group_remove(
+    group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()], json_out: JsonOpt = False
+) -> None:
     """Remove a user from a group."""
     _principals().remove_member(group, user)
-    output.out.print(f"{user} left {group}")
+    output.done(json_out, f"{user} left {group}")
 
 
 @token_app.command("create")
@@ -132,10 +137,10 @@ def token_create(
 
 
 @token_app.command("revoke")
-def token_revoke(token_id: Annotated[str, typer.Argument()]) -> None:
+def token_revoke(token_id: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Revoke a token by id (console sessions signed in with it end too)."""
     _principals().revoke_token(token_id)
-    output.out.print(f"token {token_id} revoked")
+    output.done(json_out, f"token {token_id} revoked")
 
 
 @token_app.command("list")
@@ -233,7 +238,7 @@ def _table_columns(s, target: str) -> list[str]:
         ) from exc
 
 
-def revoke(grant_id: Annotated[int, typer.Argument()], as_: AsOpt = "admin") -> None:
+def revoke(grant_id: Annotated[int, typer.Argument()], as_: AsOpt = "admin", json_out: JsonOpt = False) -> None:
     """Revoke a grant by id (see `shoal grants list`)."""
     from shoal.governance import AuditLog
 
@@ -241,7 +246,7 @@ def revoke(grant_id: Annotated[int, typer.Argument()], as_: AsOpt = "admin") -> 
     by = gov.principals.principal(as_)
     gov.revoke(by, grant_id)
     AuditLog(settings()).record(by.name, "revoke", str(grant_id), True)
-    output.out.print(f"grant {grant_id} revoked")
+    output.done(json_out, f"grant {grant_id} revoked")
 
 
 @grants_app.command("list")
@@ -278,10 +283,11 @@ def grants_list(
 def tag_create(
     key: Annotated[str, typer.Argument()],
     values: Annotated[str, typer.Option("--values", help="Allowed values: a,b,c.")],
+    json_out: JsonOpt = False,
 ) -> None:
     """Create (or redefine) a tag key with its allowed values."""
     _gov().create_tag(key, _split(values) or [])
-    output.out.print(f"tag {key}: {values}")
+    output.done(json_out, f"tag {key}: {values}")
 
 
 @tag_app.command("assign")
@@ -290,13 +296,14 @@ def tag_assign(
     table: Annotated[str | None, typer.Option("--table")] = None,
     database_name: Annotated[str | None, typer.Option("--database")] = None,
     column: Annotated[str | None, typer.Option("--column")] = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Tag a database, a table or a column (columns inherit their table's tags, tables their database's)."""
     if "=" not in assignment:
         raise ShoalError("write KEY=VALUE")
     key, value = assignment.split("=", 1)
     _gov().assign_tag(key.strip(), value.strip(), database_name=database_name, table=table, column=column)
-    output.out.print(f"{key}={value} on {table or database_name}{'.' + column if column else ''}")
+    output.done(json_out, f"{key}={value} on {table or database_name}{'.' + column if column else ''}")
 
 
 @tag_app.command("list")
@@ -316,6 +323,7 @@ def owner_set(
     is_object: Annotated[
         bool, typer.Option("--object", help="NAME is a raw object's id (or a unique prefix).")
     ] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Set the owner (who approves access requests and may grant) and description of a table or object."""
     gov = _gov()
@@ -325,10 +333,10 @@ def owner_set(
 
         object_id = resolve_object_id(get_spark(settings()), name)
         gov.set_object_owner(object_id, owner, description)
-        output.out.print(f"object {object_id}: owner {owner or '(unchanged)'}")
+        output.done(json_out, f"object {object_id}: owner {owner or '(unchanged)'}")
         return
     gov.set_owner(name, owner, description)
-    output.out.print(f"{name}: owner {owner or '(unchanged)'}")
+    output.done(json_out, f"{name}: owner {owner or '(unchanged)'}")
 
 
 @owner_app.command("show")
@@ -436,12 +444,14 @@ def access_point_list(json_out: JsonOpt = False) -> None:
 
 
 @access_point_app.command("delete")
-def access_point_delete(name: Annotated[str, typer.Argument()], as_: AsOpt = "admin") -> None:
+def access_point_delete(
+    name: Annotated[str, typer.Argument()], as_: AsOpt = "admin", json_out: JsonOpt = False
+) -> None:
     """Delete an access point."""
     from shoal.governance.access import RawAccess
 
     RawAccess(settings()).delete(_principals().principal(as_), name)
-    output.out.print(f"access point {name} deleted")
+    output.done(json_out, f"access point {name} deleted")
 
 
 @access_point_app.command("sign")
@@ -498,12 +508,13 @@ def access_approve(
     request_id: Annotated[int, typer.Argument()],
     note: Annotated[str | None, typer.Option("--note")] = None,
     as_: AsOpt = "admin",
+    json_out: JsonOpt = False,
 ) -> None:
     """Approve a request: the requester gets SELECT on the table."""
     from shoal.governance.access import AccessRequests
 
     req = AccessRequests(settings()).decide(_principals().principal(as_), request_id, approve=True, note=note)
-    output.out.print(f"request {request_id} approved (grant {req['grant_id']})")
+    output.done(json_out, f"request {request_id} approved (grant {req['grant_id']})")
 
 
 @access_app.command("reject")
@@ -511,9 +522,10 @@ def access_reject(
     request_id: Annotated[int, typer.Argument()],
     note: Annotated[str | None, typer.Option("--note")] = None,
     as_: AsOpt = "admin",
+    json_out: JsonOpt = False,
 ) -> None:
     """Reject a request."""
     from shoal.governance.access import AccessRequests
 
     AccessRequests(settings()).decide(_principals().principal(as_), request_id, approve=False, note=note)
-    output.out.print(f"request {request_id} rejected")
+    output.done(json_out, f"request {request_id} rejected")

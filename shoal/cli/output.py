@@ -7,6 +7,7 @@ import io
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -50,14 +51,21 @@ def print_error(message: str) -> None:
     err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
 
 
+# Set by the root option --quiet: no progress lines or spinners, only results and errors.
+QUIET = {"on": False}
+
+
 @contextmanager
 def progress(enabled: bool, title: str) -> Iterator[Any]:
-    """A spinner on stderr with the current step; yields a `say(msg)` callback."""
+    """A spinner on stderr with the current step; yields a `say(msg)` callback. Off a terminal
+    (a log, CI) each step is a timestamped line instead; `shoal --quiet` silences both."""
+    enabled = enabled and not QUIET["on"]
     if not enabled or not err.is_terminal:
 
         def say(msg: str) -> None:
             if enabled:
-                err.print(f"[dim]{title}:[/] {msg}", markup=True)
+                stamp = time.strftime("%H:%M:%S")
+                err.print(f"[dim]{stamp} {escape(title)}:[/] {escape(msg)}", markup=True)
 
         yield say
         return
@@ -114,6 +122,14 @@ def print_rows(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     out.print(table)
 
 
+def done(json_out: bool, message: str, **data: Any) -> None:
+    """The result of a command that changes something: one line, or `{"ok": true, "message", ...}`."""
+    if json_out:
+        print_json({"ok": True, "message": message, **data})
+    else:
+        out.print(escape(message))
+
+
 class Output:
     """How one run of `shoal` prints: human (rich tables, a spinner on stderr) or JSON.
 
@@ -137,7 +153,11 @@ class Output:
     def failure(self, exc: ShoalError) -> None:
         """An error, on stderr (and as one JSON object on stdout in JSON mode)."""
         if self.json:
-            print_json({"error": str(exc).splitlines()[0], "hint": exc.hint})
+            # One shape for every command's errors: the reason, what to do, and each problem
+            # found (a definition's or a configuration's problems; else just the reason).
+            lines = str(exc).split("\n  hint: ")[0].splitlines()
+            problems = getattr(exc, "problems", None) or [p.strip().removeprefix("- ") for p in lines[1:]] or lines[:1]
+            print_json({"error": lines[0], "hint": exc.hint, "problems": problems})
         print_error(str(exc))
 
     # The demo and other callers that are handed an Output print through these.

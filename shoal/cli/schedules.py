@@ -81,30 +81,30 @@ def schedule_list(json_out: JsonOpt = False) -> None:
 
 
 @app.command("remove")
-def schedule_remove(name: Annotated[str, typer.Argument()]) -> None:
+def schedule_remove(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Delete a schedule."""
     from shoal.workflows.schedule import Schedules
 
     Schedules(settings()).remove(name)
-    output.out.print(f"schedule {name} removed")
+    output.done(json_out, f"schedule {name} removed")
 
 
 @app.command("pause")
-def schedule_pause(name: Annotated[str, typer.Argument()]) -> None:
+def schedule_pause(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Stop firing a schedule (slots while paused are not caught up)."""
     from shoal.workflows.schedule import Schedules
 
     Schedules(settings()).set_enabled(name, False)
-    output.out.print(f"schedule {name} paused")
+    output.done(json_out, f"schedule {name} paused")
 
 
 @app.command("unpause")
-def schedule_unpause(name: Annotated[str, typer.Argument()]) -> None:
+def schedule_unpause(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Fire a paused schedule again from now on."""
     from shoal.workflows.schedule import Schedules
 
     Schedules(settings()).set_enabled(name, True)
-    output.out.print(f"schedule {name} enabled")
+    output.done(json_out, f"schedule {name} enabled")
 
 
 def scheduler(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -29,10 +30,22 @@ class Dialect(StrEnum):
     hive = "hive"
 
 
+# Rows a terminal shows when no --limit is given (files, pipes and --format json/csv get all).
+TERMINAL_ROWS = 1000
+
+
 def sql(
-    query: Annotated[str, typer.Argument(help="SQL; time travel: TIMESTAMP/VERSION AS OF, FOR ... AS OF.")],
+    query: Annotated[
+        str | None,
+        typer.Argument(help="SQL, or - to read it from stdin; time travel: TIMESTAMP/VERSION AS OF, FOR ... AS OF."),
+    ] = None,
+    file: Annotated[Path | None, typer.Option("--file", help="Read the SQL from this file.")] = None,
     fmt: Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format.")] = SqlFormat.table,
-    limit: Annotated[int | None, typer.Option("--limit", help="Return at most this many rows.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON (the same as --format json).")] = False,
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", help=f"Return at most this many rows (a terminal shows {TERMINAL_ROWS} by default)."),
+    ] = None,
     dialect: Annotated[
         Dialect, typer.Option("--dialect", help="Dialect the SQL is written in (translated to Spark SQL).")
     ] = Dialect.spark,
@@ -42,22 +55,46 @@ def sql(
     ] = None,
 ) -> None:
     """Run SQL on the lake catalog and the external tables (CREATE EXTERNAL TABLE, MSCK REPAIR TABLE, ...)."""
+    import sys
+
     from shoal.spark import get_spark
     from shoal.sql.external import SqlRunner
 
+    if json_out:
+        fmt = SqlFormat.json
     current().out.json = fmt == SqlFormat.json
+    if file is not None and query is not None:
+        raise ShoalError("give the SQL as an argument or with --file, not both")
+    if file is not None:
+        if not file.is_file():
+            raise ShoalError(f"SQL file {file} does not exist")
+        query = file.read_text(encoding="utf-8")
+    elif query == "-":
+        query = sys.stdin.read()
+    if not query or not query.strip():
+        raise ShoalError(
+            "no SQL given", hint="shoal sql 'SELECT ...', shoal sql --file query.sql, or shoal sql - < query.sql"
+        )
+    capped = limit is None and fmt == SqlFormat.table and sys.stdout.isatty()
+    fetch = TERMINAL_ROWS + 1 if capped else limit
     s = settings()
     if as_ is not None:
         from shoal.governance import GovernedSql, Principals
 
         if dialect != Dialect.spark or database:
             raise ShoalError("--as runs Spark SQL with qualified table names (no --dialect/--database)")
-        result = GovernedSql(get_spark(s), s, Principals(s).principal(as_)).execute(query, limit=limit)
-        output.print_query(result, fmt.value)
-        return
-    runner = SqlRunner(get_spark(s), s, dialect=dialect.value, database_name=database)
-    result, _ = runner.execute(query, limit=limit)
+        result = GovernedSql(get_spark(s), s, Principals(s).principal(as_)).execute(query, limit=fetch)
+    else:
+        runner = SqlRunner(get_spark(s), s, dialect=dialect.value, database_name=database)
+        result, _ = runner.execute(query, limit=fetch)
+    cut = capped and len(result.rows) > TERMINAL_ROWS
+    if cut:
+        result.rows = result.rows[:TERMINAL_ROWS]
     output.print_query(result, fmt.value)
+    if cut:
+        output.print_warning(
+            f"showing the first {TERMINAL_ROWS} rows; pass --limit N for more, or --format csv|json for all"
+        )
 
 
 @table_app.command("history")

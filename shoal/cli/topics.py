@@ -56,12 +56,12 @@ def topic_subscribe(
 
 
 @app.command("unsubscribe")
-def topic_unsubscribe(subscription_id: Annotated[int, typer.Argument()]) -> None:
+def topic_unsubscribe(subscription_id: Annotated[int, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Remove a subscription by id."""
     from shoal.notify import Notifier
 
     Notifier(settings()).unsubscribe(subscription_id)
-    output.out.print(f"subscription {subscription_id} removed")
+    output.done(json_out, f"subscription {subscription_id} removed")
 
 
 @app.command("list")
@@ -82,12 +82,12 @@ def topic_list(json_out: JsonOpt = False) -> None:
 
 
 @app.command("delete")
-def topic_delete(name: Annotated[str, typer.Argument()]) -> None:
+def topic_delete(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Delete a topic and its subscriptions."""
     from shoal.notify import Notifier
 
     Notifier(settings()).delete_topic(name)
-    output.out.print(f"topic {name} deleted")
+    output.done(json_out, f"topic {name} deleted")
 
 
 @app.command("publish")

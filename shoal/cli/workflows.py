@@ -249,6 +249,7 @@ def workflow_graph(
     out: Annotated[
         Path | None, typer.Option("--output", "-o", help="File to write (default NAME.FORMAT; '-' for stdout).")
     ] = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Draw the state machine (Graphviz), optionally coloured by an execution."""
     from shoal import workflows
@@ -273,7 +274,7 @@ def workflow_graph(
         return
     target = out or Path(f"{Path(ref).name.split('.')[0]}.{fmt.value}")
     target.write_bytes(data)
-    output.out.print(str(target))
+    output.done(json_out, str(target))
 
 
 # ---- functions -------------------------------------------------------------------------------------

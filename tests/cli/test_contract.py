@@ -1,0 +1,99 @@
+"""The CLI's contract with scripts: every command takes --json, errors have one JSON shape, help
+texts render as written, and the root options (--version, --quiet, --log-level) work."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+import typer
+
+from shoal import __version__
+from shoal.cli.app import app
+from tests.support.helpers import run_cli
+
+# Commands without --json, and why.
+NO_JSON = {
+    "version": "prints the version string (see also --version)",
+    "demo": "a guided tour for people: its output is the point",
+    "serve": "runs a server until stopped",
+}
+
+
+def _leaves(command, path=()):
+    if hasattr(command, "commands"):
+        for name, sub in command.commands.items():
+            if not getattr(sub, "hidden", False):
+                yield from _leaves(sub, (*path, name))
+    else:
+        yield " ".join(path), command
+
+
+LEAVES = dict(_leaves(typer.main.get_command(app)))
+
+
+def test_every_command_takes_json_except_the_listed_ones() -> None:
+    assert len(LEAVES) > 90
+    missing = sorted(
+        name
+        for name, command in LEAVES.items()
+        if "--json" not in {o for p in command.params for o in getattr(p, "opts", [])}
+    )
+    assert missing == sorted(NO_JSON), f"commands without --json: {missing}"
+
+
+@pytest.mark.parametrize("name", sorted(LEAVES))
+def test_help_renders_as_written(name: str, capsys, monkeypatch) -> None:
+    code, out, err = run_cli([*name.split(), "--help"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "<bool>" not in out and "<str>" not in out  # typer 0.27+ renderings
+    if name == "serve":
+        assert "[server] host" in out  # a config section in a help text is not markup
+
+
+def test_version_quiet_and_log_level(tmp_path: Path, capsys, monkeypatch, cli_env) -> None:
+    code, out, _ = run_cli(["--version"], capsys, monkeypatch)
+    assert code == 0 and out.strip() == f"shoal {__version__}"
+    definition = tmp_path / f"hello{uuid.uuid4().hex[:6]}.asl.json"
+    definition.write_text(json.dumps({"StartAt": "P", "States": {"P": {"Type": "Pass", "End": True}}}))
+    code, out, err = run_cli(["workflow", "run", str(definition)], capsys, monkeypatch)
+    assert code == 0 and err.strip(), "progress lines were expected on stderr"
+    code, out, err = run_cli(["--quiet", "workflow", "run", str(definition)], capsys, monkeypatch)
+    assert code == 0 and err.strip() == "" and "SUCCEEDED" in out
+    monkeypatch.delenv("SHOAL_SPARK__LOG_LEVEL", raising=False)
+    code, out, err = run_cli(["--log-level", "warning", "config", "show", "--json"], capsys, monkeypatch)
+    assert code == 0 and json.loads(out)["spark"]["log_level"] == "WARN"
+
+
+def test_errors_have_one_json_shape(tmp_path: Path, capsys, monkeypatch, cli_env) -> None:
+    bad = tmp_path / "bad.asl.json"
+    bad.write_text(json.dumps({"StartAt": "Nowhere", "States": {"A": {"Type": "Pass"}}}))
+    code, out, err = run_cli(["workflow", "validate", str(bad), "--json"], capsys, monkeypatch)
+    assert code == 1
+    shaped = json.loads(out)
+    assert set(shaped) == {"error", "hint", "problems"}
+    assert len(shaped["problems"]) >= 2 and any("Nowhere" in p for p in shaped["problems"])
+    code, out, err = run_cli(["schedule", "pause", f"nope-{uuid.uuid4().hex[:6]}", "--json"], capsys, monkeypatch)
+    assert code == 1
+    shaped = json.loads(out)
+    assert set(shaped) == {"error", "hint", "problems"} and shaped["problems"] == [shaped["error"]]
+    # A change that succeeds answers {"ok": true, "message", ...}.
+    code, out, err = run_cli(["group", "create", f"g{uuid.uuid4().hex[:6]}", "--json"], capsys, monkeypatch)
+    assert code == 0 and json.loads(out)["ok"] is True
+
+
+def test_sql_from_a_file_or_stdin(spark, tmp_path: Path, capsys, monkeypatch, cli_env) -> None:
+    query = tmp_path / "q.sql"
+    query.write_text("SELECT 41 + 1 AS answer")
+    code, out, err = run_cli(["sql", "--file", str(query), "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    assert json.loads(out) == [{"answer": 42}]
+    monkeypatch.setattr("sys.stdin", io.StringIO("SELECT 'from stdin' AS source"))
+    code, out, err = run_cli(["sql", "-", "--format", "csv"], capsys, monkeypatch)
+    assert code == 0, err
+    assert out.splitlines() == ["source", "from stdin"]
+    code, out, err = run_cli(["sql", "--json"], capsys, monkeypatch)
+    assert code == 1 and json.loads(out)["error"] == "no SQL given"
