@@ -6,9 +6,10 @@ from __future__ import annotations
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from shoal import __version__
 from shoal.cli import (
@@ -47,6 +48,18 @@ app = typer.Typer(
     # Help texts are plain text: `[server]` in a help string is a config section, not markup.
     rich_markup_mode=None,
 )
+
+
+# Typer 0.26 lists hidden commands in plain (non-rich) help; click itself never does. Old
+# spellings kept as hidden aliases (`principal add` for `principal create`) must stay out of help.
+_list_commands = TyperGroup.list_commands
+
+
+def _visible_commands(self: TyperGroup, ctx: Any) -> list[str]:
+    return [n for n in _list_commands(self, ctx) if not getattr(self.commands.get(n), "hidden", False)]
+
+
+TyperGroup.list_commands = _visible_commands  # type: ignore[method-assign]
 
 
 class LogLevel(StrEnum):

@@ -45,7 +45,8 @@ def _split(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-@principal_app.command("add")
+@principal_app.command("create")
+@principal_app.command("add", hidden=True)
 def principal_add(
     name: Annotated[str, typer.Argument()],
     admin: Annotated[bool, typer.Option("--admin", help="Full rights on everything.")] = False,
@@ -84,7 +85,8 @@ def principal_list(json_out: JsonOpt = False) -> None:
     )
 
 
-@principal_app.command("remove")
+@principal_app.command("delete")
+@principal_app.command("remove", hidden=True)
 def principal_remove(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Remove a user or group with its tokens, sessions, grants, memberships, access-point places,
     access requests, table ownership and SQL editor history."""
@@ -483,7 +485,8 @@ def access_request(
     output.print_json(req) if json_out else output.out.print(f"request {req['id']} for {req['table']} is pending")
 
 
-@access_app.command("requests")
+@access_app.command("list")
+@access_app.command("requests", hidden=True)
 def access_requests_list(
     status: Annotated[str | None, typer.Option("--status", help="pending, approved or rejected")] = None,
     as_: AsOpt = "admin",

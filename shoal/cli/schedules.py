@@ -17,7 +17,8 @@ app = typer.Typer(help="Run workflows on a schedule or when files arrive.", no_a
 # ---- schedules -------------------------------------------------------------------------------------
 
 
-@app.command("add")
+@app.command("create")
+@app.command("add", hidden=True)
 def schedule_add(
     name: Annotated[str, typer.Argument()],
     workflow: Annotated[
@@ -80,7 +81,8 @@ def schedule_list(json_out: JsonOpt = False) -> None:
     )
 
 
-@app.command("remove")
+@app.command("delete")
+@app.command("remove", hidden=True)
 def schedule_remove(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
     """Delete a schedule."""
     from shoal.workflows.schedule import Schedules

@@ -311,7 +311,8 @@ def function_list(json_out: JsonOpt = False) -> None:
     )
 
 
-@function_app.command("remove")
+@function_app.command("delete")
+@function_app.command("remove", hidden=True)
 def function_remove(name: Annotated[str, typer.Argument(help="Function name.")], json_out: JsonOpt = False) -> None:
     """Forget a registered function."""
     from shoal.workflows.functions import FunctionRegistry

@@ -97,3 +97,25 @@ def test_sql_from_a_file_or_stdin(spark, tmp_path: Path, capsys, monkeypatch, cl
     assert out.splitlines() == ["source", "from stdin"]
     code, out, err = run_cli(["sql", "--json"], capsys, monkeypatch)
     assert code == 1 and json.loads(out)["error"] == "no SQL given"
+
+
+@pytest.mark.parametrize(
+    ("group", "new", "old"),
+    [
+        ("principal", "create", "add"),
+        ("principal", "delete", "remove"),
+        ("schedule", "create", "add"),
+        ("schedule", "delete", "remove"),
+        ("function", "delete", "remove"),
+        ("access", "list", "requests"),
+    ],
+)
+def test_uniform_verbs_keep_the_old_spelling_as_a_hidden_alias(group, new, old, capsys, monkeypatch) -> None:
+    code, listing, _ = run_cli([group, "--help"], capsys, monkeypatch)
+    assert code == 0
+    listed = {line.split()[0] for line in listing.split("Commands:")[1].splitlines() if line.strip()}
+    assert new in listed and old not in listed
+    code, new_help, _ = run_cli([group, new, "--help"], capsys, monkeypatch)
+    code_old, old_help, _ = run_cli([group, old, "--help"], capsys, monkeypatch)
+    assert code == code_old == 0
+    assert new_help.split("\n", 1)[1] == old_help.split("\n", 1)[1]  # the same command behind both names
