@@ -167,6 +167,23 @@ def _heic(marker: str) -> bytes:
     return buf.getvalue()
 
 
+def _msg(marker: str) -> bytes | None:
+    """An Outlook .msg written by aspose-email-foss (a test dependency), if installed."""
+    try:
+        from aspose.email_foss.msg import MapiMessage
+    except ImportError:
+        return None
+    import email
+    from email import policy
+    from email.message import EmailMessage
+
+    m = EmailMessage()
+    m["From"], m["To"], m["Subject"] = "harbour@example.org", "ops@example.org", "Inspection"
+    m.set_content(_sentence(marker))
+    parsed = email.message_from_bytes(m.as_bytes(), policy=policy.default)
+    return MapiMessage.from_email_message(parsed).to_bytes()
+
+
 def _encrypted_pdf() -> bytes:
     import pypdf
 
@@ -292,6 +309,9 @@ def build(folder: Path, copies: int, unique_copy: Callable[[str, bytes, int], by
                     _known_word(rel),
                     unique_copy(rel, (base / rel).read_bytes(), n + 1),
                 )
+            msg = _msg(_marker("msg", n))
+            if msg:
+                add("mail/inspection.msg", "Outlook .msg", _marker("msg", n), msg)
             add("controls/empty.txt", "control: empty", None, b"")
             add("controls/encrypted.pdf", "control: encrypted PDF", None, _encrypted_pdf() + f"%{n}\n".encode())
             if n == 0:  # Tika's files are fixed bytes: one copy, else they are duplicates
