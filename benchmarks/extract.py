@@ -305,8 +305,7 @@ def run_real_world(args) -> None:
             "without_text": [{"path": p, "error": c["errors"].get(p)} for p in missing],
         }
         for i in items:
-            k = report["kinds"].setdefault(i.kind, {"files": 0})
-            k["files"] += 1
+            k = report["kinds"].setdefault(i.kind, {"files": sum(1 for j in items if j.kind == i.kind)})
             k.setdefault(name, 0)
             k[name] += (
                 1

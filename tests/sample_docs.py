@@ -154,6 +154,29 @@ def legacy_office(name: str) -> bytes:
     return (LEGACY_OFFICE / name).read_bytes()
 
 
+def ppt_with_drawing_text(text: str) -> bytes:
+    """Tika's testPPT.ppt with its 'PowerPoint Document' stream replaced by one whose only text
+    sits in a drawing's text box (a PPDrawing container), as LibreOffice writes slides; catppt,
+    which reads the slide list's text atoms only, finds nothing in it."""
+    import shutil
+    import struct
+    import tempfile
+
+    import olefile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "drawing.ppt"
+        shutil.copy(LEGACY_OFFICE / "testPPT.ppt", path)
+        with olefile.OleFileIO(str(path), write_mode=True) as ole:
+            size = len(ole.openstream("PowerPoint Document").read())  # olefile rewrites in place
+            body = text.encode("utf-16-le")
+            atom = struct.pack("<HHI", 0, 0x0FA0, len(body)) + body  # TextCharsAtom
+            drawing = struct.pack("<HHI", 0x000F, 0x040C, len(atom)) + atom  # PPDrawing container
+            filler = struct.pack("<HHI", 0, 0x0FFF, size - len(drawing) - 8)
+            ole.write_stream("PowerPoint Document", drawing + filler + b"\0" * (size - len(drawing) - 8))
+        return path.read_bytes()
+
+
 def merged_cells_docx() -> bytes:
     """A DOCX table with a horizontal and a vertical merge, plus a vertical-merge continuation
     below a spanned cell: python-docx's cell grid raises "no 'tc' element at grid_offset=1"."""

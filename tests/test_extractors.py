@@ -505,6 +505,13 @@ def test_legacy_office_binaries(router, monkeypatch, name, media_type, extractor
         assert x.tables[0].rows[1][1:3] == ["Number", "Square"] and x.tables[0].rows[4][1:3] == ["3", "9"]
 
 
+def test_ppt_text_in_drawings_is_read_when_catppt_finds_none(router):
+    data = docs.ppt_with_drawing_text("Berth seven passed the harbour inspection")
+    x = only(extract(router, data, "libreoffice.ppt", ["ppt"], "application/vnd.ms-powerpoint"), "ppt")
+    assert x.properties["reader"] == "record walk"
+    assert text_of(x) == "Berth seven passed the harbour inspection"
+
+
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])
 def test_wide_text_without_bom_is_typed_and_decoded(router, encoding):
     eml = "From: ana@example.com\nTo: bo@example.com\nSubject: Café order\nDate: Mon, 1 Jan 2024 10:00:00 +0000\n\n"
