@@ -3,7 +3,8 @@
 Raw layout (prefix-per-source, so access can be granted per source and day):
     <warehouse>/raw/<source-name>/<yyyy>/<mm>/<dd>/<relative path>
 
-An object's id is its content hash. Re-ingesting an unchanged file does nothing; a changed
+An object's id is its content hash. Re-ingesting an unchanged file stores nothing new (only
+its path's last_seen in `shoal.object_sources` moves); a changed
 file at the same path becomes a new version (a new object). Raw files are never overwritten:
 a name already taken by other content gets the new content's hash in its name.
 
