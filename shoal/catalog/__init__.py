@@ -110,7 +110,48 @@ def list_objects(
         + (" WHERE " + " AND ".join(where) if where else "")
         + f" ORDER BY i.source_name, i.source_path, i.version LIMIT {int(limit)}"
     )
-    return _records(spark.sql(sql, args=args))
+    rows = _records(spark.sql(sql, args=args))
+    paths = object_paths(spark, [r["object_id"] for r in rows], principal=principal, settings=settings)
+    for r in rows:
+        r["paths"] = paths.get(r["object_id"], [])
+    return rows
+
+
+def object_paths(
+    spark: SparkSession,
+    object_ids: list[str],
+    *,
+    principal: Principal | None = None,
+    settings: Settings | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """object id -> every (source, path) holding its content, from `shoal.object_sources`.
+
+    Without a principal (the operator's CLI) or for an admin: all of them. For anyone else the
+    rows are read through governed SQL, so grants, row filters and masks on object_sources
+    apply, and no grant means no paths (the refusal is audited)."""
+    from shoal.ingest import object_paths as all_paths
+    from shoal.ingest import paths_by_object
+
+    ids = sorted({o for o in object_ids if _OBJECT_ID.match(o or "")})
+    if not ids:
+        return {}
+    if principal is None or principal.is_admin:
+        found = all_paths(spark, ids)
+    else:
+        from shoal.governance import AccessDenied, GovernedSql
+
+        if settings is None:
+            raise ValueError("object_paths needs settings to check a principal's grants")
+        try:
+            result = GovernedSql(spark, settings, principal).execute(
+                "SELECT object_id, source_name, source_path, first_seen, last_seen FROM shoal.object_sources "
+                f"WHERE object_id IN ({', '.join(repr(i) for i in ids)})",  # 32 hex digits each
+                limit=100000,
+            )
+        except AccessDenied:
+            return {}
+        found = paths_by_object([dict(zip(result.columns, r, strict=True)) for r in result.rows])
+    return {oid: [{k: to_json_value(v) for k, v in p.items()} for p in ps] for oid, ps in found.items()}
 
 
 def _text_matches(spark: SparkSession, settings: Settings, principal: Principal, words: list[str]) -> list[str]:
@@ -178,4 +219,5 @@ def show_object(spark: SparkSession, object_id: str) -> dict[str, Any]:
             args=args,
         )
     )
+    index[0]["paths"] = object_paths(spark, [object_id]).get(object_id, [])
     return {"object": index[0], "children": children, "extractions": extractions}

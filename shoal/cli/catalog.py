@@ -65,7 +65,7 @@ def catalog_objects(
         return
     output.print_rows(
         f"{len(rows)} object(s) (ids shortened; catalog show accepts a prefix)",
-        ["id", "source", "path", "type", "status", "lang", "pii", "pages"],
+        ["id", "source", "path", "type", "status", "lang", "pii", "pages", "paths"],
         [
             [
                 r["object_id"][:12],
@@ -76,6 +76,8 @@ def catalog_objects(
                 ",".join(r["languages"] or []),
                 "yes" if r["has_pii"] else "",
                 r["page_count"] if r["page_count"] is not None else "",
+                # Every path holding this content (duplicates included), from shoal.object_sources.
+                "\n".join(f"{p['source_name']}:{p['source_path']}" for p in r["paths"]),
             ]
             for r in rows
         ],

@@ -55,7 +55,17 @@ def search(
     output.print_rows(
         f"{len(hits)} result(s) for {query!r}",
         ["score", "object", "path", "part", "snippet"],
-        [[h.score, h.object_id[:12], h.source_path or h.raw_path, h.part or "", h.snippet] for h in hits],
+        [
+            [
+                h.score,
+                h.object_id[:12],
+                # every path holding the content (duplicates included), else the indexed one
+                "\n".join(f"{p['source_name']}:{p['source_path']}" for p in h.paths) or h.source_path or h.raw_path,
+                h.part or "",
+                h.snippet,
+            ]
+            for h in hits
+        ],
     )
 
 

@@ -3,9 +3,13 @@
 Raw layout (prefix-per-source, so access can be granted per source and day):
     <warehouse>/raw/<source-name>/<yyyy>/<mm>/<dd>/<relative path>
 
-An object's id is its content hash. Re-ingesting an unchanged file does nothing; a changed
+An object's id is its content hash. Re-ingesting an unchanged file stores nothing new (only
+its path's last_seen in `shoal.object_sources` moves); a changed
 file at the same path becomes a new version (a new object). Raw files are never overwritten:
 a name already taken by other content gets the new content's hash in its name.
+
+Every path seen is recorded in `shoal.object_sources` (object id, source, path, first and
+last seen), so content stored once under many paths stays findable by each of them.
 """
 
 from __future__ import annotations
@@ -123,6 +127,7 @@ def ingest(
     now = datetime.now(UTC)
     day = now.strftime("%Y/%m/%d")
     with table_lock(settings, str(objects)):
+        ensure_object_sources(spark)  # under the lock: a first backfill runs once
         known = _known_versions(spark, name)
         # Pass 1: hash everything, so content already stored (an earlier run, another path or
         # source) is known to be a duplicate before anything is copied.
@@ -151,6 +156,10 @@ def ingest(
         if rows:
             say(f"recording {len(rows)} new objects")
             append_objects(spark, rows)
+        seen = [(f.object_id, name, f.source_path) for f in result.files if f.object_id and f.status in _SEEN]
+        if seen:
+            say(f"recording {len(seen)} paths")
+            record_paths(spark, seen, now)
     if rows:
         from shoal.lake.object_index import refresh_index
 
@@ -162,6 +171,57 @@ def append_objects(spark: SparkSession, rows: list[dict[str, Any]]) -> None:
     cols = metadata.columns("objects")
     df = spark.createDataFrame([tuple(r.get(c) for c in cols) for r in rows], metadata.schema("objects"))
     df.writeTo(metadata.table("objects").sql).append()
+
+
+# Statuses whose file is stored (now or before) under its object id: its path is recorded.
+_SEEN = ("new", "new_version", "unchanged", "duplicate")
+
+
+def ensure_object_sources(spark: SparkSession) -> None:
+    """Create `shoal.object_sources` where missing (filled from shoal.objects on creation)."""
+    metadata.ensure_tables(spark, ("objects", "object_sources"))
+
+
+def record_paths(spark: SparkSession, seen: list[tuple[str, str, str]], now: datetime) -> None:
+    """Upsert (object id, source, path) rows: a known path gets last_seen = now and, if its
+    content changed, the new object id; a new path is inserted with first_seen = now."""
+    unique = {(src, path): oid for oid, src, path in seen}  # one row per path (a run lists each once)
+    df = spark.createDataFrame(
+        [(oid, src, path, now, now) for (src, path), oid in sorted(unique.items())],
+        metadata.schema("object_sources"),
+    )
+    df.createOrReplaceTempView("shoal_ingest_seen")
+    spark.sql(
+        f"MERGE INTO {metadata.table('object_sources').sql} t USING shoal_ingest_seen s "
+        "ON t.source_name = s.source_name AND t.source_path = s.source_path "
+        "WHEN MATCHED THEN UPDATE SET t.object_id = s.object_id, t.last_seen = s.last_seen "
+        "WHEN NOT MATCHED THEN INSERT *"
+    )
+
+
+def object_paths(spark: SparkSession, object_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """object id -> every path holding its content, oldest first (the operator's view: ungoverned)."""
+    if not object_ids:
+        return {}
+    ensure_object_sources(spark)
+    rows = (
+        spark.table(metadata.table("object_sources").sql)
+        .join(metadata.id_frame(spark, sorted(set(object_ids))), "object_id", "left_semi")
+        .collect()
+    )
+    return paths_by_object([r.asDict() for r in rows])
+
+
+def paths_by_object(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Group object_sources rows by object id, oldest path first, then by source and path."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(
+        rows, key=lambda r: (str(r.get("first_seen") or ""), r.get("source_name") or "", r.get("source_path") or "")
+    ):
+        out.setdefault(r["object_id"], []).append(
+            {k: r.get(k) for k in ("source_name", "source_path", "first_seen", "last_seen")}
+        )
+    return out
 
 
 def _known_versions(spark: SparkSession, source_name: str) -> dict[str, list[tuple[str, int, str]]]:

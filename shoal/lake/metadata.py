@@ -20,6 +20,12 @@ SCHEMAS: dict[str, str] = {
         "ingested_at TIMESTAMP, tags MAP<STRING, STRING>, parent_object_id STRING, "
         "file_name STRING, version INT, depth INT"
     ),
+    # Every (source, path) where ingest saw an object's content: identical content under many
+    # paths is one object but keeps all its paths. A path whose content changed points at the
+    # new object; first_seen is when the path was first ingested, last_seen the latest run that saw it.
+    "object_sources": (
+        "object_id STRING, source_name STRING, source_path STRING, first_seen TIMESTAMP, last_seen TIMESTAMP"
+    ),
     "extractions": (
         "object_id STRING, extractor STRING, extractor_version STRING, stage STRING, "
         "status STRING, error STRING, output_path STRING, duration_ms BIGINT, extracted_at TIMESTAMP, run_id STRING"
@@ -153,6 +159,8 @@ def ensure_tables(spark: SparkSession, names: tuple[str, ...] | None = None, *, 
             "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', "
             "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')"
         )
+        if name == "object_sources" and "objects" in existing:
+            _backfill_object_sources(spark)
 
 
 def _add_new_columns(spark: SparkSession, name: str) -> None:
@@ -162,3 +170,16 @@ def _add_new_columns(spark: SparkSession, name: str) -> None:
     missing = [d for d in column_definitions(name) if d.split()[0].lower() not in have]
     if missing:
         spark.sql(f"ALTER TABLE {table(name).sql} ADD COLUMNS ({', '.join(missing)})")
+
+
+def _backfill_object_sources(spark: SparkSession) -> None:
+    """A lake ingested before object_sources existed: one row per top-level path from
+    `shoal.objects` (the newest version's object), first/last seen from its ingest times."""
+    spark.sql(
+        f"INSERT INTO {table('object_sources').sql} SELECT object_id, source_name, source_path, first_at, last_at "
+        "FROM (SELECT object_id, source_name, source_path, "
+        "min(ingested_at) OVER (PARTITION BY source_name, source_path) AS first_at, "
+        "max(ingested_at) OVER (PARTITION BY source_name, source_path) AS last_at, "
+        "row_number() OVER (PARTITION BY source_name, source_path ORDER BY version DESC) AS n "
+        f"FROM {table('objects').sql} WHERE parent_object_id IS NULL) WHERE n = 1"
+    )

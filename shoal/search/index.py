@@ -2,7 +2,10 @@
 
 Layout under `<warehouse>/search/`:
   chunks.db       SQLite: `chunks` (text, object metadata, vector as float32 BLOB),
-                  `chunks_fts` (FTS5, BM25) and `objects` (text digest per indexed object)
+                  `chunks_fts` (FTS5, BM25), `objects` (text digest per indexed object) and
+                  `paths` (a copy of shoal.object_sources for the indexed objects, refreshed by
+                  every run, for the operator's Spark-free search; a principal's search reads
+                  object_sources itself, governed)
   vectors.faiss   an HNSW index over the chunk vectors (inner product = cosine), rebuilt
                   after each indexing run from the stored vectors
 
@@ -44,6 +47,10 @@ CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
   INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.chunk_id, old.text);
 END;
 CREATE TABLE IF NOT EXISTS objects (object_id TEXT PRIMARY KEY, digest TEXT NOT NULL, model TEXT NOT NULL, chunks INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS paths (
+    object_id TEXT NOT NULL, source_name TEXT, source_path TEXT, first_seen TEXT, last_seen TEXT
+);
+CREATE INDEX IF NOT EXISTS paths_object ON paths(object_id);
 """
 
 
@@ -160,6 +167,9 @@ class SearchIndex:
             embed_started = time.monotonic()
             rows = parts.rdd.mapPartitions(_embed_partition(model, size, overlap)).collect()
             result.embed_seconds = time.monotonic() - embed_started
+        from shoal.catalog import object_paths
+
+        paths = object_paths(spark, list(current))
         with self.connect() as conn:
             for oid in gone + todo:
                 conn.execute("DELETE FROM chunks WHERE object_id = ?", (oid,))
@@ -177,6 +187,17 @@ class SearchIndex:
                 [(oid, current[oid], fingerprint, per_object.get(oid, 0)) for oid in todo],
             )
             result.chunks_total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            # Paths change without the text changing (a duplicate ingested under a new path):
+            # the copy is replaced whole, every run.
+            conn.execute("DELETE FROM paths")
+            conn.executemany(
+                "INSERT INTO paths VALUES (?, ?, ?, ?, ?)",
+                [
+                    (oid, p["source_name"], p["source_path"], p["first_seen"], p["last_seen"])
+                    for oid, ps in paths.items()
+                    for p in ps
+                ],
+            )
         result.objects_indexed, result.objects_removed, result.chunks_added = len(todo), len(gone), len(rows)
         if todo or gone or not self.faiss_path.exists():
             say(f"building the vector index over {result.chunks_total} chunks")
@@ -196,6 +217,23 @@ class SearchIndex:
         tmp = self.faiss_path.with_suffix(".tmp")
         faiss.write_index(index, str(tmp))
         tmp.replace(self.faiss_path)  # readers see the old index or the new one, never half of one
+
+    def paths(self, object_ids: set[str]) -> dict[str, list[dict[str, Any]]]:
+        """object id -> its paths as of the last indexing run (the operator's copy)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        if not object_ids:
+            return out
+        with self.connect() as conn:
+            rows = conn.execute(
+                f"SELECT object_id, source_name, source_path, first_seen, last_seen FROM paths "
+                f"WHERE object_id IN ({','.join('?' * len(object_ids))}) ORDER BY first_seen, source_name, source_path",
+                sorted(object_ids),
+            ).fetchall()
+        for oid, name, path, first, last in rows:
+            out.setdefault(oid, []).append(
+                {"source_name": name, "source_path": path, "first_seen": first, "last_seen": last}
+            )
+        return out
 
     def vectors(self, where: str = "", args: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
         with self.connect() as conn:

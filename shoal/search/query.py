@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,8 @@ class Hit:
     keyword_rank: int | None
     media_type: str | None
     languages: list[str]
+    # Every (source, path) holding this content: {source_name, source_path, first_seen, last_seen}.
+    paths: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,6 +158,17 @@ def search(
         )
         if len(hits) == k:
             break
+    if hits:
+        hit_ids = {h.object_id for h in hits}
+        if spark is not None:
+            from shoal.catalog import object_paths
+
+            # Governed for a principal: no grant on shoal.object_sources, no paths.
+            paths = object_paths(spark, sorted(hit_ids), principal=principal, settings=settings)
+        else:
+            paths = index.paths(hit_ids)  # the operator, without Spark: the index's copy
+        for h in hits:
+            h.paths = paths.get(h.object_id, [])
     return hits
 
 

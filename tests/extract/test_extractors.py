@@ -153,6 +153,66 @@ def test_outlook_msg(router):
     assert [c.name for c in x.children] == ["order-1001.csv"]
 
 
+_WITHOUT_EXTRACT_MSG = r"""
+import json, sys
+class Blocker:  # as if the optional extra were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name == "extract_msg" or name.startswith("extract_msg."):
+            raise ImportError(f"No module named {name!r}")
+sys.meta_path.insert(0, Blocker())
+sys.modules.pop("extract_msg", None)
+from shoal.config import ExtractSettings
+from shoal.extract.base import ObjectInfo
+from shoal.extract.router import Router
+from shoal.extract.runner import warm
+from shoal.extract.sandbox import run_isolated
+data = open(sys.argv[1], "rb").read()
+router = Router(ExtractSettings(timeout_s=30, memory_mb=512))
+warm(router, [["outlook"]])
+steps = run_isolated(ObjectInfo("0" * 32, "/dev/null", "application/vnd.ms-outlook", "m.msg", len(data)), data, ["outlook"], router)
+print(json.dumps([[s.extractor, s.status, s.error] for s in steps]))
+"""
+
+
+def test_outlook_msg_without_the_optional_extra_is_skipped_with_the_install_hint(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.msg"
+    path.write_bytes(docs.msg_bytes(samples.email_bytes()))
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_EXTRACT_MSG, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr
+    steps = json.loads(done.stdout.strip().splitlines()[-1])
+    assert steps == [
+        ["outlook", "skipped", "Outlook .msg needs the optional extra: pip install 'shoal[msg]' (GPL-3.0)"]
+    ]
+
+
+def test_heic_photo_is_decoded_and_read_by_ocr(router):
+    import io
+
+    import pillow_heif
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (1200, 260), "white")
+    ImageDraw.Draw(img).text((40, 90), "Harbour inspection passed", fill="black", font=samples._font(48))
+    buf = io.BytesIO()
+    pillow_heif.from_pillow(img).save(buf, quality=90)
+    data = buf.getvalue()
+    assert detect_media_type(data[:65536], "IMG_0001.HEIC", data) == "image/heic"
+    steps = extract(router, data, "IMG_0001.HEIC", ["image", "ocr"])
+    assert steps["image"].status == "ok", steps["image"].error
+    assert "Harbour inspection passed" in text_of(only(steps, "ocr"))
+
+
 # ---- PDF ---------------------------------------------------------------------------------------
 def test_pdf_text_and_table(router):
     x = only(extract(router, samples.invoice_pdf(), "i.pdf"), "pdf")
@@ -220,7 +280,67 @@ def test_rtf_and_epub(router):
     assert detect_media_type(data[:65536], "b.epub", data) == "application/epub+zip"
     e = only(extract(router, data, "b.epub"), "epub")
     assert e.properties["title"] == "Field Guide" and e.properties["author"] == "Test Author"
+    assert e.properties["language"] == "en" and e.properties["page_count"] == 2
     assert "Owls hunt at night." in text_of(e)
+
+
+def test_epub_follows_the_spine_not_the_manifest(router):
+    chapters = ["First in the manifest.", "Second in the manifest.", "Third in the manifest."]
+    data = docs.epub_bytes("Reordered", chapters, spine=[3, 1, 2])
+    e = only(extract(router, data, "r.epub"), "epub")
+    body = text_of(e)
+    order = [body.index(c) for c in (chapters[2], chapters[0], chapters[1])]
+    assert order == sorted(order), body
+    assert [p.part for p in e.text] == ["chapter 1", "chapter 2", "chapter 3"]
+
+
+def test_epub_missing_chapter_is_skipped_but_the_rest_is_read(router):
+    data = docs.epub_bytes("Gappy", ["Kept chapter text.", "Lost chapter text."], drop=("OEBPS/text/chap 2.xhtml",))
+    e = only(extract(router, data, "g.epub"), "epub")
+    assert "Kept chapter text." in text_of(e) and "Lost chapter" not in text_of(e)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ({"drop": ("META-INF/container.xml",)}, "container 'META-INF/container.xml' is missing"),
+        ({"drop": ("OEBPS/content.opf",)}, "package document 'OEBPS/content.opf' is missing"),
+        ({"replace": {"OEBPS/content.opf": b"<package><manifest>"}}, "'OEBPS/content.opf' is not well-formed XML"),
+        (
+            {
+                "replace": {
+                    "META-INF/container.xml": b"<container xmlns='urn:oasis:names:tc:opendocument:xmlns:container'/>"
+                }
+            },
+            "names no rootfile",
+        ),
+        (
+            {"drop": ("OEBPS/text/chap 1.xhtml", "OEBPS/text/chap 2.xhtml")},
+            "none of the spine's documents is in the archive",
+        ),
+    ],
+)
+def test_damaged_epub_fails_with_a_clear_reason(router, damage, message):
+    data = docs.epub_bytes("Broken", ["One.", "Two."], **damage)
+    step = extract(router, data, "d.epub", ["epub"], "application/epub+zip")["epub"]
+    assert step.status == "error" and "damaged EPUB" in step.error and message in step.error, step.error
+
+
+def test_epub_package_entities_are_not_expanded(router):
+    good = docs.epub_bytes("Plain", ["Safe words."])
+    import io
+    import zipfile
+
+    opf = zipfile.ZipFile(io.BytesIO(good)).read("OEBPS/content.opf").decode()
+    dtd = docs.XML_BOMB.split(b"<lolz>")[0].decode().replace('<?xml version="1.0"?>', "").replace("lolz", "package")
+    bomb = opf.replace("?>", "?>" + dtd, 1).replace("<dc:title>Plain</dc:title>", "<dc:title>&lol3;</dc:title>")
+    x = only(
+        extract(
+            router, docs.epub_bytes("Plain", ["Safe words."], replace={"OEBPS/content.opf": bomb.encode()}), "b.epub"
+        ),
+        "epub",
+    )
+    assert "lol" not in (x.properties["title"] or "") and "Safe words." in text_of(x)
 
 
 # ---- structured ----------------------------------------------------------------------------------
@@ -383,6 +503,13 @@ def test_legacy_office_binaries(router, monkeypatch, name, media_type, extractor
         assert [link.url for link in x.links] == ["http://tika.apache.org/", "http://poi.apache.org/"]
     if extractor == "xls":
         assert x.tables[0].rows[1][1:3] == ["Number", "Square"] and x.tables[0].rows[4][1:3] == ["3", "9"]
+
+
+def test_ppt_text_in_drawings_is_read_when_catppt_finds_none(router):
+    data = docs.ppt_with_drawing_text("Berth seven passed the harbour inspection")
+    x = only(extract(router, data, "libreoffice.ppt", ["ppt"], "application/vnd.ms-powerpoint"), "ppt")
+    assert x.properties["reader"] == "record walk"
+    assert text_of(x) == "Berth seven passed the harbour inspection"
 
 
 @pytest.mark.parametrize("encoding", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"])

@@ -46,26 +46,54 @@ def odt_bytes(heading: str, paragraph: str, cells: list[list[str]]) -> bytes:
     return buf.getvalue()
 
 
-def epub_bytes(title: str, chapters: list[str]) -> bytes:
-    from ebooklib import epub
+def epub_bytes(
+    title: str,
+    chapters: list[str],
+    *,
+    spine: list[int] | None = None,
+    drop: tuple[str, ...] = (),
+    replace: dict[str, bytes] | None = None,
+) -> bytes:
+    """An EPUB 3 written with zipfile: mimetype, container.xml, OPF in OEBPS/, one XHTML per
+    chapter. `spine`: reading order as chapter numbers (default 1..n), which may differ from
+    the manifest's order; `drop`: member names left out; `replace`: members with other bytes."""
+    from xml.sax.saxutils import escape
 
-    book = epub.EpubBook()
-    book.set_identifier("shoal-test-book")
-    book.set_title(title)
-    book.set_language("en")
-    book.add_author("Test Author")
-    items = []
+    spine = spine or list(range(1, len(chapters) + 1))
+    items = "".join(
+        f'<item id="c{i}" href="text/chap%20{i}.xhtml" media-type="application/xhtml+xml"/>'
+        for i in range(1, len(chapters) + 1)
+    )
+    refs = "".join(f'<itemref idref="c{i}"/>' for i in spine)
+    opf = (
+        '<?xml version="1.0" encoding="utf-8"?>'
+        '<package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">'
+        '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
+        f'<dc:identifier id="id">shoal-test-book</dc:identifier><dc:title>{escape(title)}</dc:title>'
+        "<dc:creator>Test Author</dc:creator><dc:language>en</dc:language></metadata>"
+        f"<manifest>{items}</manifest>"
+        f"<spine>{refs}</spine></package>"
+    )
+    files = {
+        "mimetype": b"application/epub+zip",
+        "META-INF/container.xml": b'<?xml version="1.0"?>'
+        b'<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+        b'<rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+        b"</rootfiles></container>",
+        "OEBPS/content.opf": opf.encode(),
+    }
     for i, text in enumerate(chapters, 1):
-        c = epub.EpubHtml(title=f"Chapter {i}", file_name=f"chap_{i}.xhtml", lang="en")
-        c.content = f"<html><body><h1>Chapter {i}</h1><p>{text}</p></body></html>"
-        book.add_item(c)
-        items.append(c)
-    book.toc = items
-    book.spine = ["nav", *items]
-    book.add_item(epub.EpubNcx())
-    book.add_item(epub.EpubNav())
+        files[f"OEBPS/text/chap {i}.xhtml"] = (
+            '<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml">'
+            f"<head><title>Chapter {i}</title></head><body><h1>Chapter {i}</h1><p>{escape(text)}</p></body></html>"
+        ).encode()
+    files.update(replace or {})
     buf = io.BytesIO()
-    epub.write_epub(buf, book)
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            if name not in drop:
+                # The mimetype member comes first and stored, as the EPUB container spec asks.
+                zf.writestr(name, data, compress_type=zipfile.ZIP_STORED if name == "mimetype" else None)
     return buf.getvalue()
 
 
@@ -124,6 +152,29 @@ LEGACY_OFFICE = Path(__file__).parent / "data" / "legacy_office"
 def legacy_office(name: str) -> bytes:
     """Word/Excel/PowerPoint 97-2003 files from Apache Tika's test documents (see the README there)."""
     return (LEGACY_OFFICE / name).read_bytes()
+
+
+def ppt_with_drawing_text(text: str) -> bytes:
+    """Tika's testPPT.ppt with its 'PowerPoint Document' stream replaced by one whose only text
+    sits in a drawing's text box (a PPDrawing container), as LibreOffice writes slides; catppt,
+    which reads the slide list's text atoms only, finds nothing in it."""
+    import shutil
+    import struct
+    import tempfile
+
+    import olefile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "drawing.ppt"
+        shutil.copy(LEGACY_OFFICE / "testPPT.ppt", path)
+        with olefile.OleFileIO(str(path), write_mode=True) as ole:
+            size = len(ole.openstream("PowerPoint Document").read())  # olefile rewrites in place
+            body = text.encode("utf-16-le")
+            atom = struct.pack("<HHI", 0, 0x0FA0, len(body)) + body  # TextCharsAtom
+            drawing = struct.pack("<HHI", 0x000F, 0x040C, len(atom)) + atom  # PPDrawing container
+            filler = struct.pack("<HHI", 0, 0x0FFF, size - len(drawing) - 8)
+            ole.write_stream("PowerPoint Document", drawing + filler + b"\0" * (size - len(drawing) - 8))
+        return path.read_bytes()
 
 
 def merged_cells_docx() -> bytes:

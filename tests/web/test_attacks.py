@@ -27,7 +27,8 @@ CANARY_TABLE = f"CANARYTABLE{U}"  # in a table mallory has no grant on
 CANARY_COLUMN = f"CANARYCOLUMN{U}"  # in a column mallory's grant leaves out
 CANARY_ROW = f"CANARYROW{U}"  # in a row mallory's row filter leaves out
 CANARY_TEXT = f"canarytext{U}"  # in a document's extracted text
-CANARIES = (CANARY_TABLE, CANARY_COLUMN, CANARY_ROW, CANARY_TEXT.lower())
+CANARY_PATH = f"canarypath{U}"  # in a path known only to shoal.object_sources (a duplicate's)
+CANARIES = (CANARY_TABLE, CANARY_COLUMN, CANARY_ROW, CANARY_TEXT.lower(), CANARY_PATH)
 
 
 def leaked(value: object) -> list[str]:
@@ -288,6 +289,11 @@ def documents(spark, settings, lake, tmp_path_factory):
     )
     (folder / "menu.txt").write_text("The canteen menu this week: soup, salad and apple pie.\n")
     ingest(spark, settings, str(folder), source_name=f"attack{U}", tags={"attack": U})
+    # The menu again under a secret path, ingested after it: a duplicate, so the path lives
+    # only in shoal.object_sources, on which nobody below has a grant.
+    copies = tmp_path_factory.mktemp("attack-copies")
+    (copies / f"{CANARY_PATH}.txt").write_bytes((folder / "menu.txt").read_bytes())
+    ingest(spark, settings, str(copies), source_name=f"attackcopies{U}")
     run_extract(spark, settings, only=["text/plain"])
     SearchIndex(settings).update(spark, model=settings.search.model, size=400, overlap=80)
     admin = lake.p.principal("admin")
@@ -362,6 +368,32 @@ def test_search_snippets_follow_text_grants(spark, settings, lake, documents):
         settings, "canteen menu soup", k=5, tags=tags, principal=lake.p.principal(lake.mallory), spark=spark
     )
     assert menu_hits[0].source_path == "menu.txt" and "soup" in menu_hits[0].snippet
+
+
+def test_duplicate_paths_follow_object_sources_grants(spark, settings, lake, documents, cli_env, capsys, monkeypatch):
+    from shoal.catalog import list_objects, object_paths
+    from shoal.search.query import search
+
+    menu = documents["menu"]
+    assert CANARY_PATH + ".txt" in json.dumps(object_paths(spark, [menu]))  # the operator sees it
+    for who in (lake.reader, lake.mallory, lake.hasher):
+        for query in (
+            "SELECT * FROM shoal.object_sources",
+            "SELECT source_path FROM shoal.object_sources WHERE source_path LIKE 'canary%'",
+            "SELECT count(*) FROM shoal.object_sources",
+            "SELECT o.source_path FROM shoal.object_index i JOIN shoal.object_sources o ON i.object_id = o.object_id",
+        ):
+            assert_refused(lake, who, query)
+        principal = lake.p.principal(who)
+        rows = list_objects(spark, source_name=f"attack{U}", principal=principal, settings=settings)
+        assert not leaked(rows) and all(r["paths"] == [] for r in rows)
+        hits = search(settings, "canteen menu soup", k=5, tags={"attack": U}, principal=principal, spark=spark)
+        assert not leaked([h.to_dict() for h in hits])
+    code, out, err = run_cli(
+        ["catalog", "objects", "--source-name", f"attack{U}", "--as", lake.mallory, "--json"], capsys, monkeypatch
+    )
+    assert code == 0, err
+    assert "menu.txt" in out and not leaked(out)
 
 
 # ---- raw files -------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import email
 import io
 from email import policy
@@ -76,13 +77,27 @@ class Eml(Extractor):
         )
 
 
+MSG_EXTRA_MISSING = "Outlook .msg needs the optional extra: pip install 'shoal[msg]' (GPL-3.0)"
+
+
 class OutlookMsg(Extractor):
+    """Outlook .msg through extract-msg, which is GPL-3.0: an optional extra (`shoal[msg]`),
+    so the core stays Apache-2.0 compatible. Without it, .msg objects are skipped with the
+    reason and the command that installs it."""
+
     name = "outlook"
     version = "1"
-    preload = ("extract_msg",)
+
+    def warm(self, settings) -> None:
+        # Without the extra each .msg object is skipped with MSG_EXTRA_MISSING instead.
+        with contextlib.suppress(ImportError):
+            import extract_msg  # noqa: F401
 
     def run(self, ctx: Context) -> Extraction:
-        import extract_msg
+        try:
+            import extract_msg
+        except ImportError as exc:
+            raise ExtractionSkipped(MSG_EXTRA_MISSING) from exc
 
         # openMsg returns the class for the file's kind (message, appointment, ...): typed as its base.
         msg: Any = extract_msg.openMsg(io.BytesIO(ctx.data))

@@ -131,14 +131,68 @@ class Xls(_Legacy):
 
 class Ppt(_Legacy):
     name = "ppt"
-    version = "1"
+    version = "2"
     tool, suffix, what = "catppt", ".ppt", "PowerPoint presentation"
 
     def run(self, ctx: Context) -> Extraction:
-        out = convert(self.tool, ["-d", "utf-8"], ctx, self.suffix)
+        try:
+            out = convert(self.tool, ["-d", "utf-8"], ctx, self.suffix)
+        except ValueError:
+            out = ""  # catppt refused the file: the record walk below may still read it
         # catppt ends each slide (then masters and notes) with a form feed.
         chunks = [c.strip() for c in _pages(out) if c.strip()]
-        if not chunks:
+        if chunks:
+            parts = [TextPart(f"slide {i}", c) for i, c in enumerate(chunks, 1)]
+            return Extraction(text=parts, properties={"encoding": "utf-8", "page_count": len(parts)})
+        # catppt reads only the slide list's text atoms; LibreOffice (and others) keep slide
+        # text inside the drawings' text boxes, which the record walk finds too.
+        texts = ppt_text_atoms(ctx.data)
+        if not texts:
             raise self._empty()
-        parts = [TextPart(f"slide {i}", c) for i, c in enumerate(chunks, 1)]
-        return Extraction(text=parts, properties={"encoding": "utf-8", "page_count": len(parts)})
+        return Extraction(
+            text=[TextPart("presentation", "\n".join(texts))],
+            properties={"encoding": "utf-16-le", "reader": "record walk"},
+        )
+
+
+_CONTAINER = 0xF
+_MAIN_MASTER = 0x03F8  # the master slide: placeholder prompts ("Click to edit..."), not content
+_TEXT_CHARS = 0x0FA0  # UTF-16LE text
+_TEXT_BYTES = 0x0FA8  # 8-bit text (the low bytes of UTF-16 code units)
+
+
+def ppt_text_atoms(data: bytes, max_depth: int = 32) -> list[str]:
+    """Every TextCharsAtom and TextBytesAtom in the 'PowerPoint Document' stream ([MS-PPT]
+    records: 8-byte header, containers nest), in file order, master slide left out."""
+    import struct
+
+    import olefile
+
+    try:
+        with olefile.OleFileIO(data) as ole:
+            if not ole.exists("PowerPoint Document"):
+                raise ValueError("not a PowerPoint file: no 'PowerPoint Document' stream")
+            stream = ole.openstream("PowerPoint Document").read()
+    except OSError as exc:  # olefile reports a damaged compound file as OSError
+        raise ValueError(f"damaged PowerPoint file: {exc}") from exc
+    texts: list[str] = []
+
+    def walk(start: int, end: int, depth: int) -> None:
+        pos = start
+        while pos + 8 <= end:
+            head, kind, length = struct.unpack_from("<HHI", stream, pos)
+            body, pos = pos + 8, pos + 8 + length
+            if pos > end:
+                return  # a truncated record: keep what came before it
+            if head & 0xF == _CONTAINER:
+                if kind != _MAIN_MASTER and depth < max_depth:
+                    walk(body, pos, depth + 1)
+            elif kind in (_TEXT_CHARS, _TEXT_BYTES):
+                raw = stream[body:pos]
+                text = raw.decode("utf-16-le" if kind == _TEXT_CHARS else "cp1252", errors="replace")
+                text = text.replace("\r", "\n").replace("\x0b", "\n").strip()
+                if text and text != "*":  # "*" stands for a slide-number field
+                    texts.append(text)
+
+    walk(0, len(stream), 0)
+    return texts

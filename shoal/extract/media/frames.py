@@ -35,10 +35,18 @@ class Frame:
     time_s: float | None = None
 
 
+# ISO-BMFF major brands of HEIF still images (HEIC phone photos, AVIF is left to Pillow).
+_HEIF_BRANDS = {b"heic", b"heix", b"heim", b"heis", b"hevc", b"hevx", b"mif1", b"msf1"}
+
+
 def open_image(data: bytes, max_pixels: int) -> Image.Image:
     import io
 
     Image.MAX_IMAGE_PIXELS = max_pixels
+    if data[4:8] == b"ftyp" and data[8:12] in _HEIF_BRANDS:
+        import pillow_heif  # HEIC/HEIF: Pillow opens it once libheif's plugin is registered
+
+        pillow_heif.register_heif_opener()
     try:
         img = Image.open(io.BytesIO(data))
         img.size  # noqa: B018 - the header is parsed lazily; bombs are caught here

@@ -27,6 +27,9 @@ IMAGE_TYPES = (
     "image/webp",
     "image/bmp",
     "image/x-ms-bmp",
+    # Phone photos (HEIC/HEIF): decoded by pillow-heif (libheif), see frames.open_image.
+    "image/heic",
+    "image/heif",
 )
 # NudeNet classes reported as unsafe; the others (faces, covered parts, feet) are not.
 UNSAFE_CLASSES = frozenset(

@@ -204,6 +204,12 @@ def add(router: APIRouter, c: Console) -> None:
         phrases = q(f"SELECT phrase, score FROM shoal.key_phrases {where} ORDER BY rank", 50)
         sentiment = q(f"SELECT part, sentiment, compound FROM shoal.sentiment {where}")
         links = q(f"SELECT part, url, text FROM shoal.links {where}", 500)
+        # Every path holding this content, governed like the other tables: no grant, no paths.
+        paths = q(
+            "SELECT source_name, source_path, first_seen, last_seen FROM shoal.object_sources "
+            f"{where} ORDER BY first_seen, source_name, source_path",
+            1000,
+        )
         raw_text = None
         if raw_links and str(obj.get("media_type") or "").startswith("text/"):
             raw_text = _raw_text_preview(who, raw_links[0], request)
@@ -232,6 +238,7 @@ def add(router: APIRouter, c: Console) -> None:
             phrases=phrases,
             sentiment=sentiment,
             links=links,
+            paths=paths,
         )
 
     def _raw_text_preview(who: Principal, link: dict[str, str], request: Request) -> str | None:
