@@ -31,7 +31,7 @@ import time
 
 from PIL import Image, ImageFilter
 
-from shoal import media_samples as ms
+from shoal.samples import media as ms
 from shoal.extract.media.tables import cell_reader, find_tables, read_words, table_words
 
 WORDS = [

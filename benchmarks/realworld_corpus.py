@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from shoal import samples
+from shoal.samples import corpus as samples
 
 ROOT = Path(__file__).resolve().parent.parent
 TIKA = ROOT / "tests" / "data" / "legacy_office"

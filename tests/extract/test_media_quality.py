@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from shoal.media_samples import cell_accuracy, wer
+from shoal.samples.media import cell_accuracy, wer
 
-from shoal import media_samples as ms
+from shoal.samples import media as ms
 from shoal.config import ExtractSettings, MediaSettings
 from shoal.exceptions import DependencyError
 from shoal.extract.base import Context, ObjectInfo

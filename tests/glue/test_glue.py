@@ -16,7 +16,7 @@ from tests.support.helpers import rows, run_cli, write_csv
 
 # The CDC job of the AWS sample "Transactional data lake using Apache Iceberg on AWS Glue",
 # written as that job is (docs/examples/glue/iceberg_cdc.py, the documented example).
-CDC_SCRIPT = (Path(__file__).parent.parent / "docs" / "examples" / "glue" / "iceberg_cdc.py").read_text()
+CDC_SCRIPT = (Path(__file__).resolve().parents[2] / "docs" / "examples" / "glue" / "iceberg_cdc.py").read_text()
 
 CDC_HEADER = ["op", "product_id", "category", "product_name", "quantity_available", "last_update_time"]
 T1, T2, T3, T4 = "2022-03-01 10:00:00", "2022-03-02 11:34:01", "2022-03-03 09:00:00", "2022-03-03 09:05:00"

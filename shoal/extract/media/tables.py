@@ -78,7 +78,7 @@ def erase_rules(image: Image.Image) -> Image.Image:
 
     Tesseract reads a ruled table far worse once the rules are thicker than a couple of
     pixels (an upscaled scan: 28 of 28 words at 1x, 4 at 2x; 26 at 2x with the rules
-    erased, measured on media_samples.table_image). Strokes of letters are much shorter
+    erased, measured on shoal.samples.media.table_image). Strokes of letters are much shorter
     than the opening kernel, so text survives."""
     import cv2
 
