@@ -31,8 +31,8 @@ import time
 
 from PIL import Image, ImageFilter
 
-from shoal.samples import media as ms
 from shoal.extract.media.tables import cell_reader, find_tables, read_words, table_words
+from shoal.samples import media as ms
 
 WORDS = [
     "Rotterdam", "Berlin", "Lisbon", "Oslo", "Madrid", "pallet", "invoice", "gloves", "battery", "printer",

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from shoal.samples.media import cell_accuracy, wer
 
-from shoal.samples import media as ms
 from shoal.config import ExtractSettings, MediaSettings
 from shoal.exceptions import DependencyError
 from shoal.extract.base import Context, ObjectInfo
@@ -22,6 +20,8 @@ from shoal.extract.media import efficientnet, models
 from shoal.extract.media.av import AudioDecoder, Speech
 from shoal.extract.media.image import ImageDecoder, ImageLabels, Ocr
 from shoal.extract.media.speech import transcribe_file
+from shoal.samples import media as ms
+from shoal.samples.media import cell_accuracy, wer
 
 
 def ctx_for(data: bytes, name: str, media_type: str, **media) -> Context:
