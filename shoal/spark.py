@@ -9,6 +9,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib import resources
 from pathlib import Path
 
@@ -18,6 +21,19 @@ from shoal.private import private_dir, private_file
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 _lock = threading.Lock()
+# The warm engine gives each command a session of its own (temp views, SQL settings, current
+# database), all on its one SparkContext; get_spark returns it to that command's code.
+_command_session: ContextVar = ContextVar("shoal_command_session", default=None)
+
+
+@contextmanager
+def command_session(session) -> Iterator[None]:
+    """Make `session` what get_spark returns in this context (and threads started from it)."""
+    token = _command_session.set(session)
+    try:
+        yield
+    finally:
+        _command_session.reset(token)
 
 
 def iceberg_runtime_jar() -> str:
@@ -209,6 +225,9 @@ def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
     """Return the process's SparkSession, building it from `settings` on first use."""
     from pyspark.sql import SparkSession
 
+    session = _command_session.get()
+    if session is not None:
+        return session
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:

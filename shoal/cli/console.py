@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -42,9 +43,14 @@ def _root(
     config: Annotated[
         Path | None, typer.Option("--config", "-c", help="Path of shoal.toml (default: $SHOAL_CONFIG or ./shoal.toml).")
     ] = None,
+    no_engine: Annotated[
+        bool, typer.Option("--no-engine", help="Run here even when a warm engine serves the workspace.")
+    ] = False,
 ) -> None:
     # Absolute at once: whatever runs later (a scheduler, a server) reads the same file.
     _state["config"] = config.expanduser().resolve() if config is not None else None
+    if no_engine:  # (the entry point already chose this process) nor may `serve` start one
+        os.environ["SHOAL_ENGINE"] = "off"
 
 
 @app.command()
@@ -648,6 +654,7 @@ def demo(
 
 
 from shoal.cli import cluster as _cluster  # noqa: E402 - registers commands on `app`
+from shoal.cli import engine as _engine  # noqa: E402
 from shoal.cli import enrich as _enrich  # noqa: E402
 from shoal.cli import governance as _governance  # noqa: E402
 from shoal.cli import models as _models  # noqa: E402
@@ -663,11 +670,12 @@ _cluster.register(app)
 _quality.register(app)
 _enrich.register(app)
 _models.register(app)
+app.add_typer(_engine.engine_app, name="engine")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     try:
-        app()
+        app(args=argv, prog_name=prog_name)
     except ShoalError as exc:
         if _state["json"]:
             output.print_json({"error": str(exc).splitlines()[0], "hint": exc.hint})

@@ -583,8 +583,10 @@ def serve(
     from shoal.web import create_app, server_config
 
     s = settings()
-    proc = None
-    pg_server = None
+    from shoal.engine import manage as engine  # serve keeps a warm engine for the CLI beside it
+
+    engine_proc = None if thrift_only or pg_only else engine.start_beside_serve(s, state["config"])  # type: ignore[arg-type]
+    proc = pg_server = None
     if thrift or thrift_only or pg or pg_only:
         import signal
         import sys
@@ -623,6 +625,7 @@ def serve(
         output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port}{docs}")
         uvicorn.Server(server_config(s, create_app(s), host, port)).run()
     finally:
+        engine.stop_beside_serve(engine_proc)
         if proc is not None:
             thrift_server.stop(proc)
         if pg_server is not None:

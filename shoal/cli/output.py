@@ -7,7 +7,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -21,9 +21,9 @@ from shoal.sql import QueryResult, to_json_value
 WIDE_DEFAULT = 200
 
 
-def _width(stream) -> int | None:
-    if os.environ.get("COLUMNS", "").isdigit():
-        return int(os.environ["COLUMNS"])
+def _width(stream, environ: Mapping[str, str]) -> int | None:
+    if environ.get("COLUMNS", "").isdigit():
+        return int(environ["COLUMNS"])
     try:
         if stream.isatty():
             return None  # rich asks the terminal
@@ -32,8 +32,14 @@ def _width(stream) -> int | None:
     return WIDE_DEFAULT
 
 
-out = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
-err = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
+def make_console(stream, *, stderr: bool = False, file=None, environ: Mapping[str, str] | None = None) -> Console:
+    """The console for `stream` (the warm engine builds one per command for its caller's streams)."""
+    env = os.environ if environ is None else environ
+    return Console(file=file, stderr=stderr, highlight=False, soft_wrap=True, width=_width(stream, env), _environ=env)
+
+
+out = make_console(sys.stdout)
+err = make_console(sys.stderr, stderr=True)
 
 
 def print_json(data: Any) -> None:
