@@ -245,9 +245,44 @@ def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(settings.spark.log_level)
+        if settings.catalog.type == "sqlite":
+            renew_catalog_connections(spark, settings)
         if not settings.spark.master.startswith("local"):
             ship_code(spark, settings)
         return spark
+
+
+def renew_catalog_connections(spark, settings: Settings) -> None:
+    """Initialize the Iceberg catalog, then replace the SQLite connections it opened doing so.
+
+    Iceberg 1.10.2's JdbcCatalog leaves a metadata ResultSet open when it initializes
+    (updateSchemaIfRequired's getColumns, initializeCatalogTables' getTables). On SQLite that
+    holds a read transaction for good: the pooled connection then reads a stale catalog (tables
+    other processes created are missing) and its commits fail with SQLITE_BUSY_SNAPSHOT, which
+    long-lived processes (the warm engine, serve, a test session) run into. Closing those
+    connections ends the transaction; the pool opens fresh ones on demand.
+    """
+    try:
+        plugin = spark._jsparkSession.sessionState().catalogManager().catalog(settings.catalog.name)
+        catalog = plugin.icebergCatalog()
+        pool = _field(catalog, "connections")
+        impl = pool.getClass().getSuperclass()  # ClientPoolImpl: the idle connections and their count
+        clients = _field(pool, "clients", impl)
+        size = impl.getDeclaredField("currentSize")
+        size.setAccessible(True)
+        while not clients.isEmpty():
+            clients.pollFirst().close()
+            size.setInt(pool, size.getInt(pool) - 1)
+    except Exception as exc:  # noqa: BLE001 - another Iceberg version: keep going, as before
+        import logging
+
+        logging.getLogger(__name__).debug("catalog connections not renewed: %s", exc)
+
+
+def _field(obj, name: str, cls=None):
+    f = (cls or obj.getClass()).getDeclaredField(name)
+    f.setAccessible(True)
+    return f.get(obj)
 
 
 def ship_code(spark, settings: Settings) -> None:
