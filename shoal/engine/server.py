@@ -450,6 +450,7 @@ class Engine:
                 if reason:
                     with self._lock:
                         self.refused += 1
+                    print(f"engine: refused {cmd.argv[:1]}: {reason}", file=sys.__stderr__, flush=True)
                     send_message(conn, {"ready": False, "reason": reason})
                     return
                 send_message(conn, {"ready": True, "id": cmd.id})
@@ -628,10 +629,13 @@ def _close_streams(cmd: _Command) -> None:
 
 
 def _client_gone(conn: socket.socket) -> bool:
+    """Whether the client closed its end (it sends nothing while it waits for "ready")."""
+    import select
+
     try:
-        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except BlockingIOError:
-        return False
+        # select first: on a socket with a timeout, recv would wait that long for data.
+        readable, _, _ = select.select([conn], [], [], 0)
+        return bool(readable) and conn.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
 
