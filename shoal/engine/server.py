@@ -542,6 +542,7 @@ class Engine:
         code = 0
         with command_session(session):
             sc.addJobTag(tag)
+            sc.setInterruptOnCancel(True)  # a thread-local property, like the tag
             try:
                 console.main(cmd.argv, cmd.prog)
             except SystemExit as exc:
@@ -567,12 +568,16 @@ class Engine:
                 return
             cmd.cancelled = True
             _silence(cmd)
-        self._cancel(cmd)
+        print(f"engine: command {cmd.id} cancelled (client gone): {cmd.argv[:1]}", file=sys.__stderr__, flush=True)
+        # Again until the command ends: a job it submits after a cancel (it was still planning,
+        # or it goes on to its next step) is cancelled in its turn.
+        while not cmd.finished:
+            self._cancel(cmd)
+            time.sleep(0.5)
 
     def _cancel(self, cmd: _Command) -> None:
         with suppress(Exception):
             self.spark.sparkContext.cancelJobsWithTag(f"shoal-engine-{cmd.id}")
-        print(f"engine: command {cmd.id} cancelled (client gone): {cmd.argv[:2]}", file=sys.__stderr__, flush=True)
 
 
 def _encodings(value: Any) -> list[tuple[str, str]]:
