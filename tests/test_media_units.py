@@ -73,7 +73,7 @@ def test_missing_model_names_what_to_install(tmp_path):
 
 
 def test_torchfile_reads_weights_and_refuses_code(tmp_path):
-    sd = load_state_dict(str(models.label_weights(MediaSettings())))
+    sd = load_state_dict(str(models.label_weights(MediaSettings(label_model="mobilenet_v2"))))
     assert sd["features.0.0.weight"].shape == (32, 3, 3, 3) and sd["classifier.1.weight"].shape == (1000, 1280)
 
     class Evil:
@@ -94,7 +94,7 @@ def test_torchfile_reads_weights_and_refuses_code(tmp_path):
 
 
 def test_mobilenet_labels_known_photos():
-    net = mobilenet.load(models.label_weights(MediaSettings()), models.imagenet_labels())
+    net = mobilenet.load(models.label_weights(MediaSettings(label_model="mobilenet_v2")), models.imagenet_labels())
     skimage = Path(importlib.util.find_spec("skimage").submodule_search_locations[0]) / "data"
     coffee = net.classify(Image.open(skimage / "coffee.png"), 3)
     cat = net.classify(Image.open(skimage / "chelsea.png"), 3)

@@ -654,12 +654,15 @@ def demo(
 
 
 from shoal.cli import cluster as _cluster  # noqa: E402 - registers commands on `app`
+from shoal.cli import doctor as _doctor  # noqa: E402
 from shoal.cli import engine as _engine  # noqa: E402
 from shoal.cli import enrich as _enrich  # noqa: E402
+from shoal.cli import glue as _glue  # noqa: E402
 from shoal.cli import governance as _governance  # noqa: E402
 from shoal.cli import models as _models  # noqa: E402
 from shoal.cli import quality as _quality  # noqa: E402
 from shoal.cli import search as _search  # noqa: E402
+from shoal.cli import wheels as _wheels  # noqa: E402
 from shoal.cli import workflows as _workflows  # noqa: E402
 
 _workflows.register(app)
@@ -670,6 +673,9 @@ _cluster.register(app)
 _quality.register(app)
 _enrich.register(app)
 _models.register(app)
+_glue.register(app)
+_doctor.register(app, config_app)
+_wheels.register(app)
 app.add_typer(_engine.engine_app, name="engine")
 
 

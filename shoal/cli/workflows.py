@@ -110,6 +110,38 @@ def workflow_resume(
     _execution_summary(record, json_out)
 
 
+@workflow_app.command("stop")
+def workflow_stop(
+    execution_id: Annotated[str, typer.Argument(help="Execution id (or a unique prefix of at least 6 characters).")],
+    error: Annotated[str | None, typer.Option("--error", help="Error code recorded (default States.Aborted).")] = None,
+    cause: Annotated[str | None, typer.Option("--cause", help="Why it was stopped (recorded).")] = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until it has stopped.")] = True,
+    json_out: JsonOpt = False,
+) -> None:
+    """Stop a running execution (from any process): its states are cancelled and it ends ABORTED."""
+    import getpass
+    import time
+
+    from shoal.workflows import Store
+
+    state["json"] = json_out
+    store = Store(settings())
+    record = store.execution(execution_id)
+    store.request_stop(record.id, by=getpass.getuser(), error=error, cause=cause)
+    deadline = time.monotonic() + 120
+    while wait and store.execution(record.id).status == "RUNNING" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    after = store.execution(record.id)
+    data = after.to_dict()
+    if json_out:
+        output.print_json(data)
+    else:
+        output.print_kv(f"Execution {after.id}", {k: v for k, v in data.items() if v is not None})
+    if wait and after.status == "RUNNING":
+        output.print_error(f"{after.id} has not stopped yet (its process checks for stop requests every second)")
+        sys.exit(1)
+
+
 @workflow_app.command("register")
 def workflow_register(
     file: Annotated[Path, typer.Argument(help="Definition file (JSON or YAML).")],
@@ -372,13 +404,22 @@ def recipe_operations(json_out: JsonOpt = False) -> None:
 
 @job_app.command("register")
 def job_register(
-    file: Annotated[Path, typer.Argument(help="Job file (YAML or JSON).")], json_out: JsonOpt = False
+    file: Annotated[Path, typer.Argument(help="Job file (YAML or JSON, or a DataBrew describe-job export).")],
+    dataset: Annotated[
+        Path | None,
+        typer.Option("--dataset", help="DataBrew describe-dataset export (default: DATASETNAME.json beside FILE)."),
+    ] = None,
+    recipe: Annotated[
+        Path | None,
+        typer.Option("--recipe", help="DataBrew recipe JSON (default: RECIPENAME.json beside FILE)."),
+    ] = None,
+    json_out: JsonOpt = False,
 ) -> None:
     """Validate a job file and store it under its name (workflows refer to it by that name)."""
     from shoal.recipes import JobRegistry, load_job_file
 
     state["json"] = json_out
-    job = load_job_file(file)
+    job = load_job_file(file, dataset=dataset, recipe=recipe)
     JobRegistry(settings()).register(job)
     data = {"name": job.name, "kind": job.kind, "steps": len(job.steps), "outputs": [o.describe() for o in job.outputs]}
     output.print_json(data) if json_out else output.print_kv(f"Registered job {job.name}", data)

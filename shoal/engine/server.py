@@ -506,7 +506,7 @@ class Engine:
             settings = load_settings(config)
             if settings.workspace_dir != self.workspace:
                 return f"this engine serves {self.workspace}, not {settings.workspace_dir}"
-            if spark_conf(settings) != self.conf:
+            if _comparable(spark_conf(settings)) != _comparable(self.conf):
                 return "the command's Spark settings differ from the engine's (restart it: shoal engine stop/start)"
         except Exception as exc:  # noqa: BLE001 - the command itself reports it, in the client
             return f"settings do not load here: {type(exc).__name__}"
@@ -578,6 +578,12 @@ class Engine:
     def _cancel(self, cmd: _Command) -> None:
         with suppress(Exception):
             self.spark.sparkContext.cancelJobsWithTag(f"shoal-engine-{cmd.id}")
+
+
+def _comparable(conf: dict[str, str]) -> dict[str, str]:
+    # Whether Iceberg creates its catalog tables depends on whether they exist yet, not on
+    # the settings: a workspace created by the engine itself says "false" from then on.
+    return {k: v for k, v in conf.items() if not k.endswith(".jdbc.init-catalog-tables")}
 
 
 def _encodings(value: Any) -> list[tuple[str, str]]:

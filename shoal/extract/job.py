@@ -147,7 +147,7 @@ def run_extract(
     router = Router(settings.extract)  # validates routes before any work
     if only:
         router.check_selectors(only)
-    metadata.ensure_tables(spark)
+    metadata.ensure_tables(spark, add_columns=True)
     result = ExtractResult(run_id=uuid.uuid4().hex[:16])
     with table_lock(settings, "shoal.extract"):
         interrupted = _read_journal(settings)

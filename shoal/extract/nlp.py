@@ -29,17 +29,22 @@ def _offline_tldextract() -> None:
 
 def spacy_pipeline(settings: ExtractSettings):
     with _lock:
-        key = f"spacy:{settings.spacy_model}"
+        key = f"spacy:{settings.spacy_model}:{settings.entity_place_names}"
         if key not in _models:
             import spacy
 
-            _models[key] = spacy.load(settings.spacy_model)
+            nlp = spacy.load(settings.spacy_model)
+            if settings.entity_place_names:
+                from shoal.extract import places
+
+                places.add_to(nlp)  # "Rotterdam" in "the Rotterdam warehouse" is a place, not a person
+            _models[key] = nlp
         return _models[key]
 
 
 def pii_analyzer(settings: ExtractSettings):
     with _lock:
-        key = f"presidio:{settings.spacy_model}"
+        key = f"presidio:{settings.spacy_model}:{settings.entity_place_names}"
         if key in _models:
             return _models[key]
     nlp = spacy_pipeline(settings)
@@ -115,7 +120,7 @@ class Language(Extractor):
 
 class Entities(Extractor):
     name = "entities"
-    version = "1"
+    version = "2"  # 2: place names the model took for people are GPE (extract/places.py)
     stage = "enrich"
 
     def warm(self, settings: ExtractSettings) -> None:
@@ -214,7 +219,7 @@ class Pii(Extractor):
     """PII types, offsets and scores. The values themselves are never written anywhere."""
 
     name = "pii"
-    version = "1"
+    version = "2"  # 2: the spaCy pipeline's place-name fix (fewer places reported as PERSON)
     stage = "enrich"
 
     def warm(self, settings: ExtractSettings) -> None:

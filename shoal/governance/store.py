@@ -86,7 +86,7 @@ table_info = Table(
     Column("description", Text),
 )
 # Console sign-in sessions (shoal.governance.sessions). A new table beside the earlier
-# `shoal_web_sessions` (no migrations: create_all only), which is no longer read.
+# `shoal_web_sessions`, dropped by migration 0002.
 sessions = Table(
     "shoal_sessions",
     metadata,

@@ -2,7 +2,8 @@
 
 One SQLAlchemy engine per catalog URL and process. Each capability declares its tables
 (prefixed `shoal_`) on its own `MetaData` and calls `engine(settings, metadata)`, which
-creates missing tables once. SQLite runs in WAL mode with a busy timeout, as the Iceberg
+first brings existing tables to this release's schema (shoal.lake.migrations, once per process
+and database) and then creates missing tables once. SQLite runs in WAL mode with a busy timeout, as the Iceberg
 JDBC catalog does, so CLI calls, the scheduler and Spark commits can share the file.
 """
 
@@ -19,6 +20,9 @@ from shoal.private import private_dir, private_file
 _engines: dict[str, Engine] = {}
 _created: set[tuple[str, int]] = set()
 _lock = threading.Lock()
+_migrated: set[str] = set()
+_migrating: set[str] = set()
+_migrate_lock = threading.RLock()
 
 
 def utcnow() -> dt.datetime:
@@ -39,10 +43,30 @@ def engine(settings: Settings, metadata: MetaData | None = None) -> Engine:
         eng = _engines.get(url)
         if eng is None:
             eng = _engines[url] = _create(url, settings)
+    _migrate_once(url, settings, eng)
+    with _lock:
         if metadata is not None and (url, id(metadata)) not in _created:
             metadata.create_all(eng)
             _created.add((url, id(metadata)))
     return eng
+
+
+def _migrate_once(url: str, settings: Settings, eng: Engine) -> None:
+    """Run the schema migrations before any module touches its tables: once per process."""
+    with _migrate_lock:
+        if url in _migrated or url in _migrating:  # done, or the lock below asking for the engine
+            return
+        _migrating.add(url)
+        try:
+            from shoal.lake import migrations
+            from shoal.lake.locks import table_lock
+
+            # Two processes starting together: the second waits, then finds nothing to do.
+            with table_lock(settings, "shoal-state-schema"):
+                migrations.upgrade(eng)
+            _migrated.add(url)
+        finally:
+            _migrating.discard(url)
 
 
 def _create(url: str, settings: Settings) -> Engine:
@@ -73,3 +97,5 @@ def dispose() -> None:
             eng.dispose()
         _engines.clear()
         _created.clear()
+    with _migrate_lock:
+        _migrated.clear()

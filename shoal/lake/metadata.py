@@ -60,7 +60,8 @@ SCHEMAS: dict[str, str] = {
     ),
     "transcripts": (
         "object_id STRING, segment INT, start_s DOUBLE, end_s DOUBLE, text STRING, confidence DOUBLE, "
-        "language STRING, model STRING"
+        "language STRING, model STRING, "
+        "words ARRAY<STRUCT<word: STRING, start_s: DOUBLE, end_s: DOUBLE, probability: DOUBLE>>"
     ),
     "media_properties": (
         "object_id STRING, duration_s DOUBLE, container STRING, bit_rate BIGINT, video_codec STRING, width INT, "
@@ -107,8 +108,8 @@ def schema(name: str) -> str:
     return SCHEMAS[name]
 
 
-def columns(name: str) -> list[str]:
-    """Column names in order (commas inside MAP<...>/ARRAY<...> do not split)."""
+def column_definitions(name: str) -> list[str]:
+    """Each column's DDL ("name TYPE") in order (commas inside MAP<...>/ARRAY<...> do not split)."""
     out, depth, start, ddl = [], 0, 0, SCHEMAS[name] + ","
     for i, ch in enumerate(ddl):
         if ch == "<":
@@ -116,9 +117,14 @@ def columns(name: str) -> list[str]:
         elif ch == ">":
             depth -= 1
         elif ch == "," and depth == 0:
-            out.append(ddl[start:i].split()[0])
+            out.append(ddl[start:i].strip())
             start = i + 1
     return out
+
+
+def columns(name: str) -> list[str]:
+    """Column names in order."""
+    return [d.split()[0] for d in column_definitions(name)]
 
 
 def id_frame(spark: SparkSession, ids: list[str]) -> DataFrame:
@@ -132,15 +138,27 @@ def existing_ids(spark: SparkSession, name: str, ids: list[str]) -> set[str]:
     return {r.object_id for r in found.distinct().collect()}
 
 
-def ensure_tables(spark: SparkSession, names: tuple[str, ...] | None = None) -> None:
-    """Create the namespace and the named metadata tables (all by default) where missing."""
+def ensure_tables(spark: SparkSession, names: tuple[str, ...] | None = None, *, add_columns: bool = False) -> None:
+    """Create the namespace and the named metadata tables (all by default) where missing;
+    with `add_columns` (writers), add columns the definitions gained since a table was made."""
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{NAMESPACE}`")
     existing = {r.tableName for r in spark.sql(f"SHOW TABLES IN `{NAMESPACE}`").collect()}
     for name in names or tuple(SCHEMAS):
         if name in existing:
+            if add_columns:
+                _add_new_columns(spark, name)
             continue
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS {table(name).sql} ({SCHEMAS[name]}) USING iceberg "
             "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', "
             "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')"
         )
+
+
+def _add_new_columns(spark: SparkSession, name: str) -> None:
+    """Columns added to a table's definition since the lake was made (appended last, as
+    Iceberg adds them), so rows of the new shape can be written to an older table."""
+    have = {c.lower() for c in spark.table(table(name).sql).columns}
+    missing = [d for d in column_definitions(name) if d.split()[0].lower() not in have]
+    if missing:
+        spark.sql(f"ALTER TABLE {table(name).sql} ADD COLUMNS ({', '.join(missing)})")

@@ -3,7 +3,10 @@
 A job file is YAML or JSON. Keys are read case- and underscore-insensitively so a job
 exported from a cloud data-prep service (`Outputs`, `Format`, `CompressionFormat`,
 `PartitionColumns`, `Overwrite`) reads as well as Shoal's own spelling. Relative paths
-resolve against the job file's folder. Registered jobs live in the catalog database
+resolve against the job file's folder. A job as the cloud's `describe-job` exports it names
+its dataset and recipe (`DatasetName`, `RecipeReference`); their exports are read from
+DATASETNAME.json and RECIPENAME.json beside it (or files given explicitly), and S3
+locations (`{"Bucket", "Key"}`) become s3:// URIs. Registered jobs live in the catalog database
 (`shoal_jobs`), which is how a state machine's job names find them.
 """
 
@@ -78,7 +81,7 @@ class Dataset:
         location = d.get("location")
         if isinstance(location, dict):
             loc = _norm(location)
-            d.setdefault("path", loc.get("path") or "/".join(x for x in (loc.get("bucket"), loc.get("key")) if x))
+            d.setdefault("path", loc.get("path") or _bucket_key(loc))
         elif isinstance(location, str):
             d.setdefault("path", location)
         table = d.get("table") or d.get("tablename")
@@ -99,6 +102,14 @@ class Dataset:
 
     def describe(self) -> str:
         return self.table if self.format == "iceberg" else f"{self.format}:{self.path}"
+
+
+def _bucket_key(loc: dict[str, Any]) -> str | None:
+    """`{"Bucket", "Key"}` as the cloud exports an S3 location: s3://BUCKET/KEY."""
+    bucket, key = loc.get("bucket"), str(loc.get("key") or "")
+    if not bucket:
+        return key or None
+    return f"s3://{bucket}/{key}"
 
 
 def _guess_format(path: str | None) -> str:
@@ -203,17 +214,24 @@ def read_recipe(raw: Any, base: Path, where: str) -> list[dict[str, Any]]:
         raise JobError(
             f"{where}: a recipe is a list of steps {{'Action': {{'Operation': ..., 'Parameters': {{...}}}}}}"
         )
+    from shoal.recipes.apply import condition_mode, step_parts
     from shoal.recipes.operations import OPERATIONS
 
     for i, step in enumerate(raw, 1):
-        action = step.get("Action") or step.get("RecipeAction") if isinstance(step, dict) else None
-        if not isinstance(action, dict) or "Operation" not in action:
+        parts = step_parts(step)
+        if parts is None:
             raise JobError(f"{where}: step {i}: expected {{'Action': {{'Operation': ..., 'Parameters': {{...}}}}}}")
-        op = str(action["Operation"]).upper()
+        op = str(parts[0]).upper()
         if op not in OPERATIONS:
             raise JobError(
-                f"{where}: step {i}: unknown operation {action['Operation']!r}",
+                f"{where}: step {i}: unknown operation {parts[0]!r}",
                 hint=f"supported operations: {', '.join(sorted(OPERATIONS))}",
+            )
+        # Refused here so a job fails when it is loaded, not halfway through a run.
+        if parts[2] and condition_mode(op) is None:
+            raise JobError(
+                f"{where}: step {i} ({op}): ConditionExpressions are not supported for this operation",
+                hint="remove the conditions, or filter rows with KEEP_VALUES / REMOVE_VALUES in a step of their own",
             )
     return raw
 
@@ -226,7 +244,61 @@ def _load_file(path: Path) -> Any:
         raise JobError(f"{path}: not valid JSON or YAML: {exc}") from exc
 
 
-def parse_job(raw: dict[str, Any], *, base: Path, source: str | None = None, default_name: str | None = None) -> Job:
+def _exported(kind: str, name: str, base: Path, given: str | Path | None, where: str) -> tuple[Any, Path]:
+    """A file exported from the cloud's data-prep service: `given`, else NAME.json beside the job."""
+    path = Path(given) if given else base / f"{name}.json"
+    try:
+        return _load_file(path), path
+    except OSError as exc:
+        raise JobError(
+            f"{where}: cannot read {kind} {name!r} from {path}: {exc.strerror}",
+            hint=f"export the {kind} as {name}.json beside the job file, or name its file with --{kind}",
+        ) from exc
+
+
+def _databrew_dataset(name: str, base: Path, given: str | Path | None, where: str) -> dict[str, Any]:
+    """A dataset as `describe-dataset` exports it, as a job input."""
+    raw, path = _exported("dataset", name, base, given, where)
+    d = _norm(raw) if isinstance(raw, dict) else {}
+    source = _norm(d.get("input") or {})
+    s3, table = _norm(source.get("s3inputdefinition") or {}), _norm(source.get("datacataloginputdefinition") or {})
+    fmt = str(d.get("format") or "").lower()
+    if table.get("tablename"):
+        return {"table": f"{table.get('databasename') or 'default'}.{table['tablename']}", "format": "iceberg"}
+    if not s3.get("bucket"):
+        raise JobError(f"{where}: dataset {path} has no Input.S3InputDefinition or Input.DataCatalogInputDefinition")
+    options: dict[str, Any] = {}
+    csv = _norm((d.get("formatoptions") or {}).get("Csv") or {})
+    if "delimiter" in csv:
+        options["sep"] = csv["delimiter"]
+    if "headerrow" in csv:
+        options["header"] = bool(csv["headerrow"])
+    if fmt == "json" and _norm((d.get("formatoptions") or {}).get("Json") or {}).get("multiline"):
+        options["multiLine"] = True
+    out: dict[str, Any] = {"path": _bucket_key(s3), "options": options}
+    if fmt:
+        out["format"] = {"excel": "csv"}.get(fmt, fmt)
+    return out
+
+
+def _databrew_recipe(ref: dict[str, Any], base: Path, given: str | Path | None, where: str) -> Any:
+    """The steps of the recipe a job names (`RecipeReference`), from its exported JSON."""
+    name = str(ref.get("name") or "")
+    if not name and not given:
+        raise JobError(f"{where}: RecipeReference has no Name")
+    raw, _ = _exported("recipe", name, base, given, where)
+    return raw
+
+
+def parse_job(
+    raw: dict[str, Any],
+    *,
+    base: Path,
+    source: str | None = None,
+    default_name: str | None = None,
+    dataset_file: str | Path | None = None,
+    recipe_file: str | Path | None = None,
+) -> Job:
     if not isinstance(raw, dict):
         raise JobError(f"{source or 'job'}: a job is an object")
     d = _norm(raw)
@@ -243,6 +315,10 @@ def parse_job(raw: dict[str, Any], *, base: Path, source: str | None = None, def
         )
     if kind != "recipe":
         raise JobError(f"{where}: type must be recipe or python, got {kind!r}")
+    if "input" not in d and d.get("datasetname"):
+        d["input"] = _databrew_dataset(str(d["datasetname"]), base, dataset_file, where)
+    if not (d.get("recipe") or d.get("steps")) and isinstance(d.get("recipereference"), dict):
+        d["recipe"] = _databrew_recipe(_norm(d["recipereference"]), base, recipe_file, where)
     if "input" not in d:
         raise JobError(f"{where}: needs input (a dataset)")
     outputs = d.get("outputs") or []
@@ -259,13 +335,22 @@ def parse_job(raw: dict[str, Any], *, base: Path, source: str | None = None, def
     )
 
 
-def load_job_file(path: str | Path) -> Job:
+def load_job_file(path: str | Path, *, dataset: str | Path | None = None, recipe: str | Path | None = None) -> Job:
+    """A job file. A job exported from the cloud (`describe-job`) names its dataset and recipe:
+    they are read from `dataset`/`recipe`, or from DATASETNAME.json/RECIPENAME.json beside it."""
     p = Path(path).resolve()
     try:
         raw = _load_file(p)
     except OSError as exc:
         raise JobError(f"cannot read job file {p}: {exc.strerror}") from exc
-    return parse_job(raw, base=p.parent, source=str(p), default_name=p.name.split(".")[0])
+    return parse_job(
+        raw,
+        base=p.parent,
+        source=str(p),
+        default_name=p.name.split(".")[0],
+        dataset_file=dataset,
+        recipe_file=recipe,
+    )
 
 
 class JobRegistry:

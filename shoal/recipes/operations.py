@@ -393,9 +393,14 @@ def remove_duplicates(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> Dat
     return df.dropDuplicates([src])
 
 
+def data_columns(df: DataFrame) -> list[str]:
+    """The dataset's own columns, without the helper columns a conditional step adds."""
+    return [c for c in df.columns if not (c.startswith("__shoal_") and c.endswith("__"))]
+
+
 @operation("DELETE_DUPLICATE_ROWS")
 def delete_duplicate_rows(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
-    return df.dropDuplicates()
+    return df.dropDuplicates(data_columns(df))
 
 
 # ---- filters -------------------------------------------------------------------------------
@@ -470,6 +475,9 @@ def filter_expression(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> Dat
     return df.where(_expression(df, _param(p, "expression", ctx), ctx))
 
 
+_DENIED_FUNCTIONS = {"reflect", "java_method", "try_reflect"}
+
+
 def _expression(df: DataFrame, text: str, ctx: StepContext) -> Column:
     import sqlglot
     from sqlglot import exp
@@ -481,6 +489,13 @@ def _expression(df: DataFrame, text: str, ctx: StepContext) -> Column:
     # An expression works on the row: no subqueries, no table reads.
     if tree.find(exp.Select, exp.Subquery, exp.Table) is not None:
         raise RecipeError(f"step {ctx.step} ({ctx.operation}): the expression must not contain a query: {text!r}")
+    # Nor calls into the JVM: reflect() and java_method() run arbitrary static Java methods.
+    called = {f.name.lower() for f in tree.find_all(exp.Anonymous)}
+    if called & _DENIED_FUNCTIONS:
+        raise RecipeError(
+            f"step {ctx.step} ({ctx.operation}): the expression calls "
+            f"{', '.join(sorted(called & _DENIED_FUNCTIONS))}, which recipes may not use: {text!r}"
+        )
     missing = {c.name for c in tree.find_all(exp.Column)} - set(df.columns)
     if missing:
         raise RecipeError(
@@ -695,3 +710,7 @@ def sort(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
             else (c.asc_nulls_first() if nulls_first else c.asc_nulls_last())
         )
     return df.orderBy(*order)
+
+
+# The rest of the reference's operations register themselves on import.
+from shoal.recipes import extended as _extended  # noqa: E402, F401

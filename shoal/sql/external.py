@@ -193,8 +193,10 @@ class SqlRunner:
             try:
                 result = self.statement(statement, limit=limit)
             except SqlError as exc:
-                where = f"statement {i} of {len(statements)}: " if len(statements) > 1 else ""
-                raise SqlError(f"{where}{exc}", hint=exc.hint) from exc
+                if len(statements) == 1:
+                    raise
+                # args[0]: the message alone (str() would repeat the hint given again here).
+                raise SqlError(f"statement {i} of {len(statements)}: {exc.args[0]}", hint=exc.hint) from exc
         return result, len(statements)
 
     # ---- one statement ------------------------------------------------------------------------
@@ -431,7 +433,7 @@ class SqlRunner:
         fmt = {"textfile": "csv"}.get(fmt, fmt)
         parts = _names(props.get("partitioned_by"))
         df = run_df(self.spark, query)
-        if Path(location).exists() and any(Path(location).iterdir()):
+        if not _is_empty(self.settings, location):
             raise SqlError(
                 f"external_location {location} is not empty",
                 hint="choose an empty location, as the query engines require",
@@ -442,12 +444,21 @@ class SqlRunner:
         comp = props.get("write_compression") or props.get("parquet_compression")
         if comp is not None:
             writer = writer.option("compression", _literal(comp).lower())
-        staging = str(Path(location).with_name(f".{Path(location).name}.staging-{uuid.uuid4().hex[:8]}"))
-        writer.save(staging)
-        Path(location).parent.mkdir(parents=True, exist_ok=True)
-        if Path(location).exists():
-            Path(location).rmdir()
-        Path(staging).rename(location)
+        if "://" in location:
+            # An object store has no atomic rename: Spark's commit protocol writes under the
+            # location's _temporary prefix and removes it if the job fails, and the table is
+            # registered only after the write succeeded.
+            try:
+                writer.mode("errorifexists").save(location)
+            except Exception as exc:
+                raise SqlError(f"CTAS {name}: writing {location} failed: {first_line(exc)}") from exc
+        else:
+            staging = str(Path(location).with_name(f".{Path(location).name}.staging-{uuid.uuid4().hex[:8]}"))
+            writer.save(staging)
+            Path(location).parent.mkdir(parents=True, exist_ok=True)
+            if Path(location).exists():
+                Path(location).rmdir()
+            Path(staging).rename(location)
         fields = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
         table = ExternalTable(
             name,
@@ -462,6 +473,25 @@ class SqlRunner:
         self.spark.sql(f"DROP TABLE IF EXISTS {table.spark_name}")
         self.materialize(table)
         return _message(f"created external table {name} ({fmt} at {location})")
+
+
+def _is_empty(settings: Settings, location: str) -> bool:
+    """Whether no file lies under `location` (a local folder or an s3:// prefix)."""
+    if "://" not in location:
+        return not Path(location).exists() or not any(Path(location).iterdir())
+    if not location.startswith(("s3://", "s3a://")):
+        raise SqlError(f"external_location {location}: only local folders and s3:// locations are supported")
+    from pyarrow import fs as pafs
+
+    from shoal import storage
+
+    storage.configure(settings.storage)
+    client, key = storage.filesystem(location)
+    try:
+        found = client.get_file_info(pafs.FileSelector(key, recursive=True, allow_not_found=True))
+    except OSError as exc:
+        raise SqlError(f"cannot list external_location {location}: {exc}") from exc
+    return not any(e.type == pafs.FileType.File for e in found)
 
 
 def _column_defs(schema: exp.Expression) -> list[tuple[str, str]]:

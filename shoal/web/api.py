@@ -8,8 +8,9 @@ Raw bytes are served as attachments with `nosniff` and a sandboxing CSP: an uplo
 HTML file must never run in the API's origin; every other API answer carries `nosniff` and
 `default-src 'none'`. Wrong tokens and signatures are throttled (429 while locked; see
 shoal.governance.throttle). An unexpected error is audited (`api.error`); on the query
-path it is a 400 like any other failed query. Swagger UI (/docs) and ReDoc (/redoc) load
-scripts from a CDN and are off unless `[server] api_docs` is on; /openapi.json is always served.
+path it is a 400 like any other failed query. Swagger UI (/docs) and ReDoc (/redoc) are served
+with their scripts from local assets (`[server] api_docs = false` turns them off); /openapi.json
+is always served. /healthz answers without sign-in: up or down, nothing more.
 """
 
 import logging
@@ -19,6 +20,7 @@ from urllib.parse import quote
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 
 from shoal import __version__, storage
@@ -37,8 +39,13 @@ from shoal.governance import (
 from shoal.governance.access import AccessRequests, RawAccess
 from shoal.governance.throttle import Throttled
 from shoal.sql import to_json_value
+from shoal.web import resources
 
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
+DOCS_CSP = (
+    "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'"
+)
 QUERY_PATHS = ("/api/v1/query",)  # a failure here is the query's failure: 400, never 500
 log = logging.getLogger("shoal.api")
 
@@ -80,12 +87,14 @@ class DecisionIn(BaseModel):
 
 def create_app(settings: Settings) -> FastAPI:
     docs = settings.server.api_docs
-    app = FastAPI(
+    # fastapi-offline serves Swagger UI and ReDoc from assets inside the package, not a CDN.
+    app = FastAPIOffline(
         title="Shoal API",
         version=__version__,
         description="Governed access to the Shoal lakehouse.",
         docs_url="/docs" if docs else None,
         redoc_url="/redoc" if docs else None,
+        static_url="/docs-assets",
     )
     bearer = HTTPBearer(auto_error=False)
     principals = Principals(settings)
@@ -110,10 +119,16 @@ def create_app(settings: Settings) -> FastAPI:
     @app.middleware("http")
     async def _api_headers(request: Request, call_next):
         response = await call_next(request)
-        if request.url.path.startswith(("/api/", "/openapi")):
+        path = request.url.path
+        if path.startswith(("/api/", "/openapi", "/healthz")):
             response.headers.setdefault("X-Content-Type-Options", "nosniff")
             response.headers.setdefault("Content-Security-Policy", API_CSP)
             response.headers.setdefault("Cache-Control", "no-store")
+        elif path.startswith(("/docs", "/redoc")):
+            # Swagger UI and ReDoc pages start themselves with an inline script; nothing loads
+            # from elsewhere.
+            response.headers.setdefault("X-Content-Type-Options", "nosniff")
+            response.headers.setdefault("Content-Security-Policy", DOCS_CSP)
         return response
 
     @app.exception_handler(Throttled)
@@ -163,6 +178,24 @@ def create_app(settings: Settings) -> FastAPI:
         from shoal.spark import get_spark
 
         return get_spark(settings)
+
+    @app.get("/healthz", tags=["health"], responses={503: {"description": "the catalog database is unreachable"}})
+    def healthz() -> JSONResponse:
+        """Liveness and readiness for load balancers and service managers: no sign-in, no
+        details beyond up or down (the reason goes to the server log)."""
+        from sqlalchemy import text
+
+        from shoal.lake.database import engine
+
+        try:
+            with engine(settings).connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception as exc:  # any failure reaching the database means "not ready"
+            log.warning("health check: catalog database unreachable: %s", first_line(exc))
+            return JSONResponse({"status": "unavailable"}, status_code=503, headers={"Cache-Control": "no-store"})
+        return JSONResponse({"status": "ok"}, headers={"Cache-Control": "no-store"})
+
+    app.include_router(resources.router(settings, Depends(current), spark))
 
     @app.get("/api/v1/me")
     def me(who: Who) -> dict[str, Any]:

@@ -167,15 +167,22 @@ class Engine:
             )
             timer.daemon = True
             timer.start()
+        stopped = _StopWatch(self.store, run)
+        stopped.start()
         try:
             output = run.machine_scope(run.machine.definition, run.input, "", resume=resume, cancel=run.root)
         except (StatesError, Cancelled) as exc:
             err = exc if isinstance(exc, StatesError) else (run.root.reason or StatesError("States.Aborted", "stopped"))
-            status = TIMED_OUT if err.error == errors.TIMEOUT and run.root.reason is err else FAILED
-            self.store.event(
-                run.id, f"Execution{'TimedOut' if status == TIMED_OUT else 'Failed'}", error=err.error, cause=err.cause
-            )
-            self.store.finish(run.id, status, error=err.error, cause=err.cause)
+            if stopped.reason is not None and run.root.reason is stopped.reason:
+                # StopExecution: whatever the states raised while being cancelled, the run was stopped.
+                err = stopped.reason
+                self.store.event(run.id, "ExecutionAborted", error=err.error, cause=err.cause)
+                self.store.finish(run.id, ABORTED, error=err.error, cause=err.cause)
+            else:
+                status = TIMED_OUT if err.error == errors.TIMEOUT and run.root.reason is err else FAILED
+                kind = "TimedOut" if status == TIMED_OUT else "Failed"
+                self.store.event(run.id, f"Execution{kind}", error=err.error, cause=err.cause)
+                self.store.finish(run.id, status, error=err.error, cause=err.cause)
         except KeyboardInterrupt:
             self.store.event(run.id, "ExecutionAborted", cause="interrupted")
             self.store.finish(
@@ -186,9 +193,38 @@ class Engine:
             self.store.event(run.id, "ExecutionSucceeded", output=output)
             self.store.finish(run.id, SUCCEEDED, output=output)
         finally:
+            stopped.close()
             if timer:
                 timer.cancel()
         return self.store.execution(run.id)
+
+
+class _StopWatch(threading.Thread):
+    """Polls the store for a stop request (`shoal workflow stop`, the API, the console: any
+    process) and cancels the run's states when one arrives."""
+
+    POLL_S = 1.0
+
+    def __init__(self, store: Store, run: _Run) -> None:
+        super().__init__(daemon=True, name=f"stop-watch-{run.id}")
+        self.store = store
+        self.run_ = run
+        self.reason: StatesError | None = None
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.POLL_S):
+            try:
+                request = self.store.stop_request(self.run_.id)
+            except Exception:  # a busy database: look again at the next tick
+                continue
+            if request:
+                self.reason = StatesError(request.get("error") or "States.Aborted", request.get("cause") or "stopped")
+                self.run_.root.set(self.reason)
+                return
+
+    def close(self) -> None:
+        self._done.set()
 
 
 class _Run:

@@ -307,9 +307,17 @@ class Schedules:
 def _prefix(prefix: str) -> str:
     if not prefix:
         raise WorkflowError("--on-new-files needs a folder or path prefix")
-    return (
-        prefix if "://" in prefix else str(Path(prefix).expanduser().resolve()) + ("/" if prefix.endswith("/") else "")
-    )
+    prefix = prefix.removeprefix("file://")
+    if prefix.startswith("s3a://"):
+        prefix = "s3://" + prefix.removeprefix("s3a://")
+    if "://" in prefix:
+        if not prefix.startswith("s3://") or not prefix.removeprefix("s3://").strip("/"):
+            raise WorkflowError(
+                f"--on-new-files {prefix}: watch a local folder or an S3 prefix (s3://BUCKET/PREFIX)",
+                hint="S3 URIs use the store configured in [storage]",
+            )
+        return prefix
+    return str(Path(prefix).expanduser().resolve()) + ("/" if prefix.endswith("/") else "")
 
 
 def _schedule(row: Any) -> dict[str, Any]:
@@ -412,19 +420,15 @@ class Scheduler:
         settle = self.settings.workflows.settle_s
         now = time.time()
         found = []
-        for path in _files_under(schedule["expression"]):
-            try:
-                st = path.stat()
-            except OSError:
-                continue
-            if now - st.st_mtime < settle:
+        for path, size, mtime, mtime_ns in _arrived(self.settings, schedule["expression"]):
+            if now - mtime < settle:
                 continue  # still being written
             found.append(
                 {
-                    "path": str(path),
-                    "size": st.st_size,
-                    "modified": dt.datetime.fromtimestamp(st.st_mtime, dt.UTC).isoformat(),
-                    "_key": f"{path}|{st.st_size}|{st.st_mtime_ns}",
+                    "path": path,
+                    "size": size,
+                    "modified": dt.datetime.fromtimestamp(mtime, dt.UTC).isoformat(),
+                    "_key": f"{path}|{size}|{mtime_ns}",
                 }
             )
         if not found:
@@ -475,9 +479,45 @@ def _slot_input(schedule: dict[str, Any], slots: list[str]) -> dict[str, Any]:
     return {**(schedule["input"] or {}), "trigger": "schedule", "schedule": schedule["name"], "slot": slots[0]}
 
 
+def _arrived(settings: Settings, prefix: str) -> Iterator[tuple[str, int, float, int]]:
+    """(path or URI, size, mtime in seconds, mtime in ns) of each file under the prefix."""
+    if "://" not in prefix:
+        for path in _files_under(prefix):
+            try:
+                st = path.stat()
+            except OSError:
+                continue  # gone since it was listed
+            yield str(path), st.st_size, st.st_mtime, st.st_mtime_ns
+        return
+    yield from _objects_under(settings, prefix)
+
+
+def _objects_under(settings: Settings, prefix: str) -> Iterator[tuple[str, int, float, int]]:
+    """Objects whose URI starts with `prefix` (s3://BUCKET/KEYPREFIX), from the [storage] store.
+
+    A prefix that names no object yet is no error: the folder appears with its first file."""
+    from pyarrow import fs as pafs
+
+    from shoal import storage
+
+    storage.configure(settings.storage)
+    client, _ = storage.filesystem(prefix)
+    wanted = prefix.removeprefix("s3://")  # BUCKET/KEYPREFIX
+    folder = wanted.rstrip("/") if wanted.endswith("/") or "/" not in wanted else wanted.rsplit("/", 1)[0]
+    try:
+        entries = client.get_file_info(pafs.FileSelector(folder, recursive=True, allow_not_found=True))
+    except OSError as exc:
+        raise WorkflowError(f"cannot list {prefix}: {exc}", hint="check the [storage] endpoint and keys") from exc
+    for entry in sorted(entries, key=lambda e: e.path):
+        if entry.type != pafs.FileType.File or not entry.path.startswith(wanted):
+            continue
+        if any(part.startswith(".") for part in entry.path.split("/")[1:]):
+            continue  # hidden objects and in-progress uploads
+        mtime_ns = int(entry.mtime_ns or 0)
+        yield f"s3://{entry.path}", int(entry.size or 0), mtime_ns / 1e9, mtime_ns
+
+
 def _files_under(prefix: str) -> Iterator[Path]:
-    if "://" in prefix:
-        raise WorkflowError(f"file triggers on {prefix} need object-store support (scale-out); use a local folder")
     p = Path(prefix)
     if p.is_dir():
         yield from sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))

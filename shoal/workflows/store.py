@@ -69,6 +69,9 @@ executions = Table(
     Column("host", String(255)),
     Column("pid", Integer),
     Column("trigger", Text),
+    # A stop asked for by another process ({"error", "cause", "by"} as JSON); the running
+    # engine polls it (migration 0003 added it to catalogs of release 0.1.0).
+    Column("stop_requested", Text),
 )
 events = Table(
     "shoal_events",
@@ -233,11 +236,45 @@ class Store:
                 update(executions)
                 .where(executions.c.id == execution_id)
                 .values(
-                    status=RUNNING, host=socket.gethostname(), pid=os.getpid(), stopped_at=None, error=None, cause=None
+                    status=RUNNING,
+                    host=socket.gethostname(),
+                    pid=os.getpid(),
+                    stopped_at=None,
+                    error=None,
+                    cause=None,
+                    stop_requested=None,
                 )
             )
             last = conn.execute(select(func.max(events.c.seq)).where(events.c.execution_id == execution_id)).scalar()
         self._seq[execution_id] = last or 0
+
+    def request_stop(self, execution_id: str, *, by: str, error: str | None = None, cause: str | None = None) -> str:
+        """Ask a running execution to stop (as Step Functions' StopExecution): the engine that
+        runs it cancels its states and records ABORTED. An execution whose process is gone is
+        marked ABORTED at once. Returns the status after the request."""
+        record = self.execution(execution_id)
+        if record.status != RUNNING:
+            raise WorkflowError(
+                f"execution {execution_id} is {record.status}, not RUNNING; there is nothing to stop",
+                hint="only running executions can be stopped",
+            )
+        request = {"error": error or "States.Aborted", "cause": cause or f"stopped by {by}", "by": by}
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(executions)
+                .where(executions.c.id == record.id, executions.c.status == RUNNING)
+                .values(stop_requested=_dump(request))
+            )
+        if not owner_alive(record) and record.host == socket.gethostname():
+            self.event(record.id, "ExecutionAborted", error=request["error"], cause=request["cause"])
+            self.finish(record.id, ABORTED, error=request["error"], cause=request["cause"])
+            return ABORTED
+        return RUNNING
+
+    def stop_request(self, execution_id: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            raw = conn.execute(select(executions.c.stop_requested).where(executions.c.id == execution_id)).scalar()
+        return json.loads(raw) if raw else None
 
     def finish(
         self, execution_id: str, status: str, *, output: Any = None, error: str | None = None, cause: str | None = None

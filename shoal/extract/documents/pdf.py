@@ -25,7 +25,7 @@ def ocr_image(image, languages: str) -> str:
 
 class Pdf(Extractor):
     name = "pdf"
-    version = "1"
+    version = "2"  # 2: ruled tables on scanned pages
     preload = ("pdfplumber", "pypdf", "pypdfium2", "pytesseract")
 
     def run(self, ctx: Context) -> Extraction:
@@ -66,7 +66,7 @@ class Pdf(Extractor):
             fallback_pages = list(range(1, page_count + 1))
             for number, text in enumerate(texts, 1):
                 if len(text.strip()) < MIN_TEXT_CHARS:
-                    text = self._ocr(ctx, number)
+                    text = self._ocr(ctx, number, tables, problems)
                     ocr_pages.append(number)
                 parts.append(TextPart(f"page {number}", text))
         else:
@@ -80,7 +80,7 @@ class Pdf(Extractor):
                         text = _pdfium_page_text(ctx.data, number)
                         fallback_pages.append(number)
                     if len(text.strip()) < MIN_TEXT_CHARS:
-                        text = self._ocr(ctx, number)
+                        text = self._ocr(ctx, number, tables, problems)
                         ocr_pages.append(number)
                     parts.append(TextPart(label, text))
                     try:
@@ -125,16 +125,41 @@ class Pdf(Extractor):
             out.append(FormField("form", str(name), ftype, value))
         return out
 
-    def _ocr(self, ctx: Context, number: int) -> str:
+    def _ocr(self, ctx: Context, number: int, tables: list[ExtractedTable], problems: list[str]) -> str:
         import pypdfium2
 
         pdf = pypdfium2.PdfDocument(ctx.data)
         try:
             page = pdf[number - 1]
             image = page.render(scale=ctx.settings.ocr_dpi / 72).to_pil()
-            return ocr_image(image, ctx.settings.ocr_languages)
+            text = ocr_image(image, ctx.settings.ocr_languages)
+            # Inside the try: the picture may share PDFium's bitmap memory, freed at close.
+            if ctx.settings.media.ocr_tables:
+                found = _scanned_tables(ctx, image, number, problems)
+                tables.extend(ExtractedTable(f"page {number}", t) for t in found)
+            return text
         finally:
             pdf.close()
+
+
+def _scanned_tables(ctx: Context, image, number: int, problems: list[str]) -> list[list[list[str]]]:
+    """Ruled tables on a scanned page (img2table); word boxes are read only if a grid is found."""
+    import functools
+
+    from shoal.extract.media.tables import cell_reader, find_tables, table_words
+
+    media = ctx.settings.media
+    words = functools.partial(table_words, image, ctx.settings.ocr_languages, media.ocr_min_confidence)
+    try:
+        return find_tables(
+            image,
+            words,
+            borderless=media.ocr_borderless_tables,
+            read_cell=cell_reader(ctx.settings.ocr_languages),
+        )
+    except Exception as exc:  # noqa: BLE001 - tables are a bonus: the page's text is kept
+        problems.append(f"page {number}: tables in the scan: {type(exc).__name__}: {exc}")
+        return []
 
 
 def _pdfium_texts(data: bytes, problems: list[str]) -> list[str]:

@@ -92,10 +92,10 @@ def _props(info: dict[str, Any]) -> dict[str, Any]:
 
 
 class Speech(_Media):
-    """Speech-to-text with timestamps per segment, language and confidence (faster-whisper)."""
+    """Speech-to-text with timestamps per segment and word, language and confidence (faster-whisper)."""
 
     name = "speech"
-    version = "1"
+    version = "2"
     optional = True
     preload = ("faster_whisper",)
 
@@ -121,6 +121,10 @@ class Speech(_Media):
                 "confidence": s.confidence,
                 "language": t.language,
                 "model": t.model,
+                "words": [
+                    {"word": w.word, "start_s": w.start_s, "end_s": w.end_s, "probability": w.probability}
+                    for w in s.words
+                ],
             }
             for i, s in enumerate(t.segments)
         ]

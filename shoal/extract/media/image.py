@@ -7,6 +7,7 @@ that do not survive a fork, so they must not be created in the parent worker.
 
 from __future__ import annotations
 
+import functools
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 from PIL import ExifTags, Image
 
-from shoal.extract.base import Context, Extraction, ExtractionSkipped, Extractor, TextPart
+from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionSkipped, Extractor, TextPart
 from shoal.extract.media import models
 from shoal.extract.media.frames import Frame, image_frames, open_image
 
@@ -229,17 +230,15 @@ class Faces(Extractor):
 
 
 class ImageLabels(Extractor):
-    """Top-k ImageNet classes with scores (MobileNetV2 in NumPy)."""
+    """Top-k ImageNet classes with scores (MobileNetV2 or EfficientNet-Lite in NumPy)."""
 
     name = "image_labels"
     version = "1"
     optional = True
 
     def run(self, ctx: Context) -> Extraction:
-        from shoal.extract.media import mobilenet
-
         media = ctx.settings.media
-        net = mobilenet.load(models.label_weights(media), models.imagenet_labels())
+        net = models.label_classifier(media)
         rows = []
         for frame in _frames(ctx):
             best = net.classify(frame.image, media.label_top_k)
@@ -305,23 +304,46 @@ class UnsafeContent(Extractor):
 
 
 class Ocr(Extractor):
-    """Text in the picture (Tesseract): words with boxes and confidence; lines feed shoal.text and NLP."""
+    """Text in the picture (Tesseract): words with boxes and confidence; lines feed shoal.text and NLP.
+    Ruled tables in the picture (img2table) come out as tables, filled with the same words."""
 
     name = "ocr"
-    version = "1"
+    version = "2"
     optional = True
-    preload = ("pytesseract",)
+    preload = ("pytesseract", "img2table.document")
 
     def run(self, ctx: Context) -> Extraction:
         import pytesseract
 
+        from shoal.extract.media.tables import cell_reader, find_tables, table_words, words_from_tesseract
+
         settings = ctx.settings
         rows: list[dict[str, Any]] = []
         parts = []
+        tables: list[ExtractedTable] = []
+        problems: list[str] = []
         for frame in _frames(ctx):
             data = pytesseract.image_to_data(
                 frame.image, lang=settings.ocr_languages, output_type=pytesseract.Output.DICT
             )
+            if settings.media.ocr_tables:
+                try:
+                    found = find_tables(
+                        frame.image,
+                        functools.partial(
+                            table_words,
+                            frame.image,
+                            settings.ocr_languages,
+                            settings.media.ocr_min_confidence,
+                            words_from_tesseract(data, settings.media.ocr_min_confidence),
+                        ),
+                        borderless=settings.media.ocr_borderless_tables,
+                        read_cell=cell_reader(settings.ocr_languages),
+                    )
+                except Exception as exc:  # noqa: BLE001 - tables are a bonus: the words are kept
+                    problems.append(f"{frame.part}: tables: {type(exc).__name__}: {exc}")
+                    found = []
+                tables.extend(ExtractedTable(frame.part, t) for t in found)
             lines: dict[tuple[int, int, int], list[str]] = {}
             word_index = 0
             for i, word in enumerate(data["text"]):
@@ -350,7 +372,13 @@ class Ocr(Extractor):
             if text.strip():
                 label = frame.part if frame.time_s is None else f"{frame.part} at {frame.time_s:.2f} s"
                 parts.append(TextPart(label, text))
-        return Extraction(text=parts, rows={"ocr": rows}, properties={"ocr_words": len(rows)})
+        return Extraction(
+            text=parts,
+            tables=tables,
+            rows={"ocr": rows},
+            properties={"ocr_words": len(rows), "ocr_tables": len(tables)},
+            details={"problems": problems} if problems else {},
+        )
 
 
 IMAGE_EXTRACTORS: tuple[type[Extractor], ...] = (ImageDecoder, Faces, ImageLabels, UnsafeContent, Ocr)

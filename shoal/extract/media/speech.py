@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,11 +25,21 @@ _lock = threading.Lock()
 
 
 @dataclass
+class Word:
+    word: str
+    start_s: float
+    end_s: float
+    probability: float | None
+
+
+@dataclass
 class Segment:
     start_s: float
     end_s: float
     text: str
     confidence: float | None
+    # Word timings where the backend gives them (faster-whisper's word_timestamps).
+    words: list[Word] = field(default_factory=list)
 
 
 @dataclass
@@ -74,19 +84,48 @@ class FasterWhisper:
 
     def transcribe(self, samples, offset_s: float, language: str | None):
         segments, info = self.model.transcribe(
-            samples, language=language, beam_size=self.settings.speech_beam_size, condition_on_previous_text=False
+            samples,
+            language=language,
+            beam_size=self.settings.speech_beam_size,
+            condition_on_previous_text=False,
+            word_timestamps=self.settings.speech_word_timestamps,
         )
-        out = [
-            Segment(
-                round(offset_s + s.start, 3),
-                round(offset_s + s.end, 3),
-                s.text.strip(),
-                round(math.exp(s.avg_logprob), 4) if s.avg_logprob is not None else None,
+        out = []
+        for s in segments:
+            if not s.text.strip():
+                continue
+            start, end = round(offset_s + s.start, 3), round(offset_s + s.end, 3)
+            out.append(
+                Segment(
+                    start,
+                    end,
+                    s.text.strip(),
+                    round(math.exp(s.avg_logprob), 4) if s.avg_logprob is not None else None,
+                    _words(s.words or [], offset_s, start, end),
+                )
             )
-            for s in segments
-            if s.text.strip()
-        ]
         return out, info.language, info.language_probability
+
+
+def _words(found: list[Any], offset_s: float, seg_start: float, seg_end: float) -> list[Word]:
+    """Words with absolute times, kept in order and inside their segment.
+
+    Whisper's alignment can put a word a few milliseconds outside the segment it belongs
+    to (the two come from different passes), or give a word a start before the previous
+    word's end; clamping keeps `start_s <= end_s`, monotonic starts and segment bounds.
+    """
+    out: list[Word] = []
+    floor = seg_start
+    for w in found:
+        text = w.word.strip()
+        if not text:
+            continue
+        start = min(max(round(offset_s + w.start, 3), floor), seg_end)
+        end = min(max(round(offset_s + w.end, 3), start), seg_end)
+        prob = None if w.probability is None else round(float(w.probability), 4)
+        out.append(Word(text, start, end, prob))
+        floor = start
+    return out
 
 
 class PocketSphinx:

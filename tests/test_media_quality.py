@@ -1,0 +1,255 @@
+"""Media results a person would accept (issue 20): word timings in transcripts, tables read
+from scans and pictures, the EfficientNet-Lite image labeller, and older lakes taking the
+new transcript column."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import uuid
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from shoal import media_samples as ms
+from shoal.config import ExtractSettings, MediaSettings
+from shoal.exceptions import DependencyError
+from shoal.extract.base import Context, ObjectInfo
+from shoal.extract.documents.pdf import Pdf
+from shoal.extract.media import efficientnet, models
+from shoal.extract.media.av import AudioDecoder, Speech
+from shoal.extract.media.image import ImageDecoder, ImageLabels, Ocr
+from shoal.extract.media.speech import transcribe_file
+from shoal.media_samples import cell_accuracy, wer
+
+
+def ctx_for(data: bytes, name: str, media_type: str, **media) -> Context:
+    settings = ExtractSettings(media=MediaSettings(**media))
+    return Context(ObjectInfo("0" * 32, f"/raw/{name}", media_type, name, len(data)), data, settings)
+
+
+def run_chain(ctx: Context, *steps):
+    out = {}
+    for cls in steps:
+        x = cls().run(ctx)
+        ctx.text.extend(x.text)
+        ctx.properties.update(x.properties)
+        out[cls.name] = x
+    return out
+
+
+def skimage_photo(name: str) -> Image.Image:
+    return Image.open(Path(importlib.util.find_spec("skimage").submodule_search_locations[0]) / "data" / name)
+
+
+# ---- word timestamps ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def speech_wav(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("speech") / "briefing.wav"
+    path.write_bytes(ms.speech_wav())
+    return path
+
+
+def test_words_are_timed_in_order_and_inside_their_segment(speech_wav):
+    t = transcribe_file(speech_wav, MediaSettings())
+    words = [w for s in t.segments for w in s.words]
+    assert wer(ms.SPEECH_SENTENCE, " ".join(w.word for w in words)) <= 0.2, words
+    for s in t.segments:
+        assert s.words, s
+        for w in s.words:
+            assert s.start_s <= w.start_s <= w.end_s <= s.end_s, (s, w)
+            assert 0 <= w.probability <= 1
+    starts = [w.start_s for w in words]
+    assert starts == sorted(starts)
+    assert words[-1].end_s <= t.audio_s + 0.01
+    # espeak says the words at a steady pace: the timings spread across the recording
+    # rather than piling up at one instant.
+    assert words[-1].start_s - words[0].start_s > 0.6 * (t.audio_s - 1.5)
+    # Words said early are timed early, words said last are timed late.
+    maria = next(w for w in words if "maria" in w.word.lower())
+    friday = next(w for w in words if "friday" in w.word.lower())
+    assert maria.end_s < t.audio_s / 2 < friday.start_s
+
+
+def test_transcript_rows_carry_words_and_can_turn_them_off():
+    data = ms.speech_wav("Please call the Rotterdam warehouse before Friday.")
+    out = run_chain(ctx_for(data, "note.wav", "audio/wav"), AudioDecoder, Speech)
+    rows = out["speech"].rows["transcripts"]
+    words = [w for r in rows for w in r["words"]]
+    assert {"word", "start_s", "end_s", "probability"} == set(words[0])
+    assert [w["word"].strip(".,").lower() for w in words][:2] == ["please", "call"], words
+    assert words[-1]["word"].strip(".,").lower() == "friday", words
+    for r in rows:
+        assert all(r["start_s"] <= w["start_s"] <= w["end_s"] <= r["end_s"] for w in r["words"])
+    off = run_chain(ctx_for(data, "note.wav", "audio/wav", speech_word_timestamps=False), AudioDecoder, Speech)
+    assert all(r["words"] == [] for r in off["speech"].rows["transcripts"])
+    assert off["speech"].rows["transcripts"]
+
+
+# ---- tables in pictures ---------------------------------------------------------------
+
+
+def test_rendered_table_comes_back_as_a_table_with_right_cells():
+    img = ms.table_image()
+    out = run_chain(ctx_for(ms.encode(img, "PNG"), "stock.png", "image/png"), ImageDecoder, Ocr)
+    tables = out["ocr"].tables
+    assert len(tables) == 1 and tables[0].part == "image"
+    assert len(tables[0].rows) == len(ms.TABLE_ROWS) and all(len(r) == 4 for r in tables[0].rows)
+    assert cell_accuracy(ms.TABLE_ROWS, tables[0].rows) >= 0.95, tables[0].rows
+    assert out["ocr"].properties["ocr_tables"] == 1
+    # The OCR lines are still there for search and NLP, the title included.
+    text = " ".join(p.text for p in out["ocr"].text)
+    assert "Stock count" in text and "Rotterdam" in text
+
+
+def test_scan_like_table_keeps_most_cells():
+    img = ms.table_image(title=None)
+    img = img.rotate(0.4, resample=Image.BICUBIC, expand=True, fillcolor=(252, 252, 250))
+    img = img.resize((int(img.width * 0.7), int(img.height * 0.7)), Image.LANCZOS)
+    out = run_chain(ctx_for(ms.encode(img, "JPEG", quality=60), "scan.jpg", "image/jpeg"), ImageDecoder, Ocr)
+    tables = out["ocr"].tables
+    assert len(tables) == 1
+    assert cell_accuracy(ms.TABLE_ROWS, tables[0].rows) >= 0.8, tables[0].rows
+
+
+def test_pictures_without_a_grid_give_no_table_and_tables_can_be_turned_off():
+    poster = ms.encode(ms.text_image(ms.POSTER_LINES), "PNG")
+    assert run_chain(ctx_for(poster, "poster.png", "image/png"), ImageDecoder, Ocr)["ocr"].tables == []
+    table = ms.encode(ms.table_image(), "PNG")
+    off = run_chain(ctx_for(table, "t.png", "image/png", ocr_tables=False), ImageDecoder, Ocr)["ocr"]
+    assert off.tables == [] and off.properties["ocr_tables"] == 0 and off.rows["ocr"]
+
+
+def test_scanned_pdf_page_with_a_table_gives_the_table_like_a_text_pdf():
+    buf = io.BytesIO()
+    ms.table_image().save(buf, format="PDF", resolution=100)  # an image-only page: no text layer
+    ctx = ctx_for(buf.getvalue(), "scan.pdf", "application/pdf")
+    x = Pdf().run(ctx)
+    assert x.properties["ocr_pages"] == [1]
+    assert len(x.tables) == 1 and x.tables[0].part == "page 1"
+    assert cell_accuracy(ms.TABLE_ROWS, x.tables[0].rows) >= 0.9, x.tables[0].rows
+    assert "Rotterdam" in x.text[0].text
+
+
+# ---- image labels ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["efficientnet_lite0", "efficientnet_lite2"])
+def test_efficientnet_lite_labels_known_photos(name):
+    net = models.label_classifier(MediaSettings(label_model=name))
+    assert isinstance(net, efficientnet.EfficientNetLite)
+    coffee = net.classify(skimage_photo("coffee.png"), 3)
+    cat = net.classify(skimage_photo("chelsea.png"), 3)
+    assert coffee[0][0] == "espresso" and coffee[0][1] > 0.5, coffee
+    assert cat[0][0] in ("tabby cat", "a cat having a striped coat", "Egyptian Mau"), cat
+    probs = [s for _, s in net.classify(skimage_photo("coffee.png"), 1000)]
+    assert abs(sum(probs) - 1) < 1e-6 and probs == sorted(probs, reverse=True)
+
+
+def test_label_model_by_path_finds_its_architecture_and_refuses_other_files(tmp_path):
+    lite0 = models.known_file(models.EFFICIENTNET_LITE0)
+    net = models.label_classifier(MediaSettings(label_model=str(lite0)))
+    assert isinstance(net, efficientnet.EfficientNetLite) and net.resolution == 224
+    mobile = models.label_classifier(MediaSettings(label_model=str(models.known_file(models.MOBILENET_V2))))
+    assert type(mobile).__name__ == "MobileNetV2"
+    with pytest.raises(DependencyError, match="efficientnet_lite0"):
+        models.label_weights(MediaSettings(label_model=str(tmp_path / "nowhere.pth")))
+    ctx = ctx_for(ms.face_photo(), "a.png", "image/png", label_model="efficientnet_lite0")
+    rows = run_chain(ctx, ImageDecoder, ImageLabels)["image_labels"].rows["image_labels"]
+    assert rows and all(r["model"] == "efficientnet_lite0" and r["x"] is None for r in rows)
+
+
+# ---- place names in entities -----------------------------------------------------------
+
+
+def entities(text: str, **settings) -> set[tuple[str, str]]:
+    from shoal.extract.base import TextPart
+    from shoal.extract.nlp import Entities
+
+    ctx = Context(ObjectInfo("1" * 32, "/raw/t.txt", "text/plain", "t.txt", 1), b"", ExtractSettings(**settings))
+    ctx.text.append(TextPart("transcript", text))
+    return {(e["entity"], e["label"]) for e in Entities().run(ctx).rows["entities"]}
+
+
+def test_a_city_named_in_a_place_context_is_a_place_not_a_person():
+    said = ms.SPEECH_SENTENCE  # "... Please call the Rotterdam warehouse before Friday."
+    assert ("Rotterdam", "PERSON") in entities(said, entity_place_names=False)  # the model alone
+    found = entities(said)
+    assert ("Rotterdam", "GPE") in found and ("Maria Garcia", "PERSON") in found and ("Berlin", "GPE") in found
+    assert ("Rotterdam", "GPE") in entities("Maria Garcia moved to Rotterdam.")
+    # People who share a city's name keep PERSON when nothing says "place".
+    assert ("Austin", "PERSON") in entities("Austin went home after the meeting with Laura.")
+    assert ("Jordan Peterson", "PERSON") in entities("Jordan Peterson spoke in Toronto.")
+
+
+# ---- older lakes -----------------------------------------------------------------------
+
+
+def test_an_older_transcripts_table_gains_the_words_column(spark, monkeypatch):
+    from shoal.lake import metadata
+
+    # A namespace of its own: the session's shoal.* tables stay as other tests left them.
+    monkeypatch.setattr(metadata, "NAMESPACE", f"shoal_old_{uuid.uuid4().hex[:8]}")
+    name = metadata.table("transcripts").sql
+    spark.sql(f"CREATE NAMESPACE {metadata.NAMESPACE}")
+    old = (
+        "object_id STRING, segment INT, start_s DOUBLE, end_s DOUBLE, text STRING, confidence DOUBLE, "
+        "language STRING, model STRING"
+    )
+    spark.sql(f"CREATE TABLE {name} ({old}) USING iceberg")
+    spark.sql(f"INSERT INTO {name} VALUES ('a', 0, 0.0, 1.5, 'hello', 0.9, 'en', 'm')")
+    metadata.ensure_tables(spark, ("transcripts",))
+    assert "words" not in spark.table(name).columns  # readers never change a table
+    metadata.ensure_tables(spark, ("transcripts",), add_columns=True)
+    assert spark.table(name).columns == metadata.columns("transcripts")
+    row = {"object_id": "b", "segment": 0, "start_s": 0.0, "end_s": 1.0, "text": "hi", "confidence": 0.8}
+    row |= {"language": "en", "model": "m", "words": [{"word": "hi", "start_s": 0.1, "end_s": 0.4, "probability": 0.9}]}
+    spark.createDataFrame([row], metadata.schema("transcripts")).writeTo(name).append()
+    got = {r.object_id: r for r in spark.table(name).collect()}
+    assert got["a"].text == "hello" and got["a"].words is None
+    assert got["b"].words[0].word == "hi" and got["b"].words[0].end_s == 0.4
+    metadata.ensure_tables(spark, ("transcripts",), add_columns=True)  # nothing left to add: no change
+    assert spark.table(name).columns == metadata.columns("transcripts")
+
+
+# ---- through Spark ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_tables_from_pictures_and_timed_words_land_in_the_metadata_tables(spark, settings, tmp_path):
+    from shoal.extract import run_extract
+    from shoal.ingest import ingest
+
+    source = f"quality{uuid.uuid4().hex[:6]}"
+    (tmp_path / "stock.png").write_bytes(ms.encode(ms.table_image(), "PNG"))
+    (tmp_path / "note.wav").write_bytes(ms.speech_wav("Please call the warehouse before Friday."))
+    assert ingest(spark, settings, str(tmp_path), source_name=source).count("error") == 0
+    result = run_extract(spark, settings, only=["image/png", "audio/*"])
+    assert result.statuses["ocr"].get("ok") and result.statuses["speech"].get("ok"), result.statuses
+    ids = {
+        r.source_path: r.object_id
+        for r in spark.sql(
+            "SELECT source_path, object_id FROM shoal.object_index WHERE source_name = :s", args={"s": source}
+        ).collect()
+    }
+    cells = spark.sql(
+        "SELECT part, table_index, row_index, column_index, value FROM shoal.tables WHERE object_id = :o",
+        args={"o": ids["stock.png"]},
+    ).collect()
+    assert {(c.part, c.table_index) for c in cells} == {("image", 0)}
+    grid = [["" for _ in range(4)] for _ in range(len(ms.TABLE_ROWS))]
+    for c in cells:
+        grid[c.row_index][c.column_index] = c.value
+    assert cell_accuracy(ms.TABLE_ROWS, grid) >= 0.95, grid
+    index = spark.sql("SELECT table_count FROM shoal.object_index WHERE object_id = :o", args={"o": ids["stock.png"]})
+    assert index.first().table_count == 1
+    words = spark.sql(
+        "SELECT w.word, w.start_s, w.end_s, t.start_s AS seg_start, t.end_s AS seg_end "
+        "FROM shoal.transcripts t LATERAL VIEW explode(t.words) x AS w WHERE t.object_id = :o ORDER BY w.start_s",
+        args={"o": ids["note.wav"]},
+    ).collect()
+    assert [w.word.strip(".,").lower() for w in words][-1] == "friday", words
+    assert all(w.seg_start <= w.start_s <= w.end_s <= w.seg_end for w in words)
