@@ -1,6 +1,5 @@
-"""`python -m shoal`: the `shoal` command."""
+"""`python -m shoal`: the same as the `shoal` command."""
 
-from shoal.cli.app import main
+from shoal.cli.entry import main
 
-if __name__ == "__main__":
-    main()
+main()

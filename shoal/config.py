@@ -10,6 +10,7 @@ entire embedded lake.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
@@ -426,6 +427,7 @@ class Settings(BaseSettings):
 
 
 _TOML_FILE: dict[str, Path | None] = {"path": None}
+_TOML_LOCK = threading.Lock()
 
 
 # Settings that name files or folders. Relative values are anchored once, when settings load:
@@ -520,17 +522,20 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             raise ConfigError(f"SHOAL_CONFIG points to {path}, which does not exist")
     elif Path(DEFAULT_CONFIG_FILE).is_file():
         path = Path(DEFAULT_CONFIG_FILE)
-    _TOML_FILE["path"] = path
-    try:
-        settings = Settings(**overrides)
-    except ValidationError as exc:
-        where = f" (file {path})" if path else ""
-        raise ConfigError(
-            f"invalid configuration{where}:\n" + explain_errors(exc),
-            hint="`shoal config init --stdout` prints every valid key with its default",
-        ) from exc
-    finally:
-        _TOML_FILE["path"] = None
+    # _TOML_FILE is read inside Settings(): threads loading settings at once (the warm
+    # engine's clients, workflow branches) must not see each other's file.
+    with _TOML_LOCK:
+        _TOML_FILE["path"] = path
+        try:
+            settings = Settings(**overrides)
+        except ValidationError as exc:
+            where = f" (file {path})" if path else ""
+            raise ConfigError(
+                f"invalid configuration{where}:\n" + explain_errors(exc),
+                hint="`shoal config init --stdout` prints every valid key with its default",
+            ) from exc
+        finally:
+            _TOML_FILE["path"] = None
     _anchor_paths(settings, path, overrides)
     return settings
 

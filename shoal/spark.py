@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from contextvars import ContextVar
 from importlib import resources
 from pathlib import Path
 
@@ -19,6 +21,19 @@ from shoal.private import private_dir, private_file
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 _lock = threading.Lock()
+# The warm engine gives each command a session of its own (temp views, SQL settings, current
+# database), all on its one SparkContext; get_spark returns it to that command's code.
+_command_session: ContextVar = ContextVar("shoal_command_session", default=None)
+
+
+@contextmanager
+def command_session(session) -> Iterator[None]:
+    """Make `session` what get_spark returns in this context (and threads started from it)."""
+    token = _command_session.set(session)
+    try:
+        yield
+    finally:
+        _command_session.reset(token)
 
 
 def iceberg_runtime_jar() -> str:
@@ -242,6 +257,9 @@ def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
     """Return the process's SparkSession, building it from `settings` on first use."""
     from pyspark.sql import SparkSession
 
+    session = _command_session.get()
+    if session is not None:
+        return session
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
@@ -259,9 +277,44 @@ def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(settings.spark.log_level)
+        if settings.catalog.type == "sqlite":
+            renew_catalog_connections(spark, settings)
         if not settings.spark.master.startswith("local"):
             ship_code(spark, settings)
         return spark
+
+
+def renew_catalog_connections(spark, settings: Settings) -> None:
+    """Initialize the Iceberg catalog, then replace the SQLite connections it opened doing so.
+
+    Iceberg 1.10.2's JdbcCatalog leaves a metadata ResultSet open when it initializes
+    (updateSchemaIfRequired's getColumns, initializeCatalogTables' getTables). On SQLite that
+    holds a read transaction for good: the pooled connection then reads a stale catalog (tables
+    other processes created are missing) and its commits fail with SQLITE_BUSY_SNAPSHOT, which
+    long-lived processes (the warm engine, serve, a test session) run into. Closing those
+    connections ends the transaction; the pool opens fresh ones on demand.
+    """
+    try:
+        plugin = spark._jsparkSession.sessionState().catalogManager().catalog(settings.catalog.name)
+        catalog = plugin.icebergCatalog()
+        pool = _field(catalog, "connections")
+        impl = pool.getClass().getSuperclass()  # ClientPoolImpl: the idle connections and their count
+        clients = _field(pool, "clients", impl)
+        size = impl.getDeclaredField("currentSize")
+        size.setAccessible(True)
+        while not clients.isEmpty():
+            clients.pollFirst().close()
+            size.setInt(pool, size.getInt(pool) - 1)
+    except Exception as exc:  # noqa: BLE001 - another Iceberg version: keep going, as before
+        import logging
+
+        logging.getLogger(__name__).debug("catalog connections not renewed: %s", exc)
+
+
+def _field(obj, name: str, cls=None):
+    f = (cls or obj.getClass()).getDeclaredField(name)
+    f.setAccessible(True)
+    return f.get(obj)
 
 
 def ship_code(spark, settings: Settings) -> None:

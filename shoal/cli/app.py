@@ -3,6 +3,7 @@ where every command group is registered. Commands live in one module per group b
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -19,6 +20,7 @@ from shoal.cli import (
     config,
     demo,
     doctor,
+    engine,
     enrich,
     glue,
     governance,
@@ -90,6 +92,9 @@ def _root(
             "--log-level", help="Log level of Shoal and Spark (overrides [spark] log_level).", case_sensitive=False
         ),
     ] = None,
+    no_engine: Annotated[
+        bool, typer.Option("--no-engine", help="Run here even when a warm engine serves the workspace.")
+    ] = False,
     _version: Annotated[
         bool,
         typer.Option("--version", help="Print Shoal's version and exit.", callback=_print_version, is_eager=True),
@@ -97,10 +102,11 @@ def _root(
 ) -> None:
     run = ctx.ensure_object(Run)
     activate(run)
-    output.QUIET["on"] = quiet
+    run.quiet = quiet
+    if no_engine:  # (the entry point already chose this process) nor may `serve` start one
+        os.environ["SHOAL_ENGINE"] = "off"
     if log_level is not None:
         import logging
-        import os
 
         logging.basicConfig(level=log_level.value, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         # Spark spells WARNING as WARN; read by load_settings like any SHOAL_* variable.
@@ -150,15 +156,17 @@ app.add_typer(quality.quality_app, name="quality")
 app.add_typer(enrich.enrich_app, name="enrich")
 app.add_typer(models.model_app, name="model")
 app.add_typer(wheels.models_app, name="models")
+app.add_typer(engine.engine_app, name="engine")
 app.command("doctor")(doctor.doctor)
 config.app.command("init")(doctor.config_init)
 glue.register(app)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
+    """Run one command (the warm engine passes its client's argv and program name)."""
     run = Run()
     try:
-        app(obj=run)
+        app(args=argv, prog_name=prog_name, obj=run)
     except ShoalError as exc:
         run.out.failure(exc)
         sys.exit(exc.exit_code)

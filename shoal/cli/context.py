@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,23 +17,26 @@ class Run:
 
     config: Path | None = None
     out: Output = field(default_factory=Output)
+    quiet: bool = False  # the root option --quiet
 
 
-_active: Run | None = None
+# A context variable, not a global: the warm engine runs several commands at once, each in its
+# own thread and context.
+_active: ContextVar[Run | None] = ContextVar("shoal_cli_run", default=None)
 
 
 def activate(run: Run) -> None:
     """The root callback's choice for this run (Typer vendors its own click, so commands cannot
     look the context up through `click`; they ask `current()`)."""
-    global _active
-    _active = run
+    _active.set(run)
 
 
 def current() -> Run:
-    if _active is None:  # a command function called outside a `shoal` run (a test, a script)
-        activate(Run())
-    assert _active is not None
-    return _active
+    run = _active.get()
+    if run is None:  # a command function called outside a `shoal` run (a test, a script)
+        run = Run()
+        activate(run)
+    return run
 
 
 def settings() -> Settings:

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -24,9 +24,9 @@ from shoal.sql import QueryResult, to_json_value
 WIDE_DEFAULT = 200
 
 
-def _width(stream) -> int | None:
-    if os.environ.get("COLUMNS", "").isdigit():
-        return int(os.environ["COLUMNS"])
+def _width(stream, environ: Mapping[str, str]) -> int | None:
+    if environ.get("COLUMNS", "").isdigit():
+        return int(environ["COLUMNS"])
     try:
         if stream.isatty():
             return None  # rich asks the terminal
@@ -35,8 +35,14 @@ def _width(stream) -> int | None:
     return WIDE_DEFAULT
 
 
-out = Console(highlight=False, soft_wrap=True, width=_width(sys.stdout))
-err = Console(stderr=True, highlight=False, soft_wrap=True, width=_width(sys.stderr))
+def make_console(stream, *, stderr: bool = False, file=None, environ: Mapping[str, str] | None = None) -> Console:
+    """The console for `stream` (the warm engine builds one per command for its caller's streams)."""
+    env = os.environ if environ is None else environ
+    return Console(file=file, stderr=stderr, highlight=False, soft_wrap=True, width=_width(stream, env), _environ=env)
+
+
+out = make_console(sys.stdout)
+err = make_console(sys.stderr, stderr=True)
 
 
 def print_json(data: Any) -> None:
@@ -51,15 +57,18 @@ def print_error(message: str) -> None:
     err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
 
 
-# Set by the root option --quiet: no progress lines or spinners, only results and errors.
-QUIET = {"on": False}
+def _quiet() -> bool:
+    """The root option --quiet of the running command (its Run; per command in the warm engine)."""
+    from shoal.cli.context import current
+
+    return current().quiet
 
 
 @contextmanager
 def progress(enabled: bool, title: str) -> Iterator[Any]:
     """A spinner on stderr with the current step; yields a `say(msg)` callback. Off a terminal
     (a log, CI) each step is a timestamped line instead; `shoal --quiet` silences both."""
-    enabled = enabled and not QUIET["on"]
+    enabled = enabled and not _quiet()
     if not enabled or not err.is_terminal:
 
         def say(msg: str) -> None:

@@ -40,9 +40,12 @@ def serve(
     endpoint for BI tools; --thrift adds Spark's JDBC/ODBC endpoint (not governed: trusted operators)."""
     import uvicorn
 
+    from shoal.cli.context import current
+    from shoal.engine import manage as engine  # serve keeps a warm engine for the CLI beside it
     from shoal.web import create_app, server_config
 
     s = settings()
+    engine_proc = None if thrift_only or pg_only else engine.start_beside_serve(s, current().config)
     proc = None
     pg_server = None
     if thrift or thrift_only or pg or pg_only:
@@ -83,6 +86,7 @@ def serve(
         output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port}{docs}")
         uvicorn.Server(server_config(s, create_app(s), host, port)).run()
     finally:
+        engine.stop_beside_serve(engine_proc)
         if proc is not None:
             thrift_server.stop(proc)
         if pg_server is not None:

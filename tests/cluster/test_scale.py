@@ -195,7 +195,7 @@ def test_raw_objects_from_s3_are_ingested_and_extracted_onto_s3(servers, tmp_pat
     token = run_json(["token", "create", "ana"], env)["token"]
     port = free_port()
     api = subprocess.Popen(
-        [sys.executable, "-m", "shoal.cli.console", "serve", "--port", str(port)],
+        [sys.executable, "-m", "shoal.cli.console", "--no-engine", "serve", "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -1,0 +1,84 @@
+"""`shoal engine start|stop|status`: the warm engine that runs this workspace's commands."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from shoal.cli import output
+from shoal.cli.context import settings, state
+
+engine_app = typer.Typer(
+    help="The warm engine: keeps Spark running so `shoal sql`, `cdc apply`, `ingest`, `extract`, `search`, "
+    "`workflow run` and `recipe run` start in about a second (SHOAL_ENGINE=off or --no-engine: run in process).",
+    no_args_is_help=True,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def _show(title: str, data: dict[str, Any], json_out: bool) -> None:
+    if json_out:
+        output.print_json(data)
+    else:
+        output.print_kv(title, data)
+
+
+@engine_app.command("start")
+def start(
+    foreground: Annotated[
+        bool, typer.Option("--foreground", help="Run in this process until stopped (for a service manager).")
+    ] = False,
+    wait: Annotated[float, typer.Option("--wait", help="Seconds to wait for the engine to answer.")] = 180.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Start the engine for this workspace (in the background) and wait until it answers."""
+    from shoal.engine import manage
+
+    state["json"] = json_out
+    s = settings()
+    current = manage.status(s)
+    if current["running"]:
+        _show("Engine already running", current | {"already_running": True}, json_out)
+        return
+    if foreground:
+        import os
+        import sys
+
+        # A fresh interpreter: the engine routes the CLI's state before the CLI is imported.
+        config = state["config"]
+        cmd = [sys.executable, "-m", "shoal.engine.server", *(["--config", str(config)] if config else [])]
+        os.execv(sys.executable, cmd)
+    proc = manage.spawn(s, state["config"])
+    if not json_out:
+        output.err.print(f"starting the engine (pid {proc.pid}; Spark takes 10-20 s)")
+    _show("Engine started", manage.wait_ready(s, proc, wait) | {"already_running": False}, json_out)
+
+
+@engine_app.command("stop")
+def stop(
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for running commands to finish.")] = 60.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Stop the engine; commands it is running finish first (then they are cancelled)."""
+    from shoal.engine import manage
+
+    state["json"] = json_out
+    s = settings()
+    result = manage.stop(s, timeout)
+    if result is None:
+        result = {"stopped": False, "workspace": str(s.workspace_dir), "reason": "no engine was running"}
+    _show("Engine", result, json_out)
+
+
+@engine_app.command("status")
+def status(json_out: JsonOpt = False) -> None:
+    """Whether an engine serves this workspace (exit 3 when none does), with its numbers."""
+    from shoal.engine import manage
+
+    state["json"] = json_out
+    data = manage.status(settings())
+    _show("Engine", data, json_out)
+    if not data["running"]:
+        raise typer.Exit(3)
