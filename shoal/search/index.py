@@ -129,7 +129,8 @@ class SearchIndex:
         current = {r.object_id: r.digest for r in digests.collect()}
         with self.connect() as conn:
             known = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT object_id, digest, model FROM objects")}
-        fingerprint = _model_fingerprint(model)
+        backend, cache = self.settings.search.backend, self.settings.extract.media.model_cache
+        fingerprint = _model_fingerprint(model, backend, cache)
         todo = [oid for oid, d in current.items() if known.get(oid) != (d, fingerprint)]
         gone = [oid for oid in known if oid not in current]
         result.objects_unchanged = len(current) - len(todo)
@@ -158,7 +159,7 @@ class SearchIndex:
                 )
             )
             embed_started = time.monotonic()
-            rows = parts.rdd.mapPartitions(_embed_partition(model, size, overlap)).collect()
+            rows = parts.rdd.mapPartitions(_embed_partition(model, size, overlap, backend, cache)).collect()
             result.embed_seconds = time.monotonic() - embed_started
         with self.connect() as conn:
             for oid in gone + todo:
@@ -215,18 +216,20 @@ class SearchIndex:
         return self._faiss
 
 
-def _model_fingerprint(model: str) -> str:
+def _model_fingerprint(model: str, backend: str, cache: str | None) -> str:
     from shoal.search import embed
 
-    return f"{model}:{embed.load(model).fingerprint}"
+    return f"{model}:{embed.load(model, backend, cache).fingerprint}"
 
 
-def _embed_partition(model: str, size: int, overlap: int) -> Callable[[Iterator[Any]], Iterator[dict[str, Any]]]:
+def _embed_partition(
+    model: str, size: int, overlap: int, backend: str, cache: str | None
+) -> Callable[[Iterator[Any]], Iterator[dict[str, Any]]]:
     def run(rows: Iterator[Any]) -> Iterator[dict[str, Any]]:
         from shoal.search import embed
         from shoal.search.chunks import chunk_text
 
-        encoder = embed.load(model)
+        encoder = embed.load(model, backend, cache)
         pending: list[dict[str, Any]] = []
         for row in rows:
             for chunk in chunk_text(row["text"] or "", size=size, overlap=overlap):

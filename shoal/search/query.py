@@ -80,7 +80,7 @@ def search(
     vector_ranks: dict[int, int] = {}
     keyword_ranks: dict[int, int] = {}
     if mode in ("hybrid", "vector"):
-        q = embed.load(model or settings.search.model).encode([query])[0]
+        q = embed.for_settings(settings, model).encode([query])[0]
         if where:
             ids, vectors = index.vectors("WHERE " + where, tuple(args))
             order = np.argsort(-(vectors @ q))[:depth] if len(ids) else []
