@@ -1,5 +1,5 @@
-"""Hybrid search: vector (HNSW, or exact over a filtered subset) and keyword (FTS5/BM25)
-ranks fused by reciprocal rank; one hit per object (its best chunk); only objects the
+"""Hybrid search: vector (HNSW, or exact over a filtered subset) and keyword (BM25 over a
+sparse term-by-chunk matrix; FTS5 until that exists) ranks fused by reciprocal rank; one hit per object (its best chunk); only objects the
 principal may read, decided by governed SQL over `shoal.object_index`."""
 
 from __future__ import annotations
@@ -94,7 +94,16 @@ def search(
                 faiss.downcast_index(ann.index).hnsw.efSearch = max(settings.search.ef_search, depth)
                 _, found = ann.search(q[None, :], min(depth, ann.ntotal))
                 vector_ranks = {int(i): r for r, i in enumerate(found[0]) if i >= 0}
-    if mode in ("hybrid", "keyword"):
+    keywords = index.keywords() if mode in ("hybrid", "keyword") else None
+    if keywords is not None:
+        allowed = None
+        if where:
+            with index.connect() as conn:
+                allowed = np.fromiter(
+                    (r[0] for r in conn.execute(f"SELECT chunk_id FROM chunks WHERE {where}", args)), np.int64
+                )
+        keyword_ranks = {cid: r for r, cid in enumerate(keywords.top(query, depth, allowed))}
+    elif mode in ("hybrid", "keyword"):
         terms = keyword_terms(query)
         if terms:
             match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
