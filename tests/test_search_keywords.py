@@ -76,3 +76,16 @@ def test_rebuild_swaps_the_live_folder(tmp_path):
     live = [p.name for p in search_index.root.glob("keywords-*")]
     assert live == [search_index.keywords_pointer.read_text()]  # the old folder is gone
     assert not list(search_index.root.glob(".keywords-*"))
+
+
+def test_reader_follows_a_replaced_database(tmp_path):
+    search_index = SearchIndex(load_settings(workspace=tmp_path / "ws"))
+    with search_index.connect() as conn:
+        conn.execute("INSERT INTO chunks (chunk_id, object_id, text, vector) VALUES (1, 'a', 'old', x'00')")
+    assert search_index.reader().execute("SELECT text FROM chunks").fetchall() == [("old",)]
+    with search_index.connect() as conn:  # a later write is seen through the same connection
+        conn.execute("INSERT INTO chunks (chunk_id, object_id, text, vector) VALUES (2, 'b', 'new', x'00')")
+    assert search_index.reader().execute("SELECT count(*) FROM chunks").fetchone() == (2,)
+    for f in search_index.root.glob("chunks.db*"):  # a workspace reset removes the files
+        f.unlink()
+    assert search_index.reader().execute("SELECT count(*) FROM chunks").fetchone() == (0,)

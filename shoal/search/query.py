@@ -98,10 +98,10 @@ def search(
     if keywords is not None:
         allowed = None
         if where:
-            with index.connect() as conn:
-                allowed = np.fromiter(
-                    (r[0] for r in conn.execute(f"SELECT chunk_id FROM chunks WHERE {where}", args)), np.int64
-                )
+            conn = index.reader()
+            allowed = np.fromiter(
+                (r[0] for r in conn.execute(f"SELECT chunk_id FROM chunks WHERE {where}", args)), np.int64
+            )
         keyword_ranks = {cid: r for r, cid in enumerate(keywords.top(query, depth, allowed))}
     elif mode in ("hybrid", "keyword"):
         terms = keyword_terms(query)
@@ -111,20 +111,18 @@ def search(
             if where:
                 sql += " AND " + where
             sql += " ORDER BY bm25(chunks_fts) LIMIT ?"
-            with index.connect() as conn:
-                keyword_ranks = {r[0]: i for i, r in enumerate(conn.execute(sql, (match, *args, depth)))}
+            keyword_ranks = {r[0]: i for i, r in enumerate(index.reader().execute(sql, (match, *args, depth)))}
     candidates = set(vector_ranks) | set(keyword_ranks)
     if not candidates:
         return []
-    with index.connect() as conn:
-        placeholders = ",".join("?" * len(candidates))
-        rows = {
-            r[0]: r
-            for r in conn.execute(
-                f"SELECT chunk_id, object_id, raw_path, source_path, part, text, media_type, languages FROM chunks WHERE chunk_id IN ({placeholders})",
-                sorted(candidates),
-            )
-        }
+    placeholders = ",".join("?" * len(candidates))
+    rows = {
+        r[0]: r
+        for r in index.reader().execute(
+            f"SELECT chunk_id, object_id, raw_path, source_path, part, text, media_type, languages FROM chunks WHERE chunk_id IN ({placeholders})",
+            sorted(candidates),
+        )
+    }
     if principal is not None and not principal.is_admin:
         # Only text the principal may read takes part at all: ranking over the rest would
         # answer "does this document contain W" without a grant. A chunk counts when the
