@@ -46,7 +46,8 @@ DOCS_CSP = (
     "default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'"
 )
-QUERY_PATHS = ("/api/v1/query",)  # a failure here is the query's failure: 400, never 500
+QUERY_PATHS = ("/api/v1/query",)
+MAX_OFFSET = 10_000  # deeper pages cost a scan of everything before them: filter instead  # a failure here is the query's failure: 400, never 500
 log = logging.getLogger("shoal.api")
 
 RequestId = Annotated[int, Path(ge=1, le=2**31 - 1)]
@@ -236,12 +237,16 @@ def create_app(settings: Settings) -> FastAPI:
     @app.get("/api/v1/objects")
     def objects(
         who: Who,
+        response: Response,
         type: Annotated[str | None, Query(max_length=200)] = None,
         lang: Annotated[str | None, Query(max_length=20)] = None,
         has_pii: bool | None = None,
         text: Annotated[str | None, Query(max_length=500)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     ) -> list[dict[str, Any]]:
+        """One page of the object inventory; `X-Next-Offset` names the next page's offset (absent
+        on the last page)."""
         from shoal.catalog import list_objects
 
         if not settings.governance.metadata_visible_to_all and not who.is_admin:
@@ -252,13 +257,16 @@ def create_app(settings: Settings) -> FastAPI:
             language=lang,
             has_pii=has_pii,
             text=text,
-            limit=limit,
+            limit=offset + limit + 1,  # one more: is there a next page?
             principal=who,
             settings=settings,
         )
-        AuditLog(settings).record(who.name, "catalog.objects", None, True, rows=len(rows))
+        page = rows[offset : offset + limit]
+        if len(rows) > offset + limit and offset + limit <= MAX_OFFSET:
+            response.headers["X-Next-Offset"] = str(offset + limit)
+        AuditLog(settings).record(who.name, "catalog.objects", None, True, rows=len(page))
         gov = Governance(settings)
-        return [{**{k: to_json_value(v) for k, v in r.items()}, **gov.object_info(r["object_id"])} for r in rows]
+        return [{**{k: to_json_value(v) for k, v in r.items()}, **gov.object_info(r["object_id"])} for r in page]
 
     @app.get("/api/v1/access-points")
     def access_points(who: Who) -> list[dict[str, Any]]:

@@ -1,5 +1,5 @@
-"""API endpoints beyond query and catalog: search, objects, workflows and executions, data
-quality results and models (the same governance as the console and the CLI's `--as`).
+"""API endpoints beyond query and catalog: search, workflows and executions, data quality
+results and models (the same governance as the console and the CLI's `--as`).
 
 Workflows follow `Governance.workflow_privileges` (SELECT to see, EXECUTE to start and stop);
 search and the text filter read only what the caller's grants allow; quality results are read
@@ -21,35 +21,14 @@ from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
 from shoal.governance import AuditLog, Governance, GovernedSql, Principal
 from shoal.governance.grants import OPERATORS
+from shoal.search.query import Hit
 from shoal.sql import to_json_value
-
-MAX_OFFSET = 10_000
-
-
-class HitOut(BaseModel):
-    object_id: str
-    raw_path: str | None
-    source_path: str | None
-    part: str | None
-    snippet: str
-    score: float
-    vector_rank: int | None
-    keyword_rank: int | None
-    media_type: str | None
-    languages: list[str]
 
 
 class SearchOut(BaseModel):
     query: str
     mode: str
-    hits: list[HitOut]
-
-
-class ObjectsOut(BaseModel):
-    objects: list[dict[str, Any]]
-    offset: int
-    limit: int
-    next_offset: int | None = Field(description="Pass as `offset` for the next page; null on the last page.")
+    hits: list[Hit]  # the search package's own result type (object, part, snippet, ranks, paths)
 
 
 class WorkflowOut(BaseModel):
@@ -162,45 +141,7 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
             settings, q, k=limit, media_type=media_type, lang=lang, principal=who, spark=spark(), mode=mode
         )
         audit.record(who.name, "search.query", None, True, via="api", hits=len(hits))
-        return SearchOut(query=q, mode=mode, hits=[HitOut(**h.to_dict()) for h in hits])
-
-    @api.get("/objects", response_model=ObjectsOut)
-    def objects(
-        who: Who,
-        media_type: Annotated[str | None, Query(max_length=200)] = None,
-        language: Annotated[str | None, Query(max_length=20)] = None,
-        has_pii: bool | None = None,
-        text: Annotated[str | None, Query(max_length=500)] = None,
-        source: Annotated[str | None, Query(max_length=200)] = None,
-        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-    ) -> ObjectsOut:
-        from shoal.catalog import list_objects
-        from shoal.lake.metadata import NAMESPACE
-
-        if not Governance(settings).discoverable(who, f"{NAMESPACE}.object_index"):
-            audit.record(who.name, "catalog.objects", None, False, reason="catalog metadata not visible", via="api")
-            raise HTTPException(403, f"{who.name} may not list objects")
-        rows = list_objects(
-            spark(),
-            media_type=media_type,
-            language=language,
-            has_pii=has_pii,
-            text=text,
-            source_name=source,
-            limit=offset + limit + 1,
-            principal=who,
-            settings=settings,
-        )
-        page = rows[offset : offset + limit]
-        more = len(rows) > offset + limit
-        audit.record(who.name, "catalog.objects", None, True, via="api", objects=len(page))
-        return ObjectsOut(
-            objects=[{k: to_json_value(v) for k, v in r.items()} for r in page],
-            offset=offset,
-            limit=limit,
-            next_offset=offset + limit if more and offset + limit <= MAX_OFFSET else None,
-        )
+        return SearchOut(query=q, mode=mode, hits=hits)
 
     # ---- workflows and executions ---------------------------------------------------------
     @api.get("/workflows", response_model=list[WorkflowOut])
@@ -359,18 +300,6 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
             audit.record(who.name, "model.list", None, False, reason="catalog metadata not visible", via="api")
             raise HTTPException(403, f"{who.name} may not list models")
         found = list_models(settings, name)
-        return [
-            ModelOut(
-                name=m.name,
-                version=m.version,
-                kind=m.kind,
-                sha256=m.sha256,
-                size_bytes=m.size_bytes,
-                description=m.description,
-                registered_by=m.registered_by,
-                registered_at=str(m.registered_at),
-            )
-            for m in found
-        ]
+        return [ModelOut.model_validate({**m.to_dict(), "registered_at": str(m.registered_at)}) for m in found]
 
     return api

@@ -19,7 +19,10 @@ SKIMAGE = Path(importlib.util.find_spec("skimage").submodule_search_locations[0]
 
 @pytest.fixture(scope="module")
 def net() -> mobilenet.MobileNetV2:
-    return mobilenet.MobileNetV2(models.label_weights(MediaSettings()), models.imagenet_labels())
+    # MobileNetV2 by name: the default label model is EfficientNet-Lite0 since issue 20.
+    return mobilenet.MobileNetV2(
+        models.label_weights(MediaSettings(label_model="mobilenet_v2")), models.imagenet_labels()
+    )
 
 
 @pytest.mark.parametrize("photo", ["coffee.png", "chelsea.png", "astronaut.png"])
@@ -34,7 +37,9 @@ def test_onnx_logits_match_numpy(net, photo):
 
 def test_numpy_fallback_without_onnx_runtime(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    net = mobilenet.MobileNetV2(models.label_weights(MediaSettings()), models.imagenet_labels())
+    net = mobilenet.MobileNetV2(
+        models.label_weights(MediaSettings(label_model="mobilenet_v2")), models.imagenet_labels()
+    )
     assert net.classify(Image.open(SKIMAGE / "coffee.png"), 1)[0][0] == "espresso"
     assert net._session is None and net._session_failed
     with pytest.raises(ImportError):

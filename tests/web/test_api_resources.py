@@ -94,10 +94,10 @@ def test_objects_paging_search_quality_models(api) -> None:
     first = admin.get("/api/v1/objects", params={"limit": 1})
     assert first.status_code == 200
     page = first.json()
-    assert page["offset"] == 0 and page["limit"] == 1 and len(page["objects"]) <= 1
-    if page["next_offset"] is not None:
-        second = admin.get("/api/v1/objects", params={"limit": 1, "offset": page["next_offset"]}).json()
-        assert second["objects"] and second["objects"] != page["objects"]
+    assert isinstance(page, list) and len(page) <= 1
+    if "x-next-offset" in first.headers:
+        second = admin.get("/api/v1/objects", params={"limit": 1, "offset": first.headers["x-next-offset"]}).json()
+        assert second and second != page
     assert admin.get("/api/v1/objects", params={"offset": 10_001}).status_code == 422
     r = alice.get("/api/v1/search", params={"q": "quarterly report", "limit": 3})
     assert r.status_code == 200 and r.json()["mode"] == "hybrid" and len(r.json()["hits"]) <= 3

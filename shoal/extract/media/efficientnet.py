@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from shoal.extract.media.mobilenet import _pointwise, _relu6, top_labels
 from shoal.extract.media.torchfile import load_state_dict
 
 # Published first-block stride of each of the seven stages.
@@ -52,11 +53,6 @@ def _same(size: int, k: int, stride: int) -> tuple[int, int, int]:
     return out, pad // 2, pad - pad // 2
 
 
-def _pointwise(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    h, wd, c = x.shape
-    return (x.reshape(-1, c) @ w + b).reshape(h, wd, -1)
-
-
 def _depthwise(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.ndarray:
     """k x k depthwise convolution: k*k shifted multiply-adds. `w` is (channels, k, k)."""
     h, wd, _c = x.shape
@@ -83,10 +79,6 @@ def _stem(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     )
     wm = w.transpose(2, 3, 1, 0).reshape(9 * c, -1)
     return (cols.reshape(-1, 9 * c) @ wm + b).reshape(oh, ow, -1)
-
-
-def _relu6(x: np.ndarray) -> np.ndarray:
-    return np.clip(x, 0, 6, out=x)
 
 
 class EfficientNetLite:
@@ -151,8 +143,4 @@ class EfficientNetLite:
         return x.mean(axis=(0, 1)) @ self.fc[0] + self.fc[1]
 
     def classify(self, image: Image.Image, top_k: int = 5) -> list[tuple[str, float]]:
-        z = self.logits(self.preprocess(image)).astype(np.float64)
-        p = np.exp(z - z.max())
-        p /= p.sum()
-        best = np.argsort(-p)[:top_k]
-        return [(self.labels[i], float(p[i])) for i in best]
+        return top_labels(self.logits(self.preprocess(image)), self.labels, top_k)

@@ -79,6 +79,14 @@ def _relu6(x: np.ndarray) -> np.ndarray:
     return np.clip(x, 0, 6, out=x)
 
 
+def top_labels(logits: np.ndarray, labels: list[str], top_k: int) -> list[tuple[str, float]]:
+    """The `top_k` classes by softmax probability (every ImageNet classifier here ends so)."""
+    z = logits.astype(np.float64)
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    return [(labels[i], float(p[i])) for i in np.argsort(-p)[:top_k]]
+
+
 class MobileNetV2:
     def __init__(self, weights: Path, labels: Path) -> None:
         sd = load_state_dict(str(weights))
@@ -159,11 +167,7 @@ class MobileNetV2:
         return x.mean(axis=(0, 1)) @ self.fc[0] + self.fc[1]
 
     def classify(self, image: Image.Image, top_k: int = 5) -> list[tuple[str, float]]:
-        z = self.logits(self.preprocess(image)).astype(np.float64)
-        p = np.exp(z - z.max())
-        p /= p.sum()
-        best = np.argsort(-p)[:top_k]
-        return [(self.labels[i], float(p[i])) for i in best]
+        return top_labels(self.logits(self.preprocess(image)), self.labels, top_k)
 
 
 def _graph(net: MobileNetV2):
