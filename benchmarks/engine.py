@@ -79,7 +79,7 @@ def main() -> None:
             timed([sys.executable, "-m", "shoal", "--help"], env, cwd) for _ in range(5)
         )
         client_imports = statistics.median(
-            timed([sys.executable, "-c", "import shoal.cli.entry, shoal.engine.client"], env, cwd) for _ in range(5)
+            timed([sys.executable, "-c", "import shoal.cli.entry, shoal.cli.warm.client"], env, cwd) for _ in range(5)
         )
 
     result = {

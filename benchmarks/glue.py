@@ -94,11 +94,11 @@ def main() -> None:
             run_script(settings, str(SCRIPT), "bench-cdc", job_args, bookmark_option=option)
 
         glue_first = timed(lambda: glue(bookmarks.ENABLE))
-        cdc_first = timed(lambda: apply_changes(settings, str(raw), opts))
+        cdc_first = timed(lambda: apply_changes(spark, settings, str(raw), opts))
         write_changes(raw, args.files - 1, args.changes, args.rows)
         glue_bookmarked = timed(lambda: glue(bookmarks.ENABLE))
         glue_everything = timed(lambda: glue(bookmarks.DISABLE))
-        apply_changes(settings, str(raw), opts)
+        apply_changes(spark, settings, str(raw), opts)
 
         cols = "product_id, category, product_name, quantity_available, last_update_time"
         diff = spark.sql(

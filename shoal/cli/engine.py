@@ -34,7 +34,7 @@ def start(
     json_out: JsonOpt = False,
 ) -> None:
     """Start the engine for this workspace (in the background) and wait until it answers."""
-    from shoal.engine import manage
+    from shoal.cli.warm import manage
 
     state["json"] = json_out
     s = settings()
@@ -48,7 +48,7 @@ def start(
 
         # A fresh interpreter: the engine routes the CLI's state before the CLI is imported.
         config = state["config"]
-        cmd = [sys.executable, "-m", "shoal.engine.server", *(["--config", str(config)] if config else [])]
+        cmd = [sys.executable, "-m", "shoal.cli.warm.server", *(["--config", str(config)] if config else [])]
         os.execv(sys.executable, cmd)
     proc = manage.spawn(s, state["config"])
     if not json_out:
@@ -62,7 +62,7 @@ def stop(
     json_out: JsonOpt = False,
 ) -> None:
     """Stop the engine; commands it is running finish first (then they are cancelled)."""
-    from shoal.engine import manage
+    from shoal.cli.warm import manage
 
     state["json"] = json_out
     s = settings()
@@ -75,7 +75,7 @@ def stop(
 @engine_app.command("status")
 def status(json_out: JsonOpt = False) -> None:
     """Whether an engine serves this workspace (exit 3 when none does), with its numbers."""
-    from shoal.engine import manage
+    from shoal.cli.warm import manage
 
     state["json"] = json_out
     data = manage.status(settings())

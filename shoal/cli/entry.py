@@ -7,7 +7,7 @@ import sys
 
 
 def main() -> None:
-    from shoal.engine.client import maybe_delegate
+    from shoal.cli.warm.client import maybe_delegate
 
     code = maybe_delegate(sys.argv[1:])
     if code is not None:

@@ -41,7 +41,7 @@ def serve(
     import uvicorn
 
     from shoal.cli.context import current
-    from shoal.engine import manage as engine  # serve keeps a warm engine for the CLI beside it
+    from shoal.cli.warm import manage as engine  # serve keeps a warm engine for the CLI beside it
     from shoal.web import create_app, server_config
 
     s = settings()

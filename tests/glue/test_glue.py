@@ -87,7 +87,7 @@ def test_cdc_reference_script_twice_matches_cdc_apply(spark, settings, cli_env, 
             "files_read": 2,
         }
     ]
-    apply_changes(settings, str(raw), opts)
+    apply_changes(spark, settings, str(raw), opts)
     got = rows(spark, f"SELECT {COLUMNS} FROM {db}.iceberg_output ORDER BY product_id")
     assert got == rows(spark, f"SELECT {COLUMNS} FROM {reference} ORDER BY product_id")
     assert [r[:4] for r in got] == [
@@ -111,7 +111,7 @@ def test_cdc_reference_script_twice_matches_cdc_apply(spark, settings, cli_env, 
     )
     second = _glue_run(capsys, monkeypatch, *job_args)
     assert (second["reads"][0]["files_listed"], second["reads"][0]["files_read"]) == (3, 1)
-    apply_changes(settings, str(raw), opts)
+    apply_changes(spark, settings, str(raw), opts)
     got = rows(spark, f"SELECT {COLUMNS} FROM {db}.iceberg_output ORDER BY product_id")
     assert got == rows(spark, f"SELECT {COLUMNS} FROM {reference} ORDER BY product_id")
     assert [r[:4] for r in got] == [

@@ -324,7 +324,7 @@ def test_fuzz_the_api_from_its_openapi_spec(api):
             calls.append(response.status_code)
             if response.status_code >= 500:
                 failures.append((case.method, case.formatted_path, response.status_code, response.text[:300]))
-            if not headers and case.path != "/openapi.json":
+            if not headers and case.path not in ("/openapi.json", "/healthz"):  # open by design
                 assert response.status_code in (401, 403, 404, 405, 422), (case.method, case.path, response.status_code)
 
         return fuzz

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from shoal.cli.warm.client import control, engine_disabled, socket_path
 from shoal.config import Settings
-from shoal.engine.client import control, engine_disabled, socket_path
 from shoal.exceptions import ShoalError
 
 
@@ -37,7 +37,7 @@ def spawn(settings: Settings, config: Path | None) -> subprocess.Popen:
     ws = settings.workspace_dir
     private_dir(ws / "engine")
     log = private_file(log_file(ws))
-    cmd = [sys.executable, "-m", "shoal.engine.server"]
+    cmd = [sys.executable, "-m", "shoal.cli.warm.server"]
     if config is not None:
         cmd += ["--config", str(config)]
     env = {k: v for k, v in os.environ.items() if k != "SHOAL_ENGINE"}

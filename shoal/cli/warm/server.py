@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shoal.engine.client import (
+from shoal.cli.warm.client import (
     PROTOCOL,
     parse_root,
     peer_uid,
@@ -195,7 +195,7 @@ class _Gate:
 
 
 def _forwarded(name: str) -> bool:
-    from shoal.engine.client import DISPLAY_ENV
+    from shoal.cli.warm.client import DISPLAY_ENV
 
     return (name.upper().startswith("SHOAL_") and name.upper() != "SHOAL_ENGINE") or name in DISPLAY_ENV
 
@@ -624,13 +624,13 @@ def _client_gone(conn: socket.socket) -> bool:
 
 
 def _answers(path: Path) -> bool:
-    from shoal.engine.client import control_at
+    from shoal.cli.warm.client import control_at
 
     return control_at(path, "status") is not None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m shoal.engine.server", description="Run the warm engine.")
+    parser = argparse.ArgumentParser(prog="python -m shoal.cli.warm.server", description="Run the warm engine.")
     parser.add_argument("--config", help="Path of shoal.toml (as `shoal --config`).")
     args = parser.parse_args(argv)
     engine = Engine(args.config)
