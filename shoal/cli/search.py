@@ -24,7 +24,7 @@ def search(
     type_: Annotated[str | None, typer.Option("--type", help="Media type or its subtype (pdf, text/*).")] = None,
     lang: Annotated[str | None, typer.Option("--lang", help="Language code, e.g. en.")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", help="KEY=VALUE (repeatable).")] = None,
-    k: Annotated[int, typer.Option("--k", help="How many objects.")] = 10,
+    k: Annotated[int, typer.Option("--limit", "--k", help="How many objects (--k is the earlier spelling).")] = 10,
     as_: Annotated[str | None, typer.Option("--as", help="Only objects this principal may read.")] = None,
     mode: Annotated[Mode, typer.Option("--mode", help="Ranking: hybrid, vector or keyword.")] = Mode.hybrid,
     json_out: JsonOpt = False,

@@ -119,3 +119,12 @@ def test_uniform_verbs_keep_the_old_spelling_as_a_hidden_alias(group, new, old, 
     code_old, old_help, _ = run_cli([group, old, "--help"], capsys, monkeypatch)
     assert code == code_old == 0
     assert new_help.split("\n", 1)[1] == old_help.split("\n", 1)[1]  # the same command behind both names
+
+
+def test_row_counts_are_asked_with_limit() -> None:
+    """One spelling for "how many rows/results": --limit (earlier spellings stay as aliases)."""
+    for name, command in LEAVES.items():
+        for param in command.params:
+            opts = set(getattr(param, "opts", []))
+            if opts & {"--k", "--max-rows", "--rows", "-n"}:
+                assert "--limit" in opts, f"shoal {name}: {sorted(opts)} without --limit"
