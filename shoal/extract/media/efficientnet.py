@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from shoal.extract.media.mobilenet import _pointwise, _relu6, top_labels
+from shoal.extract.media.mobilenet import inverted_residual_logits, top_labels
 from shoal.extract.media.torchfile import load_state_dict
 
 # Published first-block stride of each of the seven stages.
@@ -128,19 +128,7 @@ class EfficientNetLite:
         return (np.asarray(img, dtype=np.float32) - 127.0) / 128.0
 
     def logits(self, x: np.ndarray) -> np.ndarray:
-        x = _relu6(_stem(x, *self.stem))
-        for layers, stride, residual in self.blocks:
-            y = x
-            for kind, w, b in layers:
-                if kind == "expand":
-                    y = _relu6(_pointwise(y, w, b))
-                elif kind == "depthwise":
-                    y = _relu6(_depthwise(y, w, b, stride))
-                else:
-                    y = _pointwise(y, w, b)
-            x = x + y if residual else y
-        x = _relu6(_pointwise(x, *self.head))
-        return x.mean(axis=(0, 1)) @ self.fc[0] + self.fc[1]
+        return inverted_residual_logits(self, x, _stem, _depthwise)
 
     def classify(self, image: Image.Image, top_k: int = 5) -> list[tuple[str, float]]:
         return top_labels(self.logits(self.preprocess(image)), self.labels, top_k)

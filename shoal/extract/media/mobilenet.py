@@ -79,6 +79,24 @@ def _relu6(x: np.ndarray) -> np.ndarray:
     return np.clip(x, 0, 6, out=x)
 
 
+def inverted_residual_logits(net, x: np.ndarray, stem, depthwise) -> np.ndarray:
+    """Stem, inverted-residual blocks, head and classifier: the network both ImageNet labellers
+    share (`stem` and `depthwise` carry each one's padding rule)."""
+    x = _relu6(stem(x, *net.stem))
+    for layers, stride, residual in net.blocks:
+        y = x
+        for kind, w, b in layers:
+            if kind == "expand":
+                y = _relu6(_pointwise(y, w, b))
+            elif kind == "depthwise":
+                y = _relu6(depthwise(y, w, b, stride))
+            else:
+                y = _pointwise(y, w, b)
+        x = x + y if residual else y
+    x = _relu6(_pointwise(x, *net.head))
+    return x.mean(axis=(0, 1)) @ net.fc[0] + net.fc[1]
+
+
 def top_labels(logits: np.ndarray, labels: list[str], top_k: int) -> list[tuple[str, float]]:
     """The `top_k` classes by softmax probability (every ImageNet classifier here ends so)."""
     z = logits.astype(np.float64)
@@ -152,19 +170,7 @@ class MobileNetV2:
         return self._session
 
     def _numpy_logits(self, x: np.ndarray) -> np.ndarray:
-        x = _relu6(_stem(x, *self.stem))
-        for layers, stride, residual in self.blocks:
-            y = x
-            for kind, w, b in layers:
-                if kind == "expand":
-                    y = _relu6(_pointwise(y, w, b))
-                elif kind == "depthwise":
-                    y = _relu6(_depthwise(y, w, b, stride))
-                else:
-                    y = _pointwise(y, w, b)
-            x = x + y if residual else y
-        x = _relu6(_pointwise(x, *self.head))
-        return x.mean(axis=(0, 1)) @ self.fc[0] + self.fc[1]
+        return inverted_residual_logits(self, x, _stem, _depthwise)
 
     def classify(self, image: Image.Image, top_k: int = 5) -> list[tuple[str, float]]:
         return top_labels(self.logits(self.preprocess(image)), self.labels, top_k)
