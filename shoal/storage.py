@@ -11,10 +11,12 @@ so every process builds the same client without settings being shipped around.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import stat
 import threading
+import uuid
 from dataclasses import dataclass
 
 from pyarrow import fs as pafs
@@ -198,6 +200,45 @@ def open_input(uri: str, *, follow_links: bool = True):
         return os.fdopen(fd, "rb")
     fs, path = filesystem(uri)
     return fs.open_input_stream(path)
+
+
+def staging_sibling(uri: str) -> str:
+    """A hidden, unique folder beside `uri` to write a replacement into before it is swapped in."""
+    parent, name = posixpath.split(uri.rstrip("/"))
+    return posixpath.join(parent, f".{name}.staging-{uuid.uuid4().hex[:8]}")
+
+
+def remove_folder(uri: str) -> None:
+    """Delete a folder and everything below it; a folder that is not there is fine."""
+    fs, path = filesystem(uri)
+    if fs.get_file_info(path).type != pafs.FileType.NotFound:
+        fs.delete_dir(path)
+
+
+def replace_folder(staged: str, target: str) -> int:
+    """Move every file of the complete folder `staged` into `target`, then delete the files of
+    `target` the new set did not replace; returns the number of files moved.
+
+    Object stores have no atomic folder rename, so this is the order that never loses data:
+    until the staged folder is complete the previous output stays untouched, and during the
+    swap readers may briefly see old and new files together, never an empty folder."""
+    fs, src = filesystem(staged)
+    _, dst = filesystem(target)
+    selector = pafs.FileSelector(dst, recursive=True, allow_not_found=True)
+    old = {e.path for e in fs.get_file_info(selector) if e.type == pafs.FileType.File}
+    moved = set()
+    for entry in fs.get_file_info(pafs.FileSelector(src, recursive=True)):
+        if entry.type != pafs.FileType.File:
+            continue
+        dest = posixpath.join(dst, posixpath.relpath(entry.path, src))
+        fs.create_dir(posixpath.dirname(dest), recursive=True)
+        fs.move(entry.path, dest)
+        moved.add(dest)
+    for path in sorted(old - moved):
+        fs.delete_file(path)
+    with contextlib.suppress(FileNotFoundError, OSError):
+        fs.delete_dir(src)  # object stores have no folders left once their files moved
+    return len(moved)
 
 
 def copy(src: str, dst: str, *, chunk: int = 8 << 20, follow_links: bool = True) -> None:

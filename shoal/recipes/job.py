@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, select
 
+from shoal import storage
 from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
 from shoal.lake import database
@@ -565,8 +566,19 @@ def write_output(spark, settings: Settings, df, out: Output) -> OutputResult:
     target = out.path
     assert target is not None  # Output.parse requires a path for file formats
     if "://" in target:
-        writer.mode("overwrite" if out.mode == "replace" else "append").save(target)
-        return OutputResult(target, df.count(), 0)
+        if out.mode == "append":
+            writer.mode("append").save(target)
+            return OutputResult(target, df.count(), 0)
+        # Replace on a store: write the whole output beside the target first, so a failed
+        # write leaves the previous output as it was (Spark's overwrite deletes it first).
+        staged = storage.staging_sibling(target)
+        try:
+            writer.mode("errorifexists").save(staged)
+            files = storage.replace_folder(staged, target)
+        except Exception:
+            storage.remove_folder(staged)
+            raise
+        return OutputResult(target, df.count(), files)
     final = Path(target)
     if out.mode == "append":
         writer.mode("append").save(str(final))

@@ -387,3 +387,23 @@ def test_csv_input_keeps_dates_as_text_like_the_data_prep_service(spark, setting
     run_job(spark, settings, load_job_file(path))
     schema = pq.read_schema(next((tmp_path / "out" / "events").rglob("*.parquet")))
     assert str(schema.field("day").type) == "date32[day]"
+
+
+def test_replace_on_a_store_uri_keeps_the_old_output_when_the_write_fails(spark, settings, tmp_path):
+    # Store URIs (s3://, file://) have no folder rename: the output is staged beside the
+    # target and swapped in only once complete, so a failing write loses nothing.
+    from pyspark.sql import functions as F
+
+    from shoal.recipes.job import Output, write_output
+
+    target = f"file://{tmp_path}/out/summary"
+    out = Output(format="parquet", path=target, mode="replace")
+    first = write_output(spark, settings, spark.range(5).withColumn("v", F.col("id") * 2), out)
+    assert (first.rows, spark.read.parquet(target).count()) == (5, 5) and first.files >= 1
+    failing = spark.range(7).withColumn("v", F.when(F.col("id") < 6, F.col("id")).otherwise(F.raise_error("boom")))
+    with pytest.raises(Exception, match="boom"):
+        write_output(spark, settings, failing, out)
+    assert sorted(r.v for r in spark.read.parquet(target).collect()) == [0, 2, 4, 6, 8]
+    assert not [p.name for p in (tmp_path / "out").iterdir() if p.name != "summary"]  # no staging left
+    write_output(spark, settings, spark.range(3).withColumn("v", F.lit(1)), out)
+    assert spark.read.parquet(target).count() == 3  # replaced, not appended
