@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from enum import StrEnum
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
 from shoal.cli import output
 from shoal.cli.context import settings, state
+from shoal.exceptions import ShoalError
 
 glue_app = typer.Typer(help="Run AWS Glue PySpark scripts unchanged (operator-level code).", no_args_is_help=True)
 
@@ -29,12 +33,19 @@ class BookmarkOption(StrEnum):
 )
 def run(
     ctx: typer.Context,
-    script: Annotated[str, typer.Argument(help="The Glue PySpark script (.py).")],
-    job_name: Annotated[str, typer.Option("--JOB_NAME", help="Job name; bookmarks are kept under it.")],
+    script: Annotated[
+        str, typer.Argument(help="The Glue PySpark script (.py), or the name of a Glue job `shoal job register` took.")
+    ],
+    job_name: Annotated[
+        str | None,
+        typer.Option("--JOB_NAME", help="Job name; bookmarks are kept under it (default: a registered job's name)."),
+    ] = None,
     bookmark_option: Annotated[
-        BookmarkOption,
-        typer.Option("--job-bookmark-option", help="As in Glue: enable, pause (read new, keep state) or disable."),
-    ] = BookmarkOption.disable,
+        BookmarkOption | None,
+        typer.Option(
+            "--job-bookmark-option", help="As in Glue: enable, pause (read new, keep state) or disable (the default)."
+        ),
+    ] = None,
     conf: Annotated[
         list[str] | None,
         typer.Option("--conf", help="Spark setting KEY=VALUE (repeatable); spark.sql.catalog.NAME binds NAME."),
@@ -45,26 +56,18 @@ def run(
 
     The script runs with the operator's rights, like any Spark job: Shoal's governance does
     not check what it reads or writes."""
-    from shoal.glue import run_script, split_conf
-
     state["json"] = json_out
-    with output.progress(not json_out, f"glue {job_name}") as say:
-        summary = run_script(
-            settings(),
-            script,
-            job_name,
-            list(ctx.args),
-            bookmark_option=bookmark_option.value,
-            conf=split_conf(conf or []),
-            say=say,
-        )
+    # What the script prints is its log (CloudWatch's, in Glue): with --json it goes to stderr,
+    # so stdout stays one JSON document.
+    with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
+        summary = _run(ctx, script, job_name, bookmark_option, conf, json_out)
     for warning in summary["warnings"]:
         output.print_warning(warning)
     if json_out:
         output.print_json(summary)
         return
     output.print_kv(
-        f"Glue job {job_name}: {summary['status']}",
+        f"Glue job {summary['job_name']}: {summary['status']}",
         {
             "run_id": summary["run_id"],
             "bookmark_option": summary["bookmark_option"],
@@ -96,6 +99,70 @@ def run(
         )
     if summary["ignored_conf"]:
         output.print_warning("static Spark settings left as Shoal set them: " + ", ".join(summary["ignored_conf"]))
+
+
+def _run(
+    ctx: typer.Context,
+    script: str,
+    job_name: str | None,
+    bookmark_option: BookmarkOption | None,
+    conf: list[str] | None,
+    json_out: bool,
+) -> dict[str, Any]:
+    from shoal.glue import run_defined_job, run_script, split_conf
+
+    registered = _registered_glue_job(script)
+    if registered is not None:
+        job_name = job_name or registered.name
+        assert registered.script is not None  # a glue job's definition requires its script
+        with output.progress(not json_out, f"glue {job_name}") as say:
+            arguments = _arguments(list(ctx.args))
+            if bookmark_option is not None:
+                arguments["--job-bookmark-option"] = bookmark_option.value
+            if conf:
+                arguments["--conf"] = " --conf ".join(conf)
+            summary = run_defined_job(settings(), job_name, registered.script, registered.arguments, arguments, say=say)
+    else:
+        with output.progress(not json_out, f"glue {job_name}") as say:
+            summary = run_script(
+                settings(),
+                script,
+                job_name or "",
+                list(ctx.args),
+                bookmark_option=(bookmark_option or BookmarkOption.disable).value,
+                conf=split_conf(conf or []),
+                say=say,
+            )
+    return summary
+
+
+def _registered_glue_job(ref: str) -> Any:
+    """The Glue job registered under `ref` when `ref` is not a file, else None."""
+    if Path(ref).expanduser().exists() or ref.endswith(".py"):
+        return None
+    from shoal.recipes import JobRegistry
+
+    job = JobRegistry(settings()).get(ref)
+    if job is None:
+        raise ShoalError(
+            f"{ref} is neither a script nor a registered job",
+            hint="pass a .py script, or register the job's `aws glue get-job` export with `shoal job register`",
+        )
+    if job.kind != "glue":
+        raise ShoalError(f"job {ref} is a {job.kind} job, not a Glue job", hint=f"run it with `shoal recipe run {ref}`")
+    return job
+
+
+def _arguments(args: list[str]) -> dict[str, str]:
+    """`--KEY VALUE` pairs after the script, as a run's Arguments."""
+    out: dict[str, str] = {}
+    it = iter(args)
+    for key in it:
+        if not key.startswith("--"):
+            raise ShoalError(f"argument {key!r} is not --KEY", hint="pass job arguments as --KEY VALUE")
+        name, sep, value = key.partition("=")
+        out[name] = value if sep else next(it, "")
+    return out
 
 
 @glue_app.command("bookmarks")

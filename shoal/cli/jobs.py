@@ -138,7 +138,14 @@ def job_register(
 
     job = load_job_file(file, dataset=dataset, recipe=recipe)
     JobRegistry(settings()).register(job)
-    data = {"name": job.name, "kind": job.kind, "steps": len(job.steps), "outputs": [o.describe() for o in job.outputs]}
+    data: dict[str, Any] = {
+        "name": job.name,
+        "kind": job.kind,
+        "steps": len(job.steps),
+        "outputs": [o.describe() for o in job.outputs],
+    }
+    if job.script:
+        data["script"] = job.script
     output.print_json(data) if json_out else output.print_kv(f"Registered job {job.name}", data)
 
 

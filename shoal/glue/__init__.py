@@ -16,6 +16,7 @@ import contextlib
 import os
 import runpy
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -23,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from shoal.config import Settings
-from shoal.exceptions import first_line
+from shoal.exceptions import ShoalError, first_line
 from shoal.glue import bookmarks, runs
 from shoal.glue.runtime import DEFAULT_CATALOG_ALIASES, GlueError, GlueRun, activate
 
 COMPAT_DIR = str(Path(__file__).parent / "compat")
 
-__all__ = ["GlueError", "GlueRun", "run_script", "split_conf"]
+__all__ = ["GlueError", "GlueRun", "run_defined_job", "run_script", "split_conf"]
 
 
 def split_conf(values: list[str]) -> list[tuple[str, str]]:
@@ -96,6 +97,43 @@ def run_script(
     summary = {"script": str(path), "status": runs.SUCCEEDED, **run.summary(), "duration_s": _since(started)}
     runs.finished(settings, run.run_id, runs.SUCCEEDED, summary["duration_s"], summary=summary)
     return summary
+
+
+def run_defined_job(
+    settings: Settings,
+    job_name: str,
+    script: str,
+    default_arguments: dict[str, str],
+    arguments: dict[str, str] | None = None,
+    *,
+    say: Callable[[str], None] = lambda _m: None,
+) -> dict[str, Any]:
+    """Run a registered Glue job as `StartJobRun` does: the run's `Arguments` override the job's
+    `DefaultArguments`; `--job-bookmark-option` and `--conf` are taken as Glue takes them, the
+    rest reach the script. A script at an s3:// location is read from the store for the run."""
+    merged = {**default_arguments, **(arguments or {})}
+    for key in merged:
+        if not key.startswith("--"):
+            raise GlueError(f"job {job_name}: argument {key!r} does not start with --", hint="name it --" + key)
+    bookmark_option = merged.pop("--job-bookmark-option", bookmarks.DISABLE)
+    conf = split_conf([merged.pop("--conf")]) if "--conf" in merged else []
+    merged.pop("--JOB_NAME", None)  # the job's name is the job's
+    argv = [part for key, value in merged.items() for part in (key, str(value))]
+    if "://" not in script:
+        return run_script(settings, script, job_name, argv, bookmark_option=bookmark_option, conf=conf, say=say)
+    from shoal import storage
+
+    try:
+        text = storage.read_bytes(script)
+    except (OSError, ShoalError) as exc:
+        raise GlueError(
+            f"job {job_name}: cannot read its script {script}: {first_line(exc)}",
+            hint="point Command.ScriptLocation at the script and register the job again",
+        ) from exc
+    with tempfile.TemporaryDirectory(prefix="shoal-glue-") as folder:
+        local = Path(folder) / Path(script.rstrip("/")).name
+        local.write_bytes(text)
+        return run_script(settings, str(local), job_name, argv, bookmark_option=bookmark_option, conf=conf, say=say)
 
 
 def _since(started: float) -> float:

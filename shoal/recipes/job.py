@@ -173,7 +173,7 @@ class Output:
 @dataclass
 class Job:
     name: str
-    kind: str  # "recipe" or "python"
+    kind: str  # "recipe", "python" or "glue" (a Glue ETL script)
     input: Dataset | None = None
     steps: list[dict[str, Any]] = field(default_factory=list)
     outputs: list[Output] = field(default_factory=list)
@@ -181,6 +181,7 @@ class Job:
     entry_point: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
     source: str | None = None
+    script: str | None = None  # a glue job's script (a path or an s3:// URI)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)
@@ -205,6 +206,7 @@ class Job:
             entry_point=d.get("entry_point"),
             arguments=d.get("arguments") or {},
             source=d.get("source"),
+            script=d.get("script"),
         )
 
 
@@ -309,7 +311,11 @@ def parse_job(
 ) -> Job:
     if not isinstance(raw, dict):
         raise JobError(f"{source or 'job'}: a job is an object")
+    if set(raw) == {"Job"} and isinstance(raw["Job"], dict):
+        raw = raw["Job"]  # `aws glue get-job` wraps the definition
     d = _norm(raw)
+    if isinstance(d.get("command"), dict):
+        return _glue_job(d, base, source, default_name)
     name = d.get("name") or default_name
     if not name:
         raise JobError(f"{source or 'job'}: a job needs a name")
@@ -341,6 +347,34 @@ def parse_job(
         datasets={k: Dataset.parse(v, base, f"{where} dataset {k!r}") for k, v in (d.get("datasets") or {}).items()},
         source=source,
     )
+
+
+GLUE_COMMANDS = ("glueetl", "pythonshell")
+
+
+def _glue_job(d: dict[str, Any], base: Path, source: str | None, default_name: str | None) -> Job:
+    """A Glue job as `aws glue get-job` prints it (or `create-job` takes it): the script it runs
+    (`Command.ScriptLocation`) and its `DefaultArguments`, which a run's `Arguments` override."""
+    name = d.get("name") or default_name
+    where = f"Glue job {name!r}" if name else (source or "Glue job")
+    if not name:
+        raise JobError(f"{where}: a job needs a Name")
+    command = _norm(d["command"])
+    kind = str(command.get("name") or "glueetl").lower()
+    if kind not in GLUE_COMMANDS:
+        raise JobError(
+            f"{where}: Command.Name {kind!r} is not supported",
+            hint="Shoal runs glueetl and pythonshell scripts; streaming jobs are not supported",
+        )
+    script = str(command.get("scriptlocation") or "")
+    if not script:
+        raise JobError(f"{where}: Command.ScriptLocation is missing", hint="name the job's .py script")
+    if "://" not in script and not Path(script).is_absolute():
+        script = str((base / script).resolve())
+    arguments = d.get("defaultarguments") or {}
+    if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+        raise JobError(f"{where}: DefaultArguments must map --name to a string value")
+    return Job(name=str(name), kind="glue", script=script, arguments=dict(arguments), source=source)
 
 
 def load_job_file(path: str | Path, *, dataset: str | Path | None = None, recipe: str | Path | None = None) -> Job:
@@ -480,7 +514,8 @@ def _dates_as_strings(reader, df, path):
 
 def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobResult:
     if job.kind != "recipe":
-        raise JobError(f"job {job.name!r} is a {job.kind} job, not a recipe job")
+        hint = f"run it with `shoal glue run {job.name}`" if job.kind == "glue" else None
+        raise JobError(f"job {job.name!r} is a {job.kind} job, not a recipe job", hint=hint)
     started = time.monotonic()
     run_id = f"{job.name}-{uuid.uuid4().hex[:12]}"
     assert job.input is not None  # a recipe job's file requires an input

@@ -381,15 +381,29 @@ def athena_get_query_results(ctx: TaskContext, params: Any) -> Any:
 
 
 def _run_registered_job(ctx: TaskContext, ref: str, arguments: dict[str, Any]) -> tuple[Any, Any, float, float]:
-    """(job, run result or None, started, finished) for a registered recipe or Python job."""
+    """(job, run result or None, started, finished) for a registered recipe, Glue or Python job
+    (a recipe run's JobResult, a Glue run's summary, None for Python)."""
     from shoal.recipes import JobRegistry, run_job
     from shoal.workflows.tasks import load_callable
 
     job = JobRegistry(ctx.settings).resolve(ref)
     started = time.time()
+    result: Any
     if job.kind == "python":
         load_callable(job.callable_ref)({**job.arguments, **arguments})
         result = None
+    elif job.kind == "glue":
+        from shoal.glue import run_defined_job
+
+        assert job.script is not None  # a glue job's definition requires its script
+        result = run_defined_job(
+            ctx.settings,
+            job.name,
+            job.script,
+            job.arguments,
+            {str(k): str(v) for k, v in arguments.items()},
+            say=ctx.say,
+        )
     else:
         result = run_job(ctx.spark(), ctx.settings, job, say=ctx.say)
     return job, result, started, time.time()
@@ -457,13 +471,14 @@ def databrew_start_job_run(ctx: TaskContext, params: Any) -> Any:
 def _glue(ctx: TaskContext, params: Any) -> dict[str, Any]:
     p = _params(params)
     arguments = p.get("Arguments") or {}
-    job, _, started, finished = _run_registered_job(ctx, _need(p, "JobName", "Name"), arguments)
+    job, result, started, finished = _run_registered_job(ctx, _need(p, "JobName", "Name"), arguments)
+    run_id = result["run_id"] if job.kind == "glue" else f"jr_{uuid.uuid4().hex}{uuid.uuid4().hex}"
     return {
         "Arguments": arguments,
         "Attempt": 0,
         "CompletedOn": _ms(finished),
         "ExecutionTime": int(round(finished - started)),
-        "Id": f"jr_{uuid.uuid4().hex}{uuid.uuid4().hex}",
+        "Id": run_id,
         "JobMode": "SCRIPT",
         "JobName": job.name,
         "JobRunState": "SUCCEEDED",

@@ -51,6 +51,13 @@ def recipe(ctx: TaskContext, params: Any) -> Any:
     job = JobRegistry(ctx.settings).resolve(_need(p, "Job", "Name", "JobName"))
     if job.kind == "python":
         return _call_entry_point(job.callable_ref, {**job.arguments, **(p.get("Arguments") or {})})
+    if job.kind == "glue":
+        from shoal.glue import run_defined_job
+
+        assert job.script is not None  # a glue job's definition requires its script
+        args = {str(k): str(v) for k, v in (p.get("Arguments") or {}).items()}
+        summary = run_defined_job(ctx.settings, job.name, job.script, job.arguments, args, say=ctx.say)
+        return {"JobName": job.name, "RunId": summary["run_id"], "State": summary["status"], **summary}
     result = run_job(ctx.spark(), ctx.settings, job, say=ctx.say).to_dict()
     return {"JobName": job.name, "RunId": result["run_id"], "State": "SUCCEEDED", **result}
 

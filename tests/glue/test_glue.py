@@ -368,8 +368,8 @@ def test_cli_process_reads_s3_with_bookmarks(tmp_path):
             cmd += ["--source", f"s3://{s3.bucket}/raw/orders/", "--job-bookmark-option", "job-bookmark-enable"]
             done = subprocess.run([*cmd, "--json"], env=env, capture_output=True, text=True, timeout=500)
             assert done.returncode == 0, done.stderr[-3000:]
-            printed, _, summary = done.stdout.partition("\n{\n")
-            return json.loads("{\n" + summary), printed
+            # stdout is the one JSON document; what the script prints is its log, on stderr.
+            return json.loads(done.stdout), done.stderr
 
         put("raw/orders/day=1/a.json", '{"id": 1, "amount": 2.5}\n{"id": 2, "amount": 4.0}\n')
         first, printed = glue()
@@ -428,3 +428,84 @@ def test_partitioned_external_tables_read_by_bookmark_and_appended(spark, settin
     second = run_script(settings, str(script), f"ext-{db}", ["--db", db], bookmark_option=bookmarks.ENABLE)
     assert (second["reads"][0]["files_listed"], second["reads"][0]["files_read"]) == (3, 1)
     assert copied() == [(1, 1, "click"), (2, 3, "view"), (3, 4, "click")]
+
+
+def test_registered_glue_job_runs_from_a_state_machine_and_by_name(
+    spark, settings, cli_env, tmp_path, capsys, monkeypatch
+):
+    # A job exactly as `aws glue get-job` prints it, its ScriptLocation pointed at a local folder.
+    from shoal.workflows import definition, run, tasks
+
+    db = f"g{uuid.uuid4().hex[:6]}"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {db}")
+    spark.sql(f"CREATE TABLE {db}.adults (person_id bigint, name string, age int) USING iceberg")
+    src, out = tmp_path / "people", tmp_path / "out"
+    _people(src, "a.csv", ["1;ann;34;oslo", "2;bob;12;rome"])
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "people.py").write_text(TRANSFORM_SCRIPT)
+    name = f"people-{db}"
+    export = {
+        "Job": {
+            "Name": name,
+            "JobMode": "SCRIPT",
+            "Role": "arn:aws:iam::123456789012:role/GlueJobRole",
+            "CreatedOn": "2024-03-01T10:00:00.000000+00:00",
+            "ExecutionProperty": {"MaxConcurrentRuns": 1},
+            "Command": {"Name": "glueetl", "ScriptLocation": "scripts/people.py", "PythonVersion": "3"},
+            "DefaultArguments": {
+                "--enable-glue-datacatalog": "true",
+                "--job-bookmark-option": "job-bookmark-enable",
+                "--TempDir": "s3://aws-glue-assets-123456789012-eu-west-1/temporary/",
+                "--job-language": "python",
+                "--input_path": str(src),
+                "--output_path": str(out),
+                "--target_db": "not-this-one",
+            },
+            "MaxRetries": 0,
+            "Timeout": 2880,
+            "GlueVersion": "4.0",
+            "NumberOfWorkers": 2,
+            "WorkerType": "G.1X",
+        }
+    }
+    job_file = tmp_path / "get-job.json"
+    job_file.write_text(json.dumps(export))
+    code, printed, err = run_cli(["job", "register", str(job_file), "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    assert json.loads(printed)["kind"] == "glue"
+
+    machine = definition.build(
+        {
+            "StartAt": "Etl",
+            "States": {
+                "Etl": {
+                    "Type": "Task",
+                    "Resource": "arn:aws:states:::glue:startJobRun.sync",
+                    "Parameters": {"JobName": name, "Arguments": {"--target_db": db}},
+                    "End": True,
+                }
+            },
+        },
+        name=f"glue{uuid.uuid4().hex[:6]}",
+        resource_check=tasks.unsupported,
+    )
+    first = run(settings, machine)
+    assert first.status == "SUCCEEDED", (first.error, first.cause)
+    job_run = first.output
+    assert job_run["JobName"] == name and job_run["JobRunState"] == "SUCCEEDED"
+    assert job_run["Arguments"] == {"--target_db": db}
+    assert rows(spark, f"SELECT person_id FROM {db}.adults") == [(1,)]  # the run's argument won
+    committed = bookmarks.show(settings, name)
+    assert [b["run_id"] for b in committed] == [job_run["Id"]] * len(committed) and committed
+    # The default bookmark option is the job's: a second run reads nothing new.
+    _people(src, "b.csv", ["3;cid;51;lima"])
+    assert "ADULTS 1" in capsys.readouterr().out  # the script's own print, from the state machine's run
+    again = _glue_run(capsys, monkeypatch, name, "--target_db", db)
+    assert again["job_name"] == name and again["bookmark_committed"] is True
+    assert again["reads"][0]["files_read"] == 1
+    assert sorted(r[0] for r in rows(spark, f"SELECT person_id FROM {db}.adults")) == [1, 3]
+
+    bad = dict(export["Job"], Command={"Name": "gluestreaming", "ScriptLocation": "scripts/people.py"})
+    job_file.write_text(json.dumps({"Job": bad}))
+    code, printed, err = run_cli(["job", "register", str(job_file), "--json"], capsys, monkeypatch)
+    assert code != 0 and "gluestreaming" in printed + err
