@@ -37,7 +37,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from shoal import storage
-from shoal.cdc.source import ChangeFile
+from shoal.cdc.source import ChangeFile, is_full_load
 from shoal.config import Settings
 from shoal.lake.tables import STATE_PREFIX, TableName, all_states, latest_state
 
@@ -54,8 +54,7 @@ Meta = dict[str, Any]  # {size, mtime, batch_id, applied_at}
 
 def order_key(name: str) -> str:
     """A file's place in application order as one comparable string (ChangeFile.sort_key)."""
-    rank, _ = ChangeFile("", name, 0).sort_key
-    return f"{rank}/{name}"
+    return f"{0 if is_full_load(name) else 1}/{name}"
 
 
 def entry_meta(file: ChangeFile, batch_id: str, applied_at: str) -> Meta:
@@ -158,12 +157,15 @@ class Ledger:
     entries_read: int = 0
     segments_read: int = 0
     _loaded: dict[str, dict[str, Meta]] = field(default_factory=dict)
+    _los: list[str] = field(default_factory=list)
 
     def _segment_index(self, key: str) -> int | None:
         if not self.segments:
             return None
+        if len(self._los) != len(self.segments):
+            self._los = [s.lo for s in self.segments]
         # Segment i covers [lo_i, lo_i+1); the first also covers everything before it.
-        return max(bisect.bisect_right([s.lo for s in self.segments], key) - 1, 0)
+        return max(bisect.bisect_right(self._los, key) - 1, 0)
 
     def _segment(self, i: int) -> dict[str, Meta]:
         seg = self.segments[i]
