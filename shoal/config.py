@@ -10,7 +10,9 @@ entire embedded lake.
 from __future__ import annotations
 
 import os
+import re
 import threading
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -72,6 +74,34 @@ class CdcSettings(Section):
     write_mode: Literal["merge-on-read", "copy-on-write"] = "merge-on-read"
     on_error: Literal["fail", "quarantine"] = "fail"
     op_column: str = "op"
+    # How long a deleted key's tombstone is kept ("30d", "12h", "2w"; "never" keeps them all).
+    # An event older than a delete, arriving later than this, brings the key back (docs/cdc.md).
+    tombstone_retention: str = "30d"
+
+    @field_validator("tombstone_retention")
+    @classmethod
+    def _is_duration(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    @property
+    def tombstone_horizon(self) -> timedelta | None:
+        """`tombstone_retention` as a duration (None: never prune)."""
+        return parse_duration(self.tombstone_retention)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """'30d', '12h', '90m', '2w', '45s' -> timedelta; 'never' -> None."""
+    if text.strip().lower() == "never":
+        return None
+    match = _DURATION.match(text.lower())
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError(f"{text!r} is not a duration: use a number and s, m, h, d or w (e.g. 30d), or never")
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
 
 
 class MaintenanceSettings(Section):

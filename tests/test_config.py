@@ -175,3 +175,17 @@ def test_the_workspace_is_private(settings, spark):
     private_file(loose / "catalog.db")
     assert stat.S_IMODE(loose.stat().st_mode) == 0o700
     assert stat.S_IMODE((loose / "catalog.db").stat().st_mode) == 0o600
+
+
+def test_cdc_tombstone_retention_is_a_duration(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import timedelta
+
+    monkeypatch.chdir(tmp_path)
+    assert load_settings().cdc.tombstone_horizon == timedelta(days=30)
+    (tmp_path / "shoal.toml").write_text('[cdc]\ntombstone_retention = "12h"\n')
+    assert load_settings().cdc.tombstone_horizon == timedelta(hours=12)
+    (tmp_path / "shoal.toml").write_text('[cdc]\ntombstone_retention = "never"\n')
+    assert load_settings().cdc.tombstone_horizon is None
+    (tmp_path / "shoal.toml").write_text('[cdc]\ntombstone_retention = "7 days"\n')
+    with pytest.raises(ConfigError, match="tombstone_retention"):
+        load_settings()

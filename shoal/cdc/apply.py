@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shoal.cdc import ledger
+from shoal.cdc import ledger, tombstones
 from shoal.cdc.batch import ACTION_COL, APPLIED_ACTIONS, classify, latest_events
 from shoal.cdc.schema import cast_checked, infer_types, quote
 from shoal.cdc.source import (
@@ -67,6 +67,8 @@ class ApplyOptions:
     on_error: Literal["fail", "quarantine"] | None = None
     write_mode: WriteMode | None = None
     delimiter: str = ","
+    # Take files rewritten under a name already applied, as new changes (else reported, skipped).
+    reapply: bool = False
 
     def resolved(self, settings: Settings) -> ApplyOptions:
         """These options with every unset choice taken from `[cdc]`."""
@@ -95,6 +97,11 @@ class ApplyResult:
     snapshot_id: int | None = None
     committed: bool = False
     seconds: float = 0.0
+    # Files rewritten after they were applied: skipped (reported in warnings) or, with
+    # reapply, applied again and listed in files_applied too.
+    files_rewritten: list[str] = field(default_factory=list)
+    files_reapplied: list[str] = field(default_factory=list)
+    tombstones_pruned: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,6 +167,7 @@ class _Batch:
             delimiter=options.delimiter,
         )
         self._cached: list[DataFrame] = []
+        self._listing = ledger.Check([], [])
 
     # ---- the batch, step by step ---------------------------------------------------
     def run(self) -> ApplyResult:
@@ -171,8 +179,8 @@ class _Batch:
 
     def _run(self) -> ApplyResult:
         exists = table_exists(self.spark, self.table)
-        applied = ledger.load(self.spark, self.table) if exists else {}
-        files = [f for f in discover(self.source) if f.name not in applied]
+        applied = ledger.current(self.spark, self.table) if exists else ledger.Ledger()
+        files = self._new_files(applied)
         if not files:
             self.say("no new change files")
             self.result.snapshot_id = current_snapshot(self.spark, self.table)[0] if exists else None
@@ -237,18 +245,29 @@ class _Batch:
         props = self._commit_properties(applied, files)
         self.say("merging into the table")
         self._merge(classified, columns, keys, props)
+        self._prune_tombstones()
         return self._finish()
 
     # ---- steps ---------------------------------------------------------------------
-    def _commit_properties(self, applied: dict[str, dict[str, Any]], files: list[ChangeFile]) -> dict[str, str]:
-        """Writes the new ledger; returns the summary properties the commit must carry."""
-        applied = dict(applied)
+    def _new_files(self, applied: ledger.Ledger) -> list[ChangeFile]:
+        """Files not applied yet; rewritten ones are reported, and taken with `reapply`."""
+        self._listing = applied.check(discover(self.source))
+        rewritten = [r.file for r in self._listing.rewritten]
+        self.result.files_rewritten = [f.name for f in rewritten]
+        if self.opt.reapply:
+            self.result.files_reapplied = self.result.files_rewritten
+            return sorted([*self._listing.new, *rewritten], key=lambda f: f.sort_key)
+        self.result.warnings.extend(r.message() for r in self._listing.rewritten)
+        return self._listing.new
+
+    def _commit_properties(self, applied: ledger.Ledger, files: list[ChangeFile]) -> dict[str, str]:
+        """Writes the new ledger head; returns the summary properties the commit must carry."""
         now = datetime.now(UTC).isoformat()
-        for f in files:
-            applied[f.name] = {"size": f.size, "batch_id": self.batch_id, "applied_at": now}
+        added = {f.name: ledger.entry_meta(f, self.batch_id, now) for f in files}
+        verified = self._listing.verified(set(added))
         stats = ("rows_read", "inserted", "updated", "deleted", "ignored_stale", "rejected")
         return {
-            ledger.SUMMARY_KEY: ledger.write(self.settings, self.table, applied, self.batch_id),
+            ledger.SUMMARY_KEY: ledger.write(self.settings, self.table, applied, added, self.batch_id, verified),
             "shoal.cdc.batch-id": self.batch_id,
             "shoal.cdc.files": json.dumps(self.result.files_applied),
             "shoal.cdc.stats": json.dumps({k: getattr(self.result, k) for k in stats}),
@@ -403,10 +422,12 @@ class _Batch:
         names = [f.name for f in files]
         # A crash between this append and the MERGE re-reads the same files: skip files
         # whose rejects are already recorded.
-        done = {
-            r.file
-            for r in self.spark.table(rejects.sql).where(F.col("file").isin(names)).select("file").distinct().collect()
-        }
+        recorded = self.spark.table(rejects.sql).where(F.col("file").isin(names))
+        # A reapplied file's rejects from its earlier version do not count.
+        for r in self._listing.rewritten if self.opt.reapply else []:
+            before = datetime.fromisoformat(r.applied["applied_at"])
+            recorded = recorded.where((F.col("file") != r.file.name) | (F.col("rejected_at") > F.lit(before)))
+        done = {r.file for r in recorded.select("file").distinct().collect()}
         rows = bad.where(~F.col(FILE_COL).isin(list(done))) if done else bad
         rows.select(
             F.col(FILE_COL).alias("file"),
@@ -426,22 +447,24 @@ class _Batch:
         tomb = self.table.sibling(TOMBSTONES_SUFFIX)
         cols = [*keys, seq]
         ddl = ", ".join(f"{quote(c)} {types[c]}" for c in cols)
+        at = tombstones.RECORDED_COL  # when the delete was applied: the age retention prunes by
         self.spark.sql(
-            f"""CREATE TABLE IF NOT EXISTS {tomb.sql} ({ddl}, batch_id string) USING iceberg
+            f"""CREATE TABLE IF NOT EXISTS {tomb.sql} ({ddl}, batch_id string, {at} timestamp) USING iceberg
                 TBLPROPERTIES ({_props_sql({"format-version": "2", **_row_level_modes("merge-on-read")})})"""
         )
+        tombstones.add_recorded_at(self.spark, tomb)
         view = f"shoal_cdc_deletes_{self.batch_id}"
         classified.where(F.col(ACTION_COL).isin("delete", "missing_delete")).select(
-            *[quote(c) for c in cols], F.lit(self.batch_id).alias("batch_id")
+            *[quote(c) for c in cols], F.lit(self.batch_id).alias("batch_id"), F.current_timestamp().alias(at)
         ).createOrReplaceTempView(view)
         on = " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
-        names = ", ".join(quote(c) for c in [*cols, "batch_id"])
-        values = ", ".join(f"s.{quote(c)}" for c in [*cols, "batch_id"])
+        names = ", ".join(quote(c) for c in [*cols, "batch_id", at])
+        values = ", ".join(f"s.{quote(c)}" for c in [*cols, "batch_id", at])
         try:
             self.spark.sql(
                 f"""MERGE INTO {tomb.sql} t USING {view} s ON {on}
                     WHEN MATCHED AND s.{quote(seq)} > t.{quote(seq)}
-                      THEN UPDATE SET t.{quote(seq)} = s.{quote(seq)}, t.batch_id = s.batch_id
+                      THEN UPDATE SET t.{quote(seq)} = s.{quote(seq)}, t.batch_id = s.batch_id, t.{at} = s.{at}
                     WHEN NOT MATCHED THEN INSERT ({names}) VALUES ({values})"""
             ).collect()
         finally:
@@ -474,6 +497,14 @@ class _Batch:
         self.result.snapshot_id = snapshot_id
         self.result.committed = True
 
+    def _prune_tombstones(self) -> None:
+        """After the commit: a failure here leaves the batch applied, so it is a warning."""
+        tomb = self.table.sibling(TOMBSTONES_SUFFIX)
+        try:
+            self.result.tombstones_pruned = tombstones.prune(self.spark, tomb, self.settings.cdc.tombstone_horizon)
+        except Exception as exc:  # noqa: BLE001 - the batch is committed whatever happens here
+            self.result.warnings.append(f"pruning {tomb} failed (the batch is applied; the next one retries): {exc}")
+
     def _finish(self) -> ApplyResult:
         self.result.seconds = round(time.monotonic() - self.t0, 3)
         return self.result
@@ -483,11 +514,13 @@ def file_status(spark: SparkSession, settings: Settings, table: str, source: str
     """Change files applied to `table` (from its ledger) and, given a source, those pending."""
     name = TableName.parse(table)
     require_table(spark, name)
-    applied = ledger.load(spark, name)
+    state = ledger.current(spark, name)
     out: dict[str, Any] = {
         "table": str(name),
-        "applied": [{"file": f, **meta} for f, meta in sorted(applied.items())],
+        "applied": [{"file": f, **meta} for f, meta in sorted(state.all_entries().items())],
     }
     if source is not None:
-        out["pending"] = [f.name for f in discover(source) if f.name not in applied]
+        check = state.check(discover(source))
+        out["pending"] = [f.name for f in check.new]
+        out["rewritten"] = [r.file.name for r in check.rewritten]
     return out

@@ -59,6 +59,7 @@ class ChangeFile:
     uri: str
     name: str  # path relative to the source folder: the identity recorded in the ledger
     size: int
+    mtime: float | None = None  # as the store reports it; with size, tells a rewritten file
 
     @property
     def sort_key(self) -> tuple[int, str]:
@@ -79,7 +80,7 @@ class CsvLayout:
 
 def discover(source: str) -> list[ChangeFile]:
     """All change files under `source`, in application order."""
-    files = [ChangeFile(e.uri, e.relative, e.size) for e in storage.list_files(source, CHANGE_FILE_SUFFIXES)]
+    files = [ChangeFile(e.uri, e.relative, e.size, e.mtime) for e in storage.list_files(source, CHANGE_FILE_SUFFIXES)]
     return sorted(files, key=lambda f: f.sort_key)
 
 

@@ -26,6 +26,7 @@ FLAGS = {
     "on_error": "--on-error",
     "write_mode": "--write-mode",
     "delimiter": "--delimiter",
+    "reapply": "--reapply",
 }
 
 
@@ -69,6 +70,12 @@ def cdc_apply(
         typer.Option("--write-mode", help="Row-level write mode for this table (default from config)."),
     ] = None,
     delimiter: Annotated[str, typer.Option("--delimiter", help="Field delimiter.")] = ",",
+    reapply: Annotated[
+        bool,
+        typer.Option(
+            "--reapply", help="Apply files rewritten under a name already applied, as new changes (else skipped)."
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Apply the change files under SOURCE not yet applied to the table, as one commit."""
@@ -85,6 +92,7 @@ def cdc_apply(
         on_error=on_error.value if on_error else None,
         write_mode=write_mode.value if write_mode else None,
         delimiter=delimiter,
+        reapply=reapply,
     )
     s = settings()
     with output.progress(not json_out, f"cdc apply {table}") as say:
@@ -102,6 +110,8 @@ def cdc_apply(
         return
     data = result.to_dict()
     data["files_applied"] = ", ".join(result.files_applied) or "(none: nothing new)"
+    for listed in ("files_rewritten", "files_reapplied"):
+        data[listed] = ", ".join(data[listed]) or "-"
     output.print_kv(f"Applied {len(result.files_applied)} file(s) to {table}", data)
 
 
@@ -128,3 +138,5 @@ def cdc_files(
     )
     if "pending" in status:
         output.out.print(f"pending: {', '.join(status['pending']) or '(none)'}")
+        if status["rewritten"]:
+            output.out.print(f"rewritten since applied (apply with --reapply): {', '.join(status['rewritten'])}")

@@ -94,6 +94,7 @@ def cdc(ctx: TaskContext, params: Any) -> Any:
         op_column=p.get("OpColumn"),
         on_error=p.get("OnError"),
         write_mode=p.get("WriteMode"),
+        reapply=bool(p.get("Reapply", False)),
     )
     try:
         return apply_changes(ctx.spark(), ctx.settings, _need(p, "Source"), opts, progress=ctx.say).to_dict()

@@ -89,6 +89,26 @@ def test_cdc_apply_json_sql_formats_and_history(spark, cli_env, source, table_na
     assert code == 1 and "at least 24 hours" in err
 
 
+def test_cdc_apply_reports_a_rewritten_file_and_reapply_takes_it(
+    spark, cli_env, source, table_name, capsys, monkeypatch
+) -> None:
+    write_csv(source, "LOAD00000001.csv", [[None, 101, "tools", "hammer", 10, T1]])
+    args = ["cdc", "apply", str(source), "--table", table_name, "--key", "product_id", "--sequence", "updated_at"]
+    assert run_cli(args, capsys, monkeypatch)[0] == 0
+    write_csv(source, "LOAD00000001.csv", [[None, 101, "tools", "hammer", 11, T1], [None, 102, "tools", "saw", 1, T1]])
+    code, out, err = run_cli(args, capsys, monkeypatch)
+    said = " ".join((out + err).split())
+    assert code == 0 and "LOAD00000001.csv was rewritten after it was applied" in said and "--reapply" in said
+    code, out, _ = run_cli([*args, "--json"], capsys, monkeypatch)
+    result = json.loads(out)
+    assert result["files_applied"] == [] and result["files_rewritten"] == ["LOAD00000001.csv"]
+    assert any("LOAD00000001.csv was rewritten" in w for w in result["warnings"])
+    code, out, _ = run_cli([*args, "--reapply", "--json"], capsys, monkeypatch)
+    result = json.loads(out)
+    assert result["files_applied"] == result["files_reapplied"] == ["LOAD00000001.csv"]
+    assert (result["inserted"], result["updated"]) == (1, 1)
+
+
 def test_errors_exit_nonzero_with_file_and_line(spark, cli_env, source, table_name, capsys, monkeypatch) -> None:
     write_csv(source, "20220302-1134010000.csv", [["U", 1, "a", "b", 1, T2], ["Z", 2, "a", "b", 1, T2]])
     args = ["cdc", "apply", str(source), "--table", table_name, "--key", "product_id", "--sequence", "updated_at"]
