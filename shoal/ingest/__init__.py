@@ -88,8 +88,8 @@ class IngestResult:
             "errors": self.count("error"),
             "skipped": self.count("skipped"),
             "bytes_ingested": sum(f.size_bytes or 0 for f in self.files if f.status in ("new", "new_version")),
-            "hash_tasks": self.hash_tasks,
             "files": [asdict(f) for f in self.files],
+            "hash_tasks": self.hash_tasks,
         }
 
 
