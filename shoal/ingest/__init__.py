@@ -275,8 +275,8 @@ def _classify(spark: SparkSession, hashed: DataFrame, source_name: str) -> DataF
     objects = spark.table(metadata.table("objects").sql)
     h = hashed.where(F.col("status").isNull()).withColumn("object_id", F.substring("sha256", 1, 32))
     known = objects.where((F.col("source_name") == source_name) & F.col("parent_object_id").isNull()).select(
-        "source_path", "sha256", "version", "raw_path"
-    )
+        "source_path", "sha256", F.coalesce("version", F.lit(1)).alias("version"), "raw_path"
+    )  # rows from before versions were numbered count as version 1
     latest = known.groupBy("source_path").agg(F.max("version").alias("latest_version"))
     same = known.groupBy("source_path", "sha256").agg(F.max_by("raw_path", "version").alias("known_raw_path"))
     stored = objects.select("object_id").join(h.select("object_id"), "object_id", "left_semi").distinct()
