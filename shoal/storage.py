@@ -12,11 +12,13 @@ so every process builds the same client without settings being shipped around.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import posixpath
 import stat
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pyarrow import fs as pafs
@@ -95,13 +97,8 @@ def list_files(
     listed there as (relative path, reason)."""
     if "://" not in root or root.startswith("file://"):
         return _list_local(root.removeprefix("file://"), suffixes, skipped)
-    fs, base = filesystem(root)
-    info = fs.get_file_info(base)
-    if info.type == pafs.FileType.NotFound:
-        raise SourceError(f"source {root} does not exist")
-    if info.type != pafs.FileType.Directory:
-        raise SourceError(f"source {root} is not a folder", hint="pass the folder holding the change files")
-    prefix = root.split("://", 1)[0].replace("s3a", "s3") + "://"
+    fs, base = _remote_root(root)
+    prefix = _scheme(root)
     out = []
     for entry in fs.get_file_info(pafs.FileSelector(base, recursive=True)):
         if entry.type != pafs.FileType.File:
@@ -116,14 +113,28 @@ def list_files(
 
 
 def _list_local(root: str, suffixes: tuple[str, ...], skipped: list[tuple[str, str]] | None) -> list[FileEntry]:
+    base = _local_root(root)
+    out = list(_walk_local(base, base, suffixes, skipped))
+    out.sort(key=lambda e: e.relative)
+    return out
+
+
+def _local_root(root: str) -> str:
     base = os.path.realpath(os.path.expanduser(root))  # the root itself may be a link
     if not os.path.exists(base):
         raise SourceError(f"source {root} does not exist")
     if not os.path.isdir(base):
         raise SourceError(f"source {root} is not a folder", hint="pass the folder holding the change files")
-    out: list[FileEntry] = []
-    for folder, dirs, files in os.walk(base, followlinks=False):
+    return base
+
+
+def _walk_local(
+    base: str, start: str, suffixes: tuple[str, ...], skipped: list[tuple[str, str]] | None
+) -> Iterator[FileEntry]:
+    """Files below `start` (a folder inside `base`), paths relative to `base`; links never followed."""
+    for folder, dirs, files in os.walk(start, followlinks=False):
         rel_folder = os.path.relpath(folder, base)
+        dirs.sort()
         for d in list(dirs):
             rel = posixpath.normpath(posixpath.join(rel_folder, d))
             if d.startswith("."):
@@ -132,7 +143,7 @@ def _list_local(root: str, suffixes: tuple[str, ...], skipped: list[tuple[str, s
                 dirs.remove(d)
                 if skipped is not None:
                     skipped.append((rel, "symbolic link to a folder (not followed)"))
-        for name in files:
+        for name in sorted(files):
             rel = posixpath.normpath(posixpath.join(rel_folder, name))
             if name.startswith("."):
                 continue  # hidden files and in-progress uploads
@@ -148,9 +159,81 @@ def _list_local(root: str, suffixes: tuple[str, ...], skipped: list[tuple[str, s
             if not stat.S_ISREG(st.st_mode):
                 continue  # sockets, fifos, devices
             if not suffixes or name.lower().endswith(suffixes):
-                out.append(FileEntry(path, rel, st.st_size, st.st_mtime))
-    out.sort(key=lambda e: e.relative)
-    return out
+                yield FileEntry(path, rel, st.st_size, st.st_mtime)
+
+
+def list_level(root: str, below: str = "") -> tuple[list[FileEntry], list[str], list[tuple[str, str]]]:
+    """One level of a listing, no deeper: the files directly in `root`/`below`, the folders
+    there (relative to `root`), and what was left out as (relative path, reason).
+
+    With `iter_files` this splits a big listing: the caller lists the top levels and hands
+    each folder to a worker. Hidden names are left out; local links are never followed."""
+    files: list[FileEntry] = []
+    folders: list[str] = []
+    skipped: list[tuple[str, str]] = []
+    if not is_remote(root):
+        base = _local_root(root.removeprefix("file://"))
+        start = os.path.join(base, below) if below else base
+        with os.scandir(start) as it:
+            for d in sorted(it, key=lambda d: d.name):
+                rel = posixpath.join(below, d.name) if below else d.name
+                if d.name.startswith("."):
+                    continue
+                if d.is_symlink():
+                    what = "symbolic link to a folder" if d.is_dir() else "symbolic link"
+                    skipped.append((rel, f"{what} (not followed)"))
+                elif d.is_dir(follow_symlinks=False):
+                    folders.append(rel)
+                elif d.is_file(follow_symlinks=False):
+                    st = d.stat(follow_symlinks=False)
+                    files.append(FileEntry(d.path, rel, st.st_size, st.st_mtime))
+        return files, folders, skipped
+    fs, base = _remote_root(root)
+    prefix = _scheme(root)
+    listed = fs.get_file_info(pafs.FileSelector(posixpath.join(base, below) if below else base, recursive=False))
+    for entry in sorted(listed, key=lambda e: e.path):
+        rel = posixpath.relpath(entry.path, base)
+        if entry.base_name.startswith("."):
+            continue
+        if entry.type == pafs.FileType.Directory:
+            folders.append(rel)
+        elif entry.type == pafs.FileType.File:
+            mtime = entry.mtime.timestamp() if entry.mtime is not None else None
+            files.append(FileEntry(prefix + entry.path, rel, entry.size or 0, mtime))
+    return files, folders, skipped
+
+
+def iter_files(root: str, below: str, *, skipped: list[tuple[str, str]] | None = None) -> Iterator[FileEntry]:
+    """Every file in folder `below` of `root` and its sub-folders, paths relative to `root`
+    (the rules of `list_files`). Meant for a worker: it lists one folder of a big source."""
+    if not is_remote(root):
+        base = _local_root(root.removeprefix("file://"))
+        start = os.path.join(base, below)
+        if os.path.islink(start) or not os.path.isdir(start):
+            raise SourceError(f"{start} is no longer a folder")
+        yield from _walk_local(base, start, (), skipped)
+        return
+    fs, base = _remote_root(root)
+    prefix = _scheme(root)
+    for entry in fs.get_file_info(pafs.FileSelector(posixpath.join(base, below), recursive=True)):
+        rel = posixpath.relpath(entry.path, base)
+        if entry.type == pafs.FileType.File and not any(part.startswith(".") for part in rel.split("/")):
+            mtime = entry.mtime.timestamp() if entry.mtime is not None else None
+            yield FileEntry(prefix + entry.path, rel, entry.size or 0, mtime)
+
+
+def _remote_root(root: str) -> tuple[pafs.FileSystem, str]:
+    fs, base = filesystem(root)
+    info = fs.get_file_info(base)
+    if info.type == pafs.FileType.NotFound:
+        raise SourceError(f"source {root} does not exist")
+    if info.type != pafs.FileType.Directory:
+        raise SourceError(f"source {root} is not a folder", hint="pass the folder holding the change files")
+    return fs, base
+
+
+def _scheme(root: str) -> str:
+    return root.split("://", 1)[0].replace("s3a", "s3") + "://"
 
 
 def read_bytes(uri: str) -> bytes:
@@ -241,12 +324,20 @@ def replace_folder(staged: str, target: str) -> int:
     return len(moved)
 
 
-def copy(src: str, dst: str, *, chunk: int = 8 << 20, follow_links: bool = True) -> None:
-    """Copy a file between any two stores; written to a temporary name, then moved into place."""
+def copy(src: str, dst: str, *, chunk: int = 8 << 20, follow_links: bool = True, sha256: str | None = None) -> None:
+    """Copy a file between any two stores; written to a temporary name, then moved into place.
+
+    With `sha256`, the bytes copied must have that digest: a source that changed since it was
+    hashed is refused (SourceError) and nothing is left at `dst`."""
     fs, path = filesystem(dst)
     fs.create_dir(posixpath.dirname(path), recursive=True)
     tmp = posixpath.join(posixpath.dirname(path), "." + posixpath.basename(path) + ".part")
+    digest = hashlib.sha256()
     with open_input(src, follow_links=follow_links) as fin, fs.open_output_stream(tmp) as fout:
         while block := fin.read(chunk):
+            digest.update(block)
             fout.write(block)
+    if sha256 is not None and digest.hexdigest() != sha256:
+        fs.delete_file(tmp)
+        raise SourceError(f"{src} changed while it was being ingested (its content no longer matches its hash)")
     fs.move(tmp, path)
