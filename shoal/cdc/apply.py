@@ -235,6 +235,7 @@ class _Batch:
         if n_bad:
             self._quarantine(bad, files)
         if self.result.deleted or self.result.deletes_of_missing_keys:
+            self.say("recording deleted keys")
             self._record_deletes(classified, keys, seq, types)
 
         props = self._commit_properties(applied, files)
@@ -490,6 +491,7 @@ class _Batch:
                 deletes,
                 props,
                 self.batch_id,
+                self.say,
             )
         elif r.updated or r.deleted:
             view = f"shoal_cdc_{self.batch_id}"

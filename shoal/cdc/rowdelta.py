@@ -18,6 +18,7 @@ MERGE (their users asked for rewritten files), and v3 tables need deletion vecto
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -65,6 +66,7 @@ def commit(
     deletes: DataFrame,
     properties: dict[str, str],
     batch_id: str,
+    say: Callable[[str], None] = lambda _msg: None,
 ) -> None:
     """Append `rows` and delete the (file_path, pos) rows of `deletes` in one snapshot.
 
@@ -75,8 +77,12 @@ def commit(
     drop_stale_branches(jtable)
     branch = f"{BRANCH_PREFIX}{batch_id}"
     try:
+        if rows is not None:
+            say("writing new row versions")
         added = _stage_rows(spark, jtable, table, rows, branch, base_snapshot) if rows is not None else []
+        say("writing position deletes")
         delete_files, referenced = _write_position_deletes(spark, jtable, base_snapshot, deletes, batch_id)
+        say("committing one row-delta")
         jvm = spark.sparkContext._jvm
         assert jvm is not None
         delta = jtable.newRowDelta().validateFromSnapshot(base_snapshot)
