@@ -268,9 +268,9 @@ class _Batch:
         props = table_properties(self.spark, self.table)
         if self.opt.write_mode:
             props.update(_row_level_modes(self.opt.write_mode))
-        snapshot = rowdelta.iceberg_table(
-            self.spark, self.table.qualified(self.settings.catalog.name)
-        ).currentSnapshot()
+        jtable = rowdelta.iceberg_table(self.spark, self.table.qualified(self.settings.catalog.name))
+        rowdelta.drop_stale_branches(jtable)  # left by a batch killed mid-commit
+        snapshot = jtable.currentSnapshot()
         if snapshot is None or not rowdelta.supported(self.spark, props):
             return self.spark.table(self.table.sql)
         self._base_snapshot = int(snapshot.snapshotId())

@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from shoal.exceptions import ShoalError
-from shoal.lake.tables import TableName
+from shoal.lake import TableName
 
 BRANCH_PREFIX = "shoal_cdc_"
 # Iceberg's reserved field ids of a position-delete file's columns (MetadataColumns).
