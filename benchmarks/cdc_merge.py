@@ -8,12 +8,16 @@ between runs on shared machines; ratios within a run do not).
     python benchmarks/cdc_merge.py --rows 500000 --changes 100000 --json
 
 Targets (issue #2): apply within 2x of the plain append; at least 3x faster than PyIceberg.
+Issue #21: peak driver RSS (JVM + Python) under 4 GB at the default scale; reported per step.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import resource
 import shutil
 import tempfile
 import time
@@ -93,6 +97,35 @@ def write_change_files(changes: pa.Table, folder: Path, files: int) -> None:
         pacsv.write_csv(part, folder / f"20220302-{1134010000 + i}.csv", opts)
 
 
+def _jvm_pid(spark) -> int | None:
+    proc = getattr(spark.sparkContext._gateway, "proc", None)
+    return proc.pid if proc is not None else None
+
+
+def reset_peak_rss(spark) -> None:
+    """Restart the JVM driver's peak-RSS counter (Linux: clear_refs 5 resets VmHWM)."""
+    pid = _jvm_pid(spark)
+    if pid is not None and os.path.exists(f"/proc/{pid}/clear_refs"):
+        with contextlib.suppress(OSError):
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def peak_rss_mb(spark) -> dict[str, float | None]:
+    """Peak resident memory of the driver: the JVM (which in local mode also runs the
+    executors' tasks) since the last reset, and this Python process over its life."""
+    jvm = None
+    pid = _jvm_pid(spark)
+    if pid is not None:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    jvm = round(int(line.split()[1]) / 1024, 1)
+        except OSError:
+            pass
+    python = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
+    return {"jvm_mb": jvm, "python_mb": python}
+
+
 def timed(fn) -> tuple[float, object]:
     t0 = time.perf_counter()
     out = fn()
@@ -137,8 +170,9 @@ def main() -> None:
         df = spark.read.csv(str(src), header=True, schema=schema).drop("op")
         df.writeTo("bench.append_floor").append()
 
+    reset_peak_rss(spark)
     secs, _ = timed(append)
-    results["iceberg_append"] = {"seconds": secs}
+    results["iceberg_append"] = {"seconds": secs, "peak_rss": peak_rss_mb(spark)}
     log(f"plain Iceberg append:       {secs:8.2f} s")
 
     # 2. Shoal, in both row-level write modes. A tiny warm-up batch first, so neither mode
@@ -162,8 +196,9 @@ def main() -> None:
         def step(msg: str, t0: float = t0) -> None:
             log(f"    {time.perf_counter() - t0:7.2f} s  {msg}")
 
+        reset_peak_rss(spark)
         secs, res = timed(lambda opts=opts: apply_changes(spark, settings, str(src), opts, progress=step))
-        results[f"shoal_{mode}"] = {"seconds": secs, "result": res.to_dict()}
+        results[f"shoal_{mode}"] = {"seconds": secs, "result": res.to_dict(), "peak_rss": peak_rss_mb(spark)}
         log(
             f"shoal cdc apply ({mode}): {secs:8.2f} s  ({res.inserted:,} ins, {res.updated:,} upd, {res.deleted:,} del)"
         )
@@ -224,6 +259,7 @@ def main() -> None:
             m: round(rps[f"shoal_{m}"] / rps["pyiceberg_upsert"], 2) for m in ("merge-on-read", "copy-on-write")
         }
     summary["seconds"] = {k: round(v["seconds"], 2) for k, v in results.items()}
+    summary["peak_driver_rss_mb"] = {k: v["peak_rss"] for k, v in results.items() if "peak_rss" in v}
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -235,6 +271,9 @@ def main() -> None:
                 json.dumps(summary["pyiceberg_vs_apply"]),
             )
         print("faster row-level mode:", best_mode)
+        print("peak driver RSS, MB (JVM since each step's start; Python over the run):")
+        for k, v in summary["peak_driver_rss_mb"].items():
+            print(f"    {k:28s} {json.dumps(v)}")
     if args.workspace is None:
         shutil.rmtree(workspace, ignore_errors=True)
 

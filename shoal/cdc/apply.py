@@ -1,4 +1,4 @@
-"""One CDC batch: new change files -> validated, deduplicated events -> one MERGE commit."""
+"""One CDC batch: new change files -> validated, deduplicated events -> one Iceberg commit."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shoal.cdc import ledger, tombstones
-from shoal.cdc.batch import ACTION_COL, APPLIED_ACTIONS, classify, latest_events
+from shoal.cdc import ledger, rowdelta, tombstones
+from shoal.cdc.batch import ACTION_COL, APPLIED_ACTIONS, TARGET_PREFIX, classify, latest_events
 from shoal.cdc.schema import cast_checked, infer_types, quote
 from shoal.cdc.source import (
     ERROR_COL,
@@ -168,6 +168,9 @@ class _Batch:
         )
         self._cached: list[DataFrame] = []
         self._listing = ledger.Check([], [])
+        # Set when the batch commits as a row-delta: the snapshot the classification read.
+        self._base_snapshot: int | None = None
+        self._carried: list[str] = []
 
     # ---- the batch, step by step ---------------------------------------------------
     def run(self) -> ApplyResult:
@@ -217,10 +220,10 @@ class _Batch:
         keys = [self._name(k, columns) for k in self.opt.keys]
         seq = self._name(self.opt.sequence, columns)
         latest = latest_events(good, keys, seq)
-        target = self.spark.table(self.table.sql) if exists else None
+        target = self._target(keys, seq, columns, table_cols) if exists else None
         tomb = self.table.sibling(TOMBSTONES_SUFFIX)
         tombstones = self.spark.table(tomb.sql) if exists and table_exists(self.spark, tomb) else None
-        classified = self._cache(classify(latest, target, keys, seq, tombstones))
+        classified = self._cache(classify(latest, target, keys, seq, tombstones, carry=self._carried))
         counts = {r[ACTION_COL]: int(r["count"]) for r in classified.groupBy(ACTION_COL).count().collect()}
         totals = observation.get
         self.result.rows_read, n_bad = int(totals["rows"]), int(totals["bad"])
@@ -240,6 +243,7 @@ class _Batch:
         if n_bad:
             self._quarantine(bad, files)
         if self.result.deleted or self.result.deletes_of_missing_keys:
+            self.say("recording deleted keys")
             self._record_deletes(classified, keys, seq, types)
 
         props = self._commit_properties(applied, files)
@@ -272,6 +276,27 @@ class _Batch:
             "shoal.cdc.files": json.dumps(self.result.files_applied),
             "shoal.cdc.stats": json.dumps({k: getattr(self.result, k) for k in stats}),
         }
+
+    def _target(self, keys: list[str], seq: str, columns: list[str], table_cols: dict[str, str]) -> DataFrame:
+        """The table as the classification joins it.
+
+        On the row-delta path (see shoal.cdc.rowdelta) it is pinned to one snapshot and
+        brings each row's position (`_file`, `_pos`) plus the columns this batch lacks, so
+        the commit needs no second join with the table.
+        """
+        props = table_properties(self.spark, self.table)
+        if self.opt.write_mode:
+            props.update(_row_level_modes(self.opt.write_mode))
+        jtable = rowdelta.iceberg_table(self.spark, self.table.qualified(self.settings.catalog.name))
+        rowdelta.drop_stale_branches(jtable)  # left by a batch killed mid-commit
+        snapshot = jtable.currentSnapshot()
+        if snapshot is None or not rowdelta.supported(self.spark, props):
+            return self.spark.table(self.table.sql)
+        self._base_snapshot = int(snapshot.snapshotId())
+        kept = [c for c in table_cols if c not in columns]
+        self._carried = [*kept, "_file", "_pos"]
+        wanted = ", ".join(quote(c) for c in dict.fromkeys([*keys, seq, *kept]))
+        return self.spark.sql(f"SELECT {wanted}, _file, _pos FROM {self.table.sql} VERSION AS OF {self._base_snapshot}")
 
     def _table_columns(self) -> dict[str, str]:
         """name -> Spark SQL type of the existing table."""
@@ -471,8 +496,27 @@ class _Batch:
             self.spark.catalog.dropTempView(view)
 
     def _merge(self, classified: DataFrame, columns: list[str], keys: list[str], props: dict[str, str]) -> None:
-        actionable = self.result.inserted + self.result.updated + self.result.deleted
-        if actionable:
+        r = self.result
+        if r.inserted and not (r.updated or r.deleted):
+            # Only new keys: an append is the whole change, no join with the table needed.
+            rows = self._new_rows(classified, columns)
+            commit_with_properties(self.spark, props, lambda: rows.writeTo(self.table.sql).append())
+        elif (r.updated or r.deleted) and self._base_snapshot is not None:
+            deletes = classified.where(F.col(ACTION_COL).isin("update", "delete")).select(
+                F.col(TARGET_PREFIX + "_file").alias("file_path"), F.col(TARGET_PREFIX + "_pos").alias("pos")
+            )
+            rowdelta.commit(
+                self.spark,
+                self.table,
+                self.settings.catalog.name,
+                self._base_snapshot,
+                self._new_rows(classified, columns) if r.inserted or r.updated else None,
+                deletes,
+                props,
+                self.batch_id,
+                self.say,
+            )
+        elif r.updated or r.deleted:
             view = f"shoal_cdc_{self.batch_id}"
             classified.where(F.col(ACTION_COL).isin(*APPLIED_ACTIONS)).select(
                 *[quote(c) for c in columns], ACTION_COL
@@ -504,6 +548,20 @@ class _Batch:
             self.result.tombstones_pruned = tombstones.prune(self.spark, tomb, self.settings.cdc.tombstone_horizon)
         except Exception as exc:  # noqa: BLE001 - the batch is committed whatever happens here
             self.result.warnings.append(f"pruning {tomb} failed (the batch is applied; the next one retries): {exc}")
+
+    def _new_rows(self, classified: DataFrame, columns: list[str]) -> DataFrame:
+        """Inserted and updated rows in the table's columns; those the batch lacks keep the
+        table row's value (carried by the classification) or are null for new keys."""
+        types = self._table_columns()
+
+        def column(c: str) -> Any:
+            if c in columns:
+                return F.col(quote(c))
+            if c in self._carried:
+                return F.col(quote(TARGET_PREFIX + c))
+            return F.lit(None).cast(types[c])
+
+        return classified.where(F.col(ACTION_COL).isin("insert", "update")).select(*[column(c).alias(c) for c in types])
 
     def _finish(self) -> ApplyResult:
         self.result.seconds = round(time.monotonic() - self.t0, 3)

@@ -10,6 +10,8 @@ Two pure DataFrame steps, tested against a pure-Python reference model:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -20,6 +22,7 @@ ACTION_COL = "_action"
 TARGET_SEQ_COL = "_target_seq"
 TARGET_PRESENT_COL = "_target_present"
 TOMB_SEQ_COL = "_tombstone_seq"
+TARGET_PREFIX = "_target__"
 ACTIONS = ("insert", "update", "delete", "stale", "missing_delete")
 APPLIED_ACTIONS = ("insert", "update", "delete")
 
@@ -33,13 +36,21 @@ def latest_events(events: DataFrame, keys: list[str], sequence: str) -> DataFram
 
 
 def _left_join_seq(
-    left: DataFrame, right: DataFrame, keys: list[str], sequence: str, seq_col: str, flag_col: str
+    left: DataFrame,
+    right: DataFrame,
+    keys: list[str],
+    sequence: str,
+    seq_col: str,
+    flag_col: str,
+    carry: Sequence[str] = (),
 ) -> DataFrame:
-    """Left-join `right`'s sequence value (as seq_col) and a presence flag onto `left` by key."""
+    """Left-join `right`'s sequence value (as seq_col), a presence flag and the `carry`
+    columns (as TARGET_PREFIX + name) onto `left` by key."""
     r = right.select(
         *[F.col(quote(k)).alias(f"_r_{i}") for i, k in enumerate(keys)],
         F.col(quote(sequence)).alias(seq_col),
         F.lit(True).alias(flag_col),
+        *[F.col(quote(c)).alias(TARGET_PREFIX + c) for c in carry],
     )
     cond = [F.col(quote(k)) == F.col(f"_r_{i}") for i, k in enumerate(keys)]
     return left.join(r, on=cond, how="left").drop(*[f"_r_{i}" for i in range(len(keys))])
@@ -51,12 +62,14 @@ def classify(
     keys: list[str],
     sequence: str,
     tombstones: DataFrame | None = None,
+    carry: Sequence[str] = (),
 ) -> DataFrame:
     """Attach ACTION_COL to each latest event by comparing it with the table's current row.
 
     `target` is the table (None when it is new); `tombstones` holds, per deleted key, the
     sequence value of its delete, so that an older event arriving after the delete stays
-    deleted instead of bringing the row back.
+    deleted instead of bringing the row back. The target's `carry` columns (such as its
+    row position, `_file`/`_pos`) come along as TARGET_PREFIX + name, null without a match.
     """
     joined = latest
     for df, seq_col, flag_col in ((target, TARGET_SEQ_COL, TARGET_PRESENT_COL), (tombstones, TOMB_SEQ_COL, None)):
@@ -64,8 +77,11 @@ def classify(
             joined = joined.withColumn(seq_col, F.lit(None))
             if flag_col:
                 joined = joined.withColumn(flag_col, F.lit(False))
+                for c in carry:
+                    joined = joined.withColumn(TARGET_PREFIX + c, F.lit(None))
         else:
-            joined = _left_join_seq(joined, df, keys, sequence, seq_col, flag_col or "_tomb_present")
+            extra = carry if df is target else ()
+            joined = _left_join_seq(joined, df, keys, sequence, seq_col, flag_col or "_tomb_present", extra)
     present = F.coalesce(F.col(TARGET_PRESENT_COL), F.lit(False))
     seq, tseq, dseq, op = F.col(quote(sequence)), F.col(TARGET_SEQ_COL), F.col(TOMB_SEQ_COL), F.col(OP_COL)
     action = (

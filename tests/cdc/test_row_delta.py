@@ -1,0 +1,133 @@
+"""The row-delta commit path: updates and deletes become position deletes of the rows the
+classification found (`_file`/`_pos`), committed with the new rows in one snapshot."""
+
+from __future__ import annotations
+
+import pytest
+
+from shoal.cdc import rowdelta
+from shoal.lake import TableName, maintain
+from tests.support.helpers import apply, rows, write_csv
+
+T1, T2, T3 = "2022-03-01 10:00:00", "2022-03-02 11:34:01", "2022-03-02 11:35:00"
+
+
+def state(spark, table: str) -> list[tuple]:
+    return rows(spark, f"SELECT product_id, category, name, quantity FROM {table} ORDER BY product_id")
+
+
+def full_load(source, table: str, settings, **kw) -> int:
+    write_csv(
+        source,
+        "LOAD00000001.csv",
+        [
+            [None, 101, "tools", "hammer", 10, T1],
+            [None, 102, "tools", "saw", 5, T1],
+            [None, 103, "garden", "rake", 7, T1],
+        ],
+    )
+    result = apply(settings, source, table, partition_by="category, bucket(16, product_id)", **kw)
+    assert result.snapshot_id is not None
+    return result.snapshot_id
+
+
+def refs(spark, table: str) -> list[str]:
+    return sorted(r[0] for r in rows(spark, f"SELECT name FROM {table}.refs"))
+
+
+def test_updates_and_deletes_are_one_row_delta_that_compaction_folds(spark, settings, source, table_name) -> None:
+    first = full_load(source, table_name, settings)
+    # 102 moves partition (tools -> garden), 103 is deleted, 104 is new.
+    write_csv(
+        source,
+        "20220302-1134010000.csv",
+        [["U", 102, "garden", "saw", 4, T2], ["D", 103, "garden", "rake", 7, T2], ["I", 104, "tools", "drill", 1, T2]],
+    )
+    r = apply(settings, source, table_name)
+    assert (r.inserted, r.updated, r.deleted) == (1, 1, 1)
+    want = [(101, "tools", "hammer", 10), (102, "garden", "saw", 4), (104, "tools", "drill", 1)]
+    assert state(spark, table_name) == want
+
+    (summary,) = rows(spark, f"SELECT summary FROM {table_name}.snapshots WHERE snapshot_id = {r.snapshot_id}")
+    summary = summary[0]
+    assert summary["added-position-deletes"] == "2" and summary["added-records"] == "2"
+    assert summary.get("deleted-data-files", "0") == "0"  # nothing rewritten
+    assert summary["shoal.cdc.files"] == '["20220302-1134010000.csv"]'
+    assert refs(spark, table_name) == ["main"]  # the staging branch is gone
+    # Each delete file refers to one data file, in that file's partition.
+    deletes = rows(spark, f"SELECT partition.category, record_count FROM {table_name}.delete_files ORDER BY 1")
+    assert deletes == [("garden", 1), ("tools", 1)]
+    old = rows(spark, f"SELECT product_id FROM {table_name} VERSION AS OF {first} ORDER BY 1")
+    assert old == [(101,), (102,), (103,)]
+
+    result = maintain(
+        spark,
+        TableName.parse(table_name),
+        catalog=settings.catalog.name,
+        retention_hours=0,
+        retain_last=1,
+        orphan_min_age_hours=24,
+        target_file_size_mb=128,
+    )
+    assert result["data_files_rewritten"] >= 1
+    assert rows(spark, f"SELECT count(*) FROM {table_name}.delete_files") == [(0,)]
+    assert state(spark, table_name) == want
+
+
+def test_a_branch_left_by_a_killed_batch_is_dropped_and_its_rows_never_appear(
+    spark, settings, source, table_name
+) -> None:
+    full_load(source, table_name, settings)
+    spark.sql(f"ALTER TABLE {table_name} CREATE BRANCH {rowdelta.BRANCH_PREFIX}killed")
+    spark.sql(
+        f"INSERT INTO {table_name}.branch_{rowdelta.BRANCH_PREFIX}killed "
+        "VALUES (999, 'tools', 'ghost', 1, TIMESTAMP '2022-03-02 00:00:00')"
+    )
+    write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 9, T2]])
+    apply(settings, source, table_name)
+    assert refs(spark, table_name) == ["main"]
+    assert state(spark, table_name) == [
+        (101, "tools", "hammer", 9),
+        (102, "tools", "saw", 5),
+        (103, "garden", "rake", 7),
+    ]
+
+
+def test_files_rewritten_after_classification_fail_the_commit_and_rerun_applies(
+    spark, settings, source, table_name, monkeypatch
+) -> None:
+    full_load(source, table_name, settings)
+    before = state(spark, table_name)
+    write_csv(
+        source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 9, T2], ["D", 103, "garden", "rake", 7, T2]]
+    )
+    original = rowdelta._write_position_deletes
+
+    def compact_first(*args, **kwargs):
+        # Another writer rewrites every data file between the classification and the commit.
+        spark.sql(
+            f"CALL {settings.catalog.name}.system.rewrite_data_files(table => '{table_name}', "
+            "options => map('rewrite-all', 'true'))"
+        ).collect()
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(rowdelta, "_write_position_deletes", compact_first)
+    with pytest.raises(Exception, match="(?i)missing required files|cannot commit|validat"):
+        apply(settings, source, table_name)
+    monkeypatch.setattr(rowdelta, "_write_position_deletes", original)
+    assert state(spark, table_name) == before and refs(spark, table_name) == ["main"]
+
+    again = apply(settings, source, table_name)
+    assert (again.updated, again.deleted) == (1, 1)
+    assert state(spark, table_name) == [(101, "tools", "hammer", 9), (102, "tools", "saw", 5)]
+
+
+def test_copy_on_write_tables_keep_the_merge(spark, settings, source, table_name) -> None:
+    full_load(source, table_name, settings, write_mode="copy-on-write")
+    write_csv(
+        source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 9, T2], ["D", 103, "garden", "rake", 7, T2]]
+    )
+    r = apply(settings, source, table_name)
+    assert (r.updated, r.deleted) == (1, 1)
+    assert rows(spark, f"SELECT count(*) FROM {table_name}.delete_files") == [(0,)]
+    assert state(spark, table_name) == [(101, "tools", "hammer", 9), (102, "tools", "saw", 5)]
