@@ -6,10 +6,13 @@ Layout under `<warehouse>/search/`:
                   `paths` (a copy of shoal.object_sources for the indexed objects, refreshed by
                   every run, for the operator's Spark-free search; a principal's search reads
                   object_sources itself, governed)
-  vectors.faiss   an HNSW index over the chunk vectors (inner product = cosine), rebuilt
-                  after each indexing run from the stored vectors
-  keywords-*/     BM25 scores per (term, chunk) as a sparse matrix (bm25s), rebuilt with the
-                  HNSW index; `keywords.current` names the live folder. A query sums a few
+  vectors.faiss   an HNSW index over the chunk vectors (inner product = cosine), labelled by
+                  chunk id. Each indexing run grows it: new chunks are added, removed ones
+                  marked deleted (label -1, skipped by searches); it is rebuilt whole on
+                  demand or when the deleted share passes `[search] rebuild_deleted_fraction`.
+                  Always written to a new file and renamed over the old one.
+  keywords-*/     BM25 scores per (term, chunk) as a sparse matrix (bm25s), rebuilt when the
+                  chunks change; `keywords.current` names the live folder. A query sums a few
                   sparse rows instead of ranking every FTS5 match (at 100k chunks a common
                   word matches half of them). Missing or unreadable: queries use FTS5.
 
@@ -20,6 +23,7 @@ index. Chunking and embedding run on Spark executors (the model loads once per w
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -29,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +64,12 @@ CREATE TABLE IF NOT EXISTS paths (
     object_id TEXT NOT NULL, source_name TEXT, source_path TEXT, first_seen TEXT, last_seen TEXT
 );
 CREATE INDEX IF NOT EXISTS paths_object ON paths(object_id);
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+# Labels at or above this are never chunk ids; a deleted graph entry carries -1, so a search
+# restricted to [0, _LABELS) skips deleted entries while still walking through them.
+_LABELS = 2**62
 
 
 @dataclass
@@ -69,6 +79,12 @@ class IndexResult:
     objects_unchanged: int = 0
     chunks_added: int = 0
     chunks_total: int = 0
+    # The HNSW graph: entries added and marked deleted by this run, whether it was rebuilt
+    # whole, and the share of its entries now marked deleted.
+    ann_added: int = 0
+    ann_removed: int = 0
+    ann_rebuilt: bool = False
+    ann_deleted_fraction: float = 0.0
     seconds: float = 0.0
     embed_seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -110,8 +126,9 @@ class SearchIndex:
             conn.executescript(SCHEMA)
         self.keywords_pointer = self.root / "keywords.current"
         self._local = threading.local()
-        self._faiss = None
-        self._faiss_mtime = 0.0
+        self._faiss: Any = None
+        self._faiss_key: tuple[int, int, int] | None = None
+        self._faiss_selector: Any = None
         self._keywords: KeywordIndex | None = None
         self._keywords_key: tuple[str, float] | None = None
 
@@ -141,8 +158,17 @@ class SearchIndex:
 
     # ---- indexing ------------------------------------------------------------------------------
     def update(
-        self, spark, *, model: str, size: int, overlap: int, say: Callable[[str], None] = lambda _m: None
+        self,
+        spark,
+        *,
+        model: str,
+        size: int,
+        overlap: int,
+        say: Callable[[str], None] = lambda _m: None,
+        rebuild: bool = False,
     ) -> IndexResult:
+        """Embed new and changed objects, drop removed ones, then bring the HNSW graph and the
+        keyword index in line with the stored chunks (`rebuild`: the graph is built afresh)."""
         from pyspark.sql import functions as F
 
         from shoal.lake import metadata
@@ -203,12 +229,19 @@ class SearchIndex:
 
         paths = object_paths(spark, list(current))
         with self.connect() as conn:
+            # Chunk ids are never reused: the graph tells chunks apart by id alone, so a new
+            # chunk must not take the id of one removed in this same run.
+            top = conn.execute("SELECT max(chunk_id) FROM chunks").fetchone()[0] or 0
+            next_id = max(top + 1, int(_state(conn, "next_chunk_id") or 1))
+            for n, r in enumerate(rows):
+                r["chunk_id"] = next_id + n
+            _set_state(conn, "next_chunk_id", str(next_id + len(rows)))
             for oid in gone + todo:
                 conn.execute("DELETE FROM chunks WHERE object_id = ?", (oid,))
                 conn.execute("DELETE FROM objects WHERE object_id = ?", (oid,))
             conn.executemany(
-                "INSERT INTO chunks (object_id, part, part_index, chunk_index, start, end, text, media_type, languages, tags, raw_path, source_path, vector) "
-                "VALUES (:object_id, :part, :part_index, :chunk_index, :start, :end, :text, :media_type, :languages, :tags, :raw_path, :source_path, :vector)",
+                "INSERT INTO chunks (chunk_id, object_id, part, part_index, chunk_index, start, end, text, media_type, languages, tags, raw_path, source_path, vector) "
+                "VALUES (:chunk_id, :object_id, :part, :part_index, :chunk_index, :start, :end, :text, :media_type, :languages, :tags, :raw_path, :source_path, :vector)",
                 rows,
             )
             per_object: dict[str, int] = {}
@@ -231,25 +264,94 @@ class SearchIndex:
                 ],
             )
         result.objects_indexed, result.objects_removed, result.chunks_added = len(todo), len(gone), len(rows)
-        if todo or gone or not self.faiss_path.exists() or not self.keywords_pointer.exists():
-            say(f"building the vector and keyword indexes over {result.chunks_total} chunks")
-            self.rebuild_ann()
+        # Driven by the stored chunks, not by this run's changes: a run that crashed after the
+        # SQLite commit left the graph behind, and this one catches it up.
+        live = self.chunk_ids()
+        say(f"updating the vector index over {result.chunks_total} chunks" + (" (rebuild)" if rebuild else ""))
+        ann = self.sync_ann(rebuild=rebuild, live=live)
+        result.ann_added, result.ann_removed = ann.added, ann.removed
+        result.ann_rebuilt, result.ann_deleted_fraction = ann.rebuilt, round(ann.deleted_fraction, 4)
+        if rebuild or not self._keywords_match(live):
+            say(f"building the keyword index over {result.chunks_total} chunks")
             self.rebuild_keywords()
         result.seconds = time.monotonic() - started
         return result
 
     def rebuild_ann(self) -> None:
+        """Build the HNSW graph afresh from the stored vectors."""
+        self.sync_ann(rebuild=True)
+
+    def chunk_ids(self) -> np.ndarray:
+        """Every stored chunk id, ascending."""
+        with self.connect() as conn:
+            rows = conn.execute("SELECT chunk_id FROM chunks ORDER BY chunk_id").fetchall()
+        return np.fromiter((r[0] for r in rows), np.int64, len(rows))
+
+    def sync_ann(self, *, rebuild: bool = False, live: np.ndarray | None = None) -> AnnSync:
+        """Bring the HNSW graph in line with the stored chunks: ids stored but not in the graph
+        are added, ids in the graph but no longer stored are marked deleted. The graph is built
+        afresh when asked, when it is missing, unreadable or of another dimension, or when the
+        deleted share would pass `[search] rebuild_deleted_fraction`. The new graph is written
+        to a new file and renamed over the old one, so a crash leaves the previous graph (the
+        next run then finds the same difference again)."""
         import faiss
 
-        ids, vectors = self.vectors()
-        hnsw = faiss.IndexHNSWFlat(vectors.shape[1] if len(vectors) else 384, 32, faiss.METRIC_INNER_PRODUCT)
-        hnsw.hnsw.efConstruction = 80
-        index = faiss.IndexIDMap2(hnsw)
-        if len(ids):
-            index.add_with_ids(vectors, ids)
-        tmp = self.faiss_path.with_suffix(".tmp")
-        faiss.write_index(index, str(tmp))
-        tmp.replace(self.faiss_path)  # readers see the old index or the new one, never half of one
+        with self._write_lock():
+            for stale in self.root.glob(".vectors-*.tmp"):  # left by a crashed run
+                stale.unlink(missing_ok=True)
+            live = self.chunk_ids() if live is None else live
+            with self.connect() as conn:
+                recorded, dim = _state(conn, "ann"), _vector_dim(conn)
+            if not rebuild and recorded is not None:
+                signature, fraction = json.loads(recorded)
+                if signature == [_ids_signature(live), _file_key(self.faiss_path)]:
+                    return AnnSync(deleted_fraction=fraction)  # nothing changed since the last sync
+            index = None if rebuild else _read_ann(self.faiss_path, dim)
+            sync = AnnSync()
+            if index is not None:
+                labels = _labels(index)  # a view: edits change the index
+                gone = (labels >= 0) & ~np.isin(labels, live)
+                add = live[~np.isin(live, labels)]
+                labels[gone] = -1
+                sync.removed, sync.added = int(gone.sum()), len(add)
+                total = index.ntotal + len(add)
+                if total and int((labels < 0).sum()) / total > self.settings.search.rebuild_deleted_fraction:
+                    index = None
+                elif len(add):
+                    ids, vectors = self.vectors("WHERE chunk_id >= ?", (int(add.min()),))  # new ids are the highest
+                    keep = np.isin(ids, add)
+                    index.add_with_ids(vectors[keep], ids[keep])
+            if index is None:
+                ids, vectors = self.vectors()
+                index = _build_ann(ids, vectors, dim)
+                sync = AnnSync(added=len(ids), removed=sync.removed, rebuilt=True)
+            labels = _labels(index)
+            sync.deleted_fraction = float((labels < 0).sum() / len(labels)) if len(labels) else 0.0
+            if sync.added or sync.removed or sync.rebuilt or not self.faiss_path.exists():
+                _write_atomically(self.faiss_path, lambda path: faiss.write_index(index, str(path)))
+            with self.connect() as conn:
+                signature = [_ids_signature(live), _file_key(self.faiss_path)]
+                _set_state(conn, "ann", json.dumps([signature, sync.deleted_fraction]))
+            return sync
+
+    @contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        # One writer at a time: two runs would each add to their own copy of the graph.
+        # The lock dies with its holder, so a killed run never leaves it held.
+        with open(self.root / ".write.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _keywords_match(self, live: np.ndarray) -> bool:
+        """Whether the live keyword index covers exactly the stored chunks."""
+        try:
+            folder = self.root / self.keywords_pointer.read_text().strip()
+            return bool(np.array_equal(np.load(folder / "chunk_ids.npy", allow_pickle=False), live))
+        except (OSError, ValueError):
+            return False
 
     def paths(self, object_ids: set[str]) -> dict[str, list[dict[str, Any]]]:
         """object id -> its paths as of the last indexing run (the operator's copy)."""
@@ -302,20 +404,123 @@ class SearchIndex:
 
     def vectors(self, where: str = "", args: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
         with self.connect() as conn:
-            rows = conn.execute(f"SELECT chunk_id, vector FROM chunks {where}", args).fetchall()
+            rows = conn.execute(f"SELECT chunk_id, vector FROM chunks {where} ORDER BY chunk_id", args).fetchall()
         if not rows:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 384), dtype=np.float32)
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         return ids, np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
 
     def ann(self):
+        """The live HNSW graph (an IndexIDMap over IndexHNSWFlat; deleted entries have label
+        -1), loaded again only when an indexing run has replaced the file; None before any."""
         import faiss
 
-        mtime = self.faiss_path.stat().st_mtime if self.faiss_path.exists() else 0.0
-        if self._faiss is None or mtime != self._faiss_mtime:
-            self._faiss = faiss.read_index(str(self.faiss_path)) if mtime else None
-            self._faiss_mtime = mtime
+        key = _file_key(self.faiss_path)
+        if key != self._faiss_key:
+            index = faiss.read_index(str(self.faiss_path)) if key else None
+            selector = None
+            if index is not None and (_labels(index) < 0).any():  # only then pay for the check
+                selector = faiss.IDSelectorRange(0, _LABELS)
+            self._faiss, self._faiss_selector, self._faiss_key = index, selector, key
         return self._faiss
+
+    def ann_search(self, query: np.ndarray, depth: int, ef_search: int) -> list[int]:
+        """Chunk ids of the `depth` nearest stored vectors, nearest first, deleted entries skipped."""
+        import faiss
+
+        index = self.ann()
+        selector = self._faiss_selector  # held here: the parameters only point to it
+        if index is None or not index.ntotal:
+            return []
+        params = faiss.SearchParametersHNSW(efSearch=ef_search)  # type: ignore[attr-defined]  # missing from the stubs
+        if selector is not None:
+            params.sel = selector
+        _, found = index.search(query[None, :].astype(np.float32), min(depth, index.ntotal), params=params)
+        return [int(i) for i in found[0] if i >= 0]
+
+
+@dataclass
+class AnnSync:
+    added: int = 0
+    removed: int = 0
+    rebuilt: bool = False
+    deleted_fraction: float = 0.0
+
+
+def _labels(index: Any) -> np.ndarray:
+    """The graph's labels (chunk ids, -1 for deleted entries) as a view on its own memory."""
+    import faiss
+
+    return faiss.rev_swig_ptr(index.id_map.data(), index.id_map.size())
+
+
+def _state(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+    return None if row is None else row[0]
+
+
+def _set_state(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", (key, value))
+
+
+def _ids_signature(ids: np.ndarray) -> list[int]:
+    # Ids only grow (never reused), so count and maximum change with any addition or removal.
+    return [len(ids), int(ids.max()) if len(ids) else 0, int(ids.sum()) if len(ids) else 0]
+
+
+def _file_key(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return [st.st_ino, st.st_mtime_ns, st.st_size]
+
+
+def _vector_dim(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT length(vector) FROM chunks LIMIT 1").fetchone()
+    return row[0] // 4 if row else 384
+
+
+def _read_ann(path: Path, dim: int) -> Any:
+    """The stored graph, or None when there is none or it cannot serve (damaged, other model)."""
+    import faiss
+
+    if not path.exists():
+        return None
+    try:
+        index = faiss.read_index(str(path))
+    except RuntimeError:
+        return None
+    return index if index.d == dim and hasattr(index, "id_map") else None
+
+
+def _build_ann(ids: np.ndarray, vectors: np.ndarray, dim: int) -> Any:
+    import faiss
+
+    hnsw = faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT)
+    hnsw.hnsw.efConstruction = 80
+    index = faiss.IndexIDMap(hnsw)
+    if len(ids):
+        index.add_with_ids(vectors, ids)
+    return index
+
+
+def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Write a new file beside `path`, flush it to disk, then rename it over `path`: readers and
+    a crash see the old file or the new one, never half of one."""
+    tmp = path.parent / f".{path.stem}-{uuid.uuid4().hex[:12]}.tmp"
+    try:
+        write(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # the rename itself survives a power cut
+    finally:
+        os.close(dir_fd)
 
 
 _local = threading.local()
