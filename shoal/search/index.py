@@ -130,7 +130,7 @@ class SearchIndex:
         self._faiss_key: tuple[int, int, int] | None = None
         self._faiss_selector: Any = None
         self._keywords: KeywordIndex | None = None
-        self._keywords_key: tuple[str, float] | None = None
+        self._keywords_key: list[str] | None = None
 
     def reader(self) -> sqlite3.Connection:
         """This thread's connection for queries. It stays open so its page cache and memory map
@@ -271,9 +271,8 @@ class SearchIndex:
         ann = self.sync_ann(rebuild=rebuild, live=live)
         result.ann_added, result.ann_removed = ann.added, ann.removed
         result.ann_rebuilt, result.ann_deleted_fraction = ann.rebuilt, round(ann.deleted_fraction, 4)
-        if rebuild or not self._keywords_match(live):
-            say(f"building the keyword index over {result.chunks_total} chunks")
-            self.rebuild_keywords()
+        if self.sync_keywords(rebuild=rebuild, live=live):
+            say("keyword index updated")
         result.seconds = time.monotonic() - started
         return result
 
@@ -345,14 +344,6 @@ class SearchIndex:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _keywords_match(self, live: np.ndarray) -> bool:
-        """Whether the live keyword index covers exactly the stored chunks."""
-        try:
-            folder = self.root / self.keywords_pointer.read_text().strip()
-            return bool(np.array_equal(np.load(folder / "chunk_ids.npy", allow_pickle=False), live))
-        except (OSError, ValueError):
-            return False
-
     def paths(self, object_ids: set[str]) -> dict[str, list[dict[str, Any]]]:
         """object id -> its paths as of the last indexing run (the operator's copy)."""
         out: dict[str, list[dict[str, Any]]] = {}
@@ -371,35 +362,72 @@ class SearchIndex:
         return out
 
     def rebuild_keywords(self) -> None:
-        """BM25 over every chunk's text, saved in a new folder that `keywords.current` then names."""
-        with self.connect() as conn:
-            rows = conn.execute("SELECT chunk_id, text FROM chunks ORDER BY chunk_id").fetchall()
-        name = f"keywords-{uuid.uuid4().hex[:12]}"
-        tmp = self.root / f".{name}"
+        """BM25 over every chunk's text, in one new segment that `keywords.current` then names."""
+        self.sync_keywords(rebuild=True)
+
+    def sync_keywords(self, *, rebuild: bool = False, live: np.ndarray | None = None) -> bool:
+        """Bring the keyword index in line with the stored chunks; whether anything was written.
+        Chunks the index lacks go into a new segment; chunks it holds but the store does not
+        are listed as deleted (in the newest segment). Built afresh in one segment when asked,
+        when missing or unreadable, or past `[search] rebuild_deleted_fraction` deleted; the
+        newer segments are merged into one past `_MAX_SEGMENTS`."""
+        with self._write_lock():
+            live = self.chunk_ids() if live is None else live
+            folders = [] if rebuild else self._keyword_folders()
+            current = None
+            if folders:
+                try:
+                    current = KeywordIndex.load(*(self.root / f for f in folders))
+                except Exception:  # damaged: built afresh
+                    folders = []
+            if current is not None and np.array_equal(current.live_ids(), live):
+                return False
+            if current is not None and len(folders) > _MAX_SEGMENTS:  # keep the first (largest), merge the rest
+                folders = folders[:1]
+                current = KeywordIndex.load(self.root / folders[0])
+            held = current.chunk_ids if current is not None else np.zeros(0, np.int64)
+            deleted, new = held[~np.isin(held, live)], live[~np.isin(live, held)]
+            if len(deleted) > self.settings.search.rebuild_deleted_fraction * (len(held) + len(new)):
+                folders, deleted, new = [], np.zeros(0, np.int64), live
+            rows: list[tuple[int, str]] = []
+            if len(new):
+                with self.connect() as conn:  # new ids are the highest
+                    rows = conn.execute(
+                        "SELECT chunk_id, text FROM chunks WHERE chunk_id >= ? ORDER BY chunk_id", (int(new.min()),)
+                    ).fetchall()
+                rows = [r for r, keep in zip(rows, np.isin([r[0] for r in rows], new), strict=True) if keep]
+            name = f"keywords-{uuid.uuid4().hex[:12]}"
+            tmp = self.root / f".{name}"
+            try:
+                ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+                build_keywords([r[1] for r in rows], ids, tmp, deleted=deleted)
+                tmp.rename(self.root / name)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            names = [*folders, name]
+            _write_atomically(self.keywords_pointer, lambda path: _write_text(path, "\n".join(names)))
+            for old in self.root.glob("keywords-*"):
+                if old.name not in names:  # readers load a folder whole, then never touch it again
+                    shutil.rmtree(old, ignore_errors=True)
+            return True
+
+    def _keyword_folders(self) -> list[str]:
         try:
-            build_keywords([r[1] for r in rows], np.fromiter((r[0] for r in rows), np.int64, len(rows)), tmp)
-            tmp.rename(self.root / name)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        pointer_tmp = self.keywords_pointer.with_suffix(f".{uuid.uuid4().hex[:8]}.tmp")
-        pointer_tmp.write_text(name)
-        os.replace(pointer_tmp, self.keywords_pointer)  # readers see the old folder or the new one
-        for old in self.root.glob("keywords-*"):
-            if old.name != name:  # readers load a folder whole, then never touch it again
-                shutil.rmtree(old, ignore_errors=True)
+            return self.keywords_pointer.read_text().split()
+        except OSError:
+            return []
 
     def keywords(self) -> KeywordIndex | None:
-        """The live keyword index (loaded once per rebuild), or None: queries then use FTS5."""
-        try:
-            key = (self.keywords_pointer.read_text().strip(), self.keywords_pointer.stat().st_mtime)
-        except OSError:
+        """The live keyword index (loaded once per change), or None: queries then use FTS5."""
+        folders = self._keyword_folders()  # unique names: a change always names a new folder
+        if not folders:
             return None
-        if key != self._keywords_key:
+        if folders != self._keywords_key:
             try:
-                self._keywords = KeywordIndex.load(self.root / key[0])
+                self._keywords = KeywordIndex.load(*(self.root / f for f in folders))
             except Exception:  # being replaced or damaged: FTS5 answers meanwhile
                 return None
-            self._keywords_key = key
+            self._keywords_key = folders
         return self._keywords
 
     def vectors(self, where: str = "", args: tuple = ()) -> tuple[np.ndarray, np.ndarray]:
@@ -505,6 +533,10 @@ def _build_ann(ids: np.ndarray, vectors: np.ndarray, dim: int) -> Any:
     return index
 
 
+def _write_text(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
 def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     """Write a new file beside `path`, flush it to disk, then rename it over `path`: readers and
     a crash see the old file or the new one, never half of one."""
@@ -539,48 +571,107 @@ def _tokenize(texts: list[str]) -> Any:
     import bm25s
 
     # Stems as FTS5's porter tokenizer does; English stop words carry no evidence.
-    return bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False, return_ids=False)
+    return bm25s.tokenize(texts, stopwords="en", stemmer=_stemmer(), show_progress=False, return_ids=True)
 
 
-def build_keywords(texts: list[str], chunk_ids: np.ndarray, folder: Path) -> None:
-    import bm25s
+# BM25 as bm25s and Lucene score it.
+_K1, _B = 1.5, 0.75
+# Keyword segments kept before the newer ones are merged into one.
+_MAX_SEGMENTS = 8
+
+
+def build_keywords(texts: list[str], chunk_ids: np.ndarray, folder: Path, deleted: np.ndarray | None = None) -> None:
+    """One keyword segment: term counts per (term, chunk) and chunk lengths, plus the chunk ids
+    of earlier segments deleted since. BM25 is scored at query time from the live chunks'
+    statistics, so segments added over several runs rank exactly as one built afresh."""
+    import scipy.sparse as sp
 
     folder.mkdir(parents=True)
-    np.save(folder / "chunk_ids.npy", chunk_ids, allow_pickle=False)
-    if not texts:
-        return
-    retriever = bm25s.BM25()
-    retriever.index(_tokenize(texts), show_progress=False)
-    retriever.save(str(folder), allow_pickle=False)
+    np.save(folder / "chunk_ids.npy", np.asarray(chunk_ids, np.int64), allow_pickle=False)
+    np.save(folder / "deleted.npy", np.asarray(deleted if deleted is not None else [], np.int64), allow_pickle=False)
+    tokens = _tokenize(texts) if texts else None
+    lengths = np.array([len(t) for t in tokens.ids] if tokens else [], np.int64)
+    vocab = sorted(tokens.vocab, key=tokens.vocab.__getitem__) if tokens else []
+    terms = np.fromiter((t for doc in tokens.ids for t in doc), np.int64, int(lengths.sum())) if tokens else lengths
+    counts = sp.csr_matrix(
+        (np.ones(len(terms), np.float64), (terms, np.repeat(np.arange(len(lengths)), lengths))),
+        shape=(len(vocab), len(lengths)),
+    )
+    counts.sum_duplicates()  # repeated (term, chunk) pairs add up to the term's count
+    sp.save_npz(folder / "counts.npz", counts)
+    np.save(folder / "lengths.npy", lengths, allow_pickle=False)
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+
+
+@dataclass
+class _Segment:
+    chunk_ids: np.ndarray
+    lengths: np.ndarray
+    counts: Any  # CSR, terms x chunks
+    vocab: dict[str, int]
 
 
 @dataclass
 class KeywordIndex:
+    """Keyword segments read as one index: chunk ids in segment order, each segment's chunks at
+    its offset; chunks listed as deleted by the newest segment take no part."""
+
+    segments: list[_Segment]
     chunk_ids: np.ndarray
-    retriever: Any
+    lengths: np.ndarray
+    alive: np.ndarray
+    offsets: list[int]
 
     @classmethod
-    def load(cls, folder: Path) -> KeywordIndex:
-        import bm25s
+    def load(cls, *folders: Path) -> KeywordIndex:
+        import scipy.sparse as sp
 
-        chunk_ids = np.load(folder / "chunk_ids.npy", allow_pickle=False)
-        retriever = bm25s.BM25.load(str(folder), allow_pickle=False) if len(chunk_ids) else None
-        return cls(chunk_ids, retriever)
+        segments = [
+            _Segment(
+                np.load(f / "chunk_ids.npy", allow_pickle=False),
+                np.load(f / "lengths.npy", allow_pickle=False),
+                sp.load_npz(f / "counts.npz").tocsr(),
+                {t: i for i, t in enumerate(json.loads((f / "vocab.json").read_text()))},
+            )
+            for f in folders
+        ]
+        chunk_ids = np.concatenate([s.chunk_ids for s in segments]) if segments else np.zeros(0, np.int64)
+        deleted = np.load(folders[-1] / "deleted.npy", allow_pickle=False) if folders else np.zeros(0, np.int64)
+        offsets = np.cumsum([0] + [len(s.chunk_ids) for s in segments]).tolist()
+        lengths = np.concatenate([s.lengths for s in segments]) if segments else np.zeros(0, np.int64)
+        return cls(segments, chunk_ids, lengths, ~np.isin(chunk_ids, deleted), offsets)
+
+    def live_ids(self) -> np.ndarray:
+        return np.sort(self.chunk_ids[self.alive])
 
     def top(self, query: str, depth: int, allowed: np.ndarray | None = None) -> list[int]:
         """Chunk ids of the `depth` best BM25 matches (any query term), best first; only among
         `allowed` chunk ids when given."""
-        r = self.retriever
-        if r is None:
+        total = int(self.alive.sum())
+        if not total:
             return []
-        term_ids = sorted({r.vocab_dict[t] for t in query_terms(query) if t in r.vocab_dict})
-        if not term_ids:
-            return []
-        data, indices, indptr = r.scores["data"], r.scores["indices"], r.scores["indptr"]
-        rows = [slice(indptr[t], indptr[t + 1]) for t in term_ids]
-        # Each term's row holds its precomputed BM25 score per chunk: a chunk's score is the sum.
-        docs = np.concatenate([indices[s] for s in rows])
-        scores = np.bincount(docs, weights=np.concatenate([data[s] for s in rows]), minlength=len(self.chunk_ids))
+        average = float(self.lengths[self.alive].sum()) / total
+        scores = np.zeros(len(self.chunk_ids))
+        for term in sorted(set(query_terms(query))):
+            docs, tfs = [], []
+            for segment, offset in zip(self.segments, self.offsets, strict=False):
+                row = segment.vocab.get(term)
+                if row is None:
+                    continue
+                span = slice(segment.counts.indptr[row], segment.counts.indptr[row + 1])
+                docs.append(segment.counts.indices[span] + offset)
+                tfs.append(segment.counts.data[span])
+            if not docs:
+                continue
+            doc, tf = np.concatenate(docs), np.concatenate(tfs)
+            keep = self.alive[doc]
+            doc, tf = doc[keep], tf[keep]
+            if not len(doc):
+                continue
+            # Lucene's BM25: IDF from the live chunks holding the term, length against their average.
+            idf = np.log(1 + (total - len(doc) + 0.5) / (len(doc) + 0.5))
+            length = self.lengths[doc]
+            scores[doc] += idf * tf / (tf + _K1 * (1 - _B + _B * length / average))
         matched = np.flatnonzero(scores > 0)  # BM25 (Lucene's IDF) is positive wherever a term occurs
         if allowed is not None:
             matched = matched[np.isin(self.chunk_ids[matched], allowed)]
