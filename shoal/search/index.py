@@ -11,10 +11,13 @@ Layout under `<warehouse>/search/`:
                   marked deleted (label -1, skipped by searches); it is rebuilt whole on
                   demand or when the deleted share passes `[search] rebuild_deleted_fraction`.
                   Always written to a new file and renamed over the old one.
-  keywords-*/     BM25 scores per (term, chunk) as a sparse matrix (bm25s), rebuilt when the
-                  chunks change; `keywords.current` names the live folder. A query sums a few
-                  sparse rows instead of ranking every FTS5 match (at 100k chunks a common
-                  word matches half of them). Missing or unreadable: queries use FTS5.
+  keywords-*/     keyword segments: term counts per (term, chunk) as sparse matrices (bm25s
+                  tokenizes) and chunk lengths; `keywords.current` names the live ones. A run
+                  adds a segment with its new chunks and lists removed ones as deleted;
+                  BM25 is scored at query time from the live chunks' statistics, so the
+                  ranking equals a fresh build's. A query reads a few sparse rows instead of
+                  ranking every FTS5 match (at 100k chunks a common word matches half of
+                  them). Missing or unreadable: queries use FTS5.
 
 Indexing is incremental: an object is (re)embedded when its extracted text changed (a
 digest of its parts) or the model changed, and objects that left the lake leave the
