@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -352,12 +353,15 @@ class SearchIndex:
         out: dict[str, list[dict[str, Any]]] = {}
         if not object_ids:
             return out
-        with self.connect() as conn:
-            rows = conn.execute(
+        rows = (
+            self.reader()  # the query's open connection: a fresh one cost more than the lookup
+            .execute(
                 f"SELECT object_id, source_name, source_path, first_seen, last_seen FROM paths "
                 f"WHERE object_id IN ({','.join('?' * len(object_ids))}) ORDER BY first_seen, source_name, source_path",
                 sorted(object_ids),
-            ).fetchall()
+            )
+            .fetchall()
+        )
         for oid, name, path, first, last in rows:
             out.setdefault(oid, []).append(
                 {"source_name": name, "source_path": path, "first_seen": first, "last_seen": last}
@@ -624,6 +628,14 @@ class KeywordIndex:
     lengths: np.ndarray
     alive: np.ndarray
     offsets: list[int]
+    norms: np.ndarray = field(init=False)  # BM25's length normalisation per chunk
+
+    def __post_init__(self) -> None:
+        # Lucene's BM25 scores a term in a chunk idf * tf / (tf + norm), with norm from the chunk's
+        # length against the live chunks' average: fixed for this set of segments.
+        live = self.lengths[self.alive]
+        average = float(live.sum()) / len(live) if len(live) else 1.0
+        self.norms = _K1 * (1 - _B + _B * self.lengths / average)
 
     @classmethod
     def load(cls, *folders: Path) -> KeywordIndex:
@@ -653,8 +665,7 @@ class KeywordIndex:
         total = int(self.alive.sum())
         if not total:
             return []
-        average = float(self.lengths[self.alive].sum()) / total
-        scores = np.zeros(len(self.chunk_ids))
+        hits, weights = [], []
         for term in sorted(set(query_terms(query))):
             docs, tfs = [], []
             for segment, offset in zip(self.segments, self.offsets, strict=False):
@@ -671,10 +682,13 @@ class KeywordIndex:
             doc, tf = doc[keep], tf[keep]
             if not len(doc):
                 continue
-            # Lucene's BM25: IDF from the live chunks holding the term, length against their average.
-            idf = np.log(1 + (total - len(doc) + 0.5) / (len(doc) + 0.5))
-            length = self.lengths[doc]
-            scores[doc] += idf * tf / (tf + _K1 * (1 - _B + _B * length / average))
+            idf = np.log(1 + (total - len(doc) + 0.5) / (len(doc) + 0.5))  # from the live chunks holding it
+            hits.append(doc)
+            weights.append(idf * tf / (tf + self.norms[doc]))
+        if not hits:
+            return []
+        # A chunk's score is the sum over the query's terms (added in term order, as a fresh build would).
+        scores = np.bincount(np.concatenate(hits), weights=np.concatenate(weights), minlength=len(self.chunk_ids))
         matched = np.flatnonzero(scores > 0)  # BM25 (Lucene's IDF) is positive wherever a term occurs
         if allowed is not None:
             matched = matched[np.isin(self.chunk_ids[matched], allowed)]
@@ -688,11 +702,16 @@ class KeywordIndex:
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's pattern: queries split as chunks do
 
 
-def query_terms(text: str) -> list[str]:
-    """A query's index terms, made as `_tokenize` makes a chunk's."""
+@lru_cache(maxsize=1)
+def _stop_words() -> frozenset[str]:
     from bm25s.stopwords import STOPWORDS_EN
 
-    stop = set(STOPWORDS_EN)
+    return frozenset(STOPWORDS_EN)
+
+
+def query_terms(text: str) -> list[str]:
+    """A query's index terms, made as `_tokenize` makes a chunk's."""
+    stop = _stop_words()
     return _stemmer().stemWords([w for w in _TOKEN.findall(text.lower()) if w not in stop])
 
 
