@@ -381,18 +381,18 @@ class SearchIndex:
         with self._write_lock():
             live = self.chunk_ids() if live is None else live
             folders = [] if rebuild else self._keyword_folders()
-            current = None
-            if folders:
+            held = np.zeros(0, np.int64)
+            if folders:  # only the ids are read here: the term counts are the readers' business
                 try:
-                    current = KeywordIndex.load(*(self.root / f for f in folders))
-                except Exception:  # damaged: built afresh
+                    held, gone = _segment_ids([self.root / f for f in folders])
+                except (OSError, ValueError):  # damaged: built afresh
                     folders = []
-            if current is not None and np.array_equal(current.live_ids(), live):
-                return False
-            if current is not None and len(folders) > _MAX_SEGMENTS:  # keep the first (largest), merge the rest
+                else:
+                    if np.array_equal(np.sort(held[~np.isin(held, gone)]), live):
+                        return False
+            if len(folders) > _MAX_SEGMENTS:  # keep the first (largest), merge the rest
                 folders = folders[:1]
-                current = KeywordIndex.load(self.root / folders[0])
-            held = current.chunk_ids if current is not None else np.zeros(0, np.int64)
+                held, _ = _segment_ids([self.root / folders[0]])
             deleted, new = held[~np.isin(held, live)], live[~np.isin(live, held)]
             if len(deleted) > self.settings.search.rebuild_deleted_fraction * (len(held) + len(new)):
                 folders, deleted, new = [], np.zeros(0, np.int64), live
@@ -605,9 +605,18 @@ def build_keywords(texts: list[str], chunk_ids: np.ndarray, folder: Path, delete
         shape=(len(vocab), len(lengths)),
     )
     counts.sum_duplicates()  # repeated (term, chunk) pairs add up to the term's count
-    sp.save_npz(folder / "counts.npz", counts)
+    sp.save_npz(folder / "counts.npz", counts, compressed=False)  # read at every load: no inflating
     np.save(folder / "lengths.npy", lengths, allow_pickle=False)
     (folder / "vocab.json").write_text(json.dumps(vocab))
+
+
+def _segment_ids(folders: list[Path]) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk ids held by these segments, and those the newest lists as deleted."""
+    for f in folders:
+        if not (f / "counts.npz").is_file():
+            raise ValueError(f"{f} is not a keyword segment")
+    held = np.concatenate([np.load(f / "chunk_ids.npy", allow_pickle=False) for f in folders])
+    return held, np.load(folders[-1] / "deleted.npy", allow_pickle=False)
 
 
 @dataclass
@@ -655,9 +664,6 @@ class KeywordIndex:
         offsets = np.cumsum([0] + [len(s.chunk_ids) for s in segments]).tolist()
         lengths = np.concatenate([s.lengths for s in segments]) if segments else np.zeros(0, np.int64)
         return cls(segments, chunk_ids, lengths, ~np.isin(chunk_ids, deleted), offsets)
-
-    def live_ids(self) -> np.ndarray:
-        return np.sort(self.chunk_ids[self.alive])
 
     def top(self, query: str, depth: int, allowed: np.ndarray | None = None) -> list[int]:
         """Chunk ids of the `depth` best BM25 matches (any query term), best first; only among
