@@ -379,6 +379,8 @@ class SearchIndex:
         when missing or unreadable, or past `[search] rebuild_deleted_fraction` deleted; the
         newer segments are merged into one past `_MAX_SEGMENTS`."""
         with self._write_lock():
+            for stale in self.root.glob(".keywords-*"):  # left by a crashed run
+                shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
             live = self.chunk_ids() if live is None else live
             folders = [] if rebuild else self._keyword_folders()
             held = np.zeros(0, np.int64)
