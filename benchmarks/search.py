@@ -12,7 +12,10 @@
    and hybrid. Recall@10 is measured against exact. Target: p50 under 20 ms, recall@10
    of at least 0.95 against exact. Keyword ranking alone is compared too: FTS5's bm25
    over every match (the former path) against the precomputed BM25 matrix.
-3. The evaluation set's recall@10 and MRR are in tests/search/test_search_eval.py.
+3. Growing the index (what `search-index` does after a small increment): 100 new chunks and
+   100 removed ones applied to the HNSW graph and the keyword segments in place, against
+   the full builds of step 2 (the baseline: before, every run rebuilt both).
+4. The evaluation set's recall@10 and MRR are in tests/search/test_search_eval.py.
 
     python benchmarks/search.py [--chunks 100000] [--queries 200] [--numpy-texts 60] [--json]
 """
@@ -250,6 +253,25 @@ def main() -> None:
             shoal_hybrid_p95_ms=pct(shoal_h, 95),
         )
         report["exact_over_shoal_vector_p50"] = round(report["exact_p50_ms"] / report["shoal_vector_p50_ms"], 2)
+        # A small increment: 100 chunks of new objects in, 100 of removed objects out.
+        with index.connect() as conn:
+            conn.executemany(
+                "INSERT INTO chunks (object_id, part, text, vector) VALUES (?, 'page 1', ?, ?)",
+                ((f"new{n:029x}", text(rng, 60), vectors[n].tobytes()) for n in range(100)),
+            )
+            conn.execute("DELETE FROM chunks WHERE chunk_id <= 100")
+        started = time.perf_counter()
+        grown = index.sync_ann()
+        report["hnsw_grow_100_s"] = round(time.perf_counter() - started, 2)
+        started = time.perf_counter()
+        index.sync_keywords()
+        report["keyword_grow_100_s"] = round(time.perf_counter() - started, 2)
+        assert not grown.rebuilt and (grown.added, grown.removed) == (100, 100)
+        report["rebuild_over_grow"] = round(
+            (report["hnsw_build_s"] + report["keyword_index_build_s"])
+            / max(report["hnsw_grow_100_s"] + report["keyword_grow_100_s"], 1e-3),
+            1,
+        )
     report["load_avg_1min_end"] = round(os.getloadavg()[0], 1)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
@@ -266,6 +288,11 @@ def main() -> None:
         f"top-10 overlap {report['keyword_top10_overlap_with_fts5']}"
     )
     print(f"{args.chunks} chunks: stored in {report['store_s']} s, HNSW built in {report['hnsw_build_s']} s")
+    print(
+        f"increment of 100 chunks in and 100 out: HNSW grown in {report['hnsw_grow_100_s']} s, keywords in "
+        f"{report['keyword_grow_100_s']} s; full builds {report['hnsw_build_s']} s + {report['keyword_index_build_s']} s "
+        f"({report['rebuild_over_grow']}x the increment)"
+    )
     print(f"exact (baseline)   p50 {report['exact_p50_ms']} ms  p95 {report['exact_p95_ms']} ms")
     print(
         f"faiss HNSW raw     p50 {report['hnsw_p50_ms']} ms  p95 {report['hnsw_p95_ms']} ms  recall@10 vs exact {report['hnsw_recall_at_10']}"

@@ -259,6 +259,9 @@ class SearchSettings(Section):
     chunk_overlap: int = Field(default=150, ge=0)
     # HNSW search breadth: higher finds more of the exact top-k, slower.
     ef_search: int = Field(default=256, ge=16)
+    # `search-index` grows the HNSW graph in place (new chunks added, removed ones marked
+    # deleted) and rebuilds it whole when the deleted share passes this (or with --rebuild).
+    rebuild_deleted_fraction: float = Field(default=0.2, gt=0, le=1)
     # Where the index (SQLite + HNSW files) lives. Default: <warehouse>/search on a local
     # warehouse, <workspace>/search when the warehouse is on an object store (SQLite needs a disk).
     index_dir: str | None = None

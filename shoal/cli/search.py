@@ -69,7 +69,12 @@ def search(
     )
 
 
-def search_index(json_out: JsonOpt = False) -> None:
+def search_index(
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Build the vector and keyword indexes afresh instead of growing them.")
+    ] = False,
+    json_out: JsonOpt = False,
+) -> None:
     """Embed new or re-extracted objects' text and drop removed ones (incremental)."""
     from shoal.search.index import SearchIndex
     from shoal.spark import get_spark
@@ -77,6 +82,11 @@ def search_index(json_out: JsonOpt = False) -> None:
     s = settings()
     with output.progress(not json_out, "search-index") as say:
         result = SearchIndex(s).update(
-            get_spark(s), model=s.search.model, size=s.search.chunk_size, overlap=s.search.chunk_overlap, say=say
+            get_spark(s),
+            model=s.search.model,
+            size=s.search.chunk_size,
+            overlap=s.search.chunk_overlap,
+            say=say,
+            rebuild=rebuild,
         )
     output.print_json(result.to_dict()) if json_out else output.print_kv("Search index", result.to_dict())

@@ -200,6 +200,10 @@ class OnnxEncoder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 0  # one per core, as NumPy's BLAS
         opts.inter_op_num_threads = 1
+        # Idle threads sleep instead of spinning: Spark runs one encoder per Python worker, so
+        # spinning pools fight over the cores. Measured on 2 busy cores (load ~30, one process,
+        # same texts): 8.6-22 chunks/s without spinning against 2.8-3.5 with it.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # The fused SkipLayerNormalization kernel was 2.5x slower than Add + LayerNormalization

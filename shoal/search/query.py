@@ -88,15 +88,9 @@ def search(
             order: Any = np.argsort(-(vectors @ q))[:depth] if len(ids) else []
             vector_ranks = {int(ids[i]): r for r, i in enumerate(order)}
         else:
-            ann = index.ann()
-            if ann is not None and ann.ntotal:
-                import faiss
-
-                # Breadth of the graph walk: measured recall@10 vs exact 0.89 at 100, see benchmarks/search.py.
-                hnsw: Any = faiss.downcast_index(ann.index)  # the HNSW index the store builds
-                hnsw.hnsw.efSearch = max(settings.search.ef_search, depth)
-                _, found = ann.search(q[None, :], min(depth, ann.ntotal))
-                vector_ranks = {int(i): r for r, i in enumerate(found[0]) if i >= 0}
+            # Breadth of the graph walk: measured recall@10 vs exact 0.89 at 100, see benchmarks/search.py.
+            found = index.ann_search(q, depth, max(settings.search.ef_search, depth))
+            vector_ranks = {cid: r for r, cid in enumerate(found)}
     keywords = index.keywords() if mode in ("hybrid", "keyword") else None
     if keywords is not None:
         allowed = None
@@ -118,15 +112,10 @@ def search(
     candidates = set(vector_ranks) | set(keyword_ranks)
     if not candidates:
         return []
-    placeholders = ",".join("?" * len(candidates))
-    rows = {
-        r[0]: r
-        for r in index.reader().execute(
-            f"SELECT chunk_id, object_id, raw_path, source_path, part, text, media_type, languages FROM chunks WHERE chunk_id IN ({placeholders})",
-            sorted(candidates),
-        )
-    }
-    if principal is not None and not principal.is_admin:
+    rows: dict[int, tuple] = {}
+    governed = principal is not None and not principal.is_admin
+    if governed:
+        rows = _rows(index, candidates)
         # Only text the principal may read takes part at all: ranking over the rest would
         # answer "does this document contain W" without a grant. A chunk counts when the
         # object is listed for the principal and the chunk appears in its governed text.
@@ -146,7 +135,12 @@ def search(
     ordered = sorted(fused, key=lambda c: -fused[c])
     hits: list[Hit] = []
     seen: set[str] = set()
-    for cid in ordered:
+    batch = max(3 * k, 30)
+    for n, cid in enumerate(ordered):
+        if not governed and n % batch == 0:
+            # Rows are read in fused order, a batch at a time: most queries fill k hits from
+            # the first batch, so the other candidates' rows (random pages) are never read.
+            rows.update(_rows(index, ordered[n : n + batch]))
         row = rows.get(cid)
         if row is None or row[1] in seen:
             continue
@@ -179,6 +173,18 @@ def search(
         for h in hits:
             h.paths = paths.get(h.object_id, [])
     return hits
+
+
+def _rows(index, chunk_ids) -> dict[int, tuple]:
+    ids = sorted(chunk_ids)
+    return {
+        r[0]: r
+        for r in index.reader().execute(
+            "SELECT chunk_id, object_id, raw_path, source_path, part, text, media_type, languages FROM chunks "
+            f"WHERE chunk_id IN ({','.join('?' * len(ids))})",
+            ids,
+        )
+    }
 
 
 def _rerank(ranks: dict[int, int], kept: dict[int, Any]) -> dict[int, int]:

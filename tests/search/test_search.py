@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import faiss
 import pytest
 
 from shoal.extract import run_extract
@@ -104,6 +105,16 @@ def test_a_new_version_replaces_the_old_in_the_index(spark, settings, corpus):
     run_extract(spark, settings, only=["text/plain"])
     result = SearchIndex(settings).update(spark, model=settings.search.model, size=400, overlap=80)
     assert result.objects_indexed == 1 and result.objects_removed == 1
+    # The graph grew in place: the old version's chunks marked deleted, the new one's added,
+    # and it holds exactly the stored chunks (new chunk ids never reuse a removed one's).
+    assert result.ann_removed >= 1 and result.ann_added >= 1
+    index = SearchIndex(settings)
+    labels = faiss.vector_to_array(index.ann().id_map)
+    assert sorted(labels[labels >= 0].tolist()) == index.chunk_ids().tolist()
+    old = search(
+        settings, "home team scored twice, won the league", k=50, tags={"suite": corpus["suite"]}, mode="vector"
+    )
+    assert all("scored twice" not in h.snippet for h in old)
     hits = search(settings, "penalties", k=5, tags={"suite": corpus["suite"]}, mode="keyword")
     assert names(hits) == ["league-final.txt"]
     assert search(settings, "scored twice", k=5, tags={"suite": corpus["suite"]}, mode="keyword") == []  # old text gone
@@ -117,6 +128,10 @@ def test_cli_contract(settings, corpus, cli_env, capsys, monkeypatch):
     code, out, err = run_cli(["search-index", "--json"], capsys, monkeypatch)
     assert code == 0, err
     assert json.loads(out)["objects_indexed"] == 0
+    code, out, err = run_cli(["search-index", "--rebuild", "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    rebuilt = json.loads(out)
+    assert rebuilt["objects_indexed"] == 0 and rebuilt["ann_rebuilt"] and rebuilt["ann_deleted_fraction"] == 0
     code, out, err = run_cli(
         ["search", "how to make a dessert", "--tag", f"suite={corpus['suite']}", "--k", "2", "--json"],
         capsys,

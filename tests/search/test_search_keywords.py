@@ -89,3 +89,67 @@ def test_reader_follows_a_replaced_database(tmp_path):
     for f in search_index.root.glob("chunks.db*"):  # a workspace reset removes the files
         f.unlink()
     assert search_index.reader().execute("SELECT count(*) FROM chunks").fetchone() == (0,)
+
+
+def _add(search_index: SearchIndex, rows: list[tuple[int, str]]) -> None:
+    with search_index.connect() as conn:
+        conn.executemany("INSERT INTO chunks (chunk_id, object_id, text, vector) VALUES (?, 'o', ?, x'00')", rows)
+
+
+def test_segments_grown_over_runs_rank_as_a_rebuild(tmp_path):
+    import random
+
+    rng = random.Random(4)
+    words = [
+        "invoice",
+        "payment",
+        "river",
+        "flood",
+        "archive",
+        "coffee",
+        "machine",
+        "steel",
+        "pipes",
+        "bank",
+        "late",
+        "due",
+    ]
+    texts = {i: " ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for i in range(1, 161)}
+    grown = SearchIndex(load_settings(workspace=tmp_path / "grown"))
+    _add(grown, [(i, texts[i]) for i in range(1, 81)])
+    assert grown.sync_keywords()
+    _add(grown, [(i, texts[i]) for i in range(81, 121)])
+    assert grown.sync_keywords()
+    removed = [3, 17, 85, 90]
+    with grown.connect() as conn:
+        conn.executemany("DELETE FROM chunks WHERE chunk_id = ?", [(i,) for i in removed])
+    _add(grown, [(i, texts[i]) for i in range(121, 161)])
+    assert grown.sync_keywords() and not grown.sync_keywords()  # in line: nothing to write
+    assert len(grown.keywords_pointer.read_text().split()) == 3  # three segments, none rebuilt
+    live = [i for i in texts if i not in removed]
+    rebuilt = SearchIndex(load_settings(workspace=tmp_path / "rebuilt"))
+    _add(rebuilt, [(i, texts[i]) for i in live])
+    rebuilt.rebuild_keywords()
+    for query in ["invoice", "river flood", "late payment due", "coffee machine steel", "bank archive pipes"]:
+        top = grown.keywords().top(query, 50)
+        assert top == rebuilt.keywords().top(query, 50) and top
+        assert not set(top) & set(removed)
+    assert grown.keywords().top("flood", 200, allowed=np.array([5, 85, 150])) == [
+        i for i in rebuilt.keywords().top("flood", 200) if i in (5, 150)
+    ]
+
+
+def test_segments_are_merged_and_rebuilt_past_their_limits(tmp_path):
+    search_index = SearchIndex(load_settings(workspace=tmp_path / "ws"))
+    for run in range(10):
+        _add(search_index, [(run * 10 + i, f"river flood report {run}") for i in range(1, 11)])
+        search_index.sync_keywords()
+    folders = search_index.keywords_pointer.read_text().split()
+    assert 2 <= len(folders) <= 9  # the newer segments merged
+    assert sorted(search_index.keywords().top("flood", 500)) == list(range(1, 101))
+    assert sorted(p.name for p in search_index.root.glob("keywords-*")) == sorted(folders)
+    with search_index.connect() as conn:
+        conn.execute("DELETE FROM chunks WHERE chunk_id <= 30")  # 30% deleted: past 20%
+    search_index.sync_keywords()
+    assert len(search_index.keywords_pointer.read_text().split()) == 1
+    assert sorted(search_index.keywords().top("flood", 500)) == list(range(31, 101))
