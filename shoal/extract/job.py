@@ -111,7 +111,7 @@ class Mark:
     `extractions` (the extractions snapshot when that run started). Written after a run over
     all media types completes; a run with `--only` reads it but never moves it."""
 
-    objects: int
+    objects: int | None
     extractions: int | None
     routes: str
 
@@ -122,7 +122,8 @@ class Mark:
             return None
         try:
             d = json.loads(storage.read_bytes(path))
-            return cls(int(d["objects"]), None if d["extractions"] is None else int(d["extractions"]), str(d["routes"]))
+            snaps = [None if d[k] is None else int(d[k]) for k in ("objects", "extractions")]
+            return cls(snaps[0], snaps[1], str(d["routes"]))
         except (ValueError, KeyError, TypeError):
             return None  # unreadable: plan in full, which rewrites it
 
@@ -176,7 +177,7 @@ class Scope:
         name = str(metadata.table("objects"))
         if self.objects is None:
             return spark.createDataFrame([], metadata.schema("objects"))
-        if self.since is None:
+        if self.since is None or self.since.objects is None:  # no mark, or the table was empty at it
             return spark.read.option("snapshot-id", self.objects).table(name)
         if self.since.objects == self.objects:
             return spark.createDataFrame([], metadata.schema("objects"))
@@ -192,9 +193,9 @@ class Scope:
         start = self.since.extractions
         if start == self.extractions:
             return spark.createDataFrame([], metadata.schema("extractions"))
-        reader = spark.read.option("end-snapshot-id", self.extractions)
-        if start is not None:
-            reader = reader.option("start-snapshot-id", start)
+        if start is None:  # the table was empty at the mark: all its rows came since
+            return spark.read.option("snapshot-id", self.extractions).table(name)
+        reader = spark.read.option("start-snapshot-id", start).option("end-snapshot-id", self.extractions)
         return reader.table(name)
 
 
