@@ -10,6 +10,8 @@ Measured in the same run, on the same files:
   * shoal, full chain: the same plus language, entities, key phrases, sentiment and PII;
   * unstructured `partition(strategy="fast")` in a pool of as many processes as Spark cores,
     run in its own venv (benchmarks/setup_unstructured.sh) when that installs offline.
+Per-run fixed cost: after each Shoal run, a second run with nothing new (no-op) and a run with
+one new small text file are timed.
 Recall: the share of each sample's known words (text, table cells, form values) found in
 the extracted text, averaged over files.
 
@@ -147,11 +149,23 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
             ),
         )
         seconds = time.monotonic() - t0
+        # Per-run fixed cost: a run with nothing new, then a run with one new small file.
+        t1 = time.monotonic()
+        run_extract(spark, settings)
+        noop_seconds = time.monotonic() - t1
+        extra = corpus.parent / f"extra-{label.split()[-1]}"
+        extra.mkdir(exist_ok=True)
+        (extra / "one.txt").write_text(f"One more note for {label}: the night train is late.")
+        ingest(spark, settings, str(extra), source_name="bench-extra")
+        t1 = time.monotonic()
+        run_extract(spark, settings)
+        one_seconds = time.monotonic() - t1
         texts = {
             r.source_path: r.text or ""
             for r in spark.sql(
                 "SELECT o.source_path, concat_ws('\\n', collect_list(t.text)) AS text FROM shoal.objects o "
-                "LEFT JOIN shoal.text t USING (object_id) WHERE o.parent_object_id IS NULL GROUP BY o.source_path"
+                "LEFT JOIN shoal.text t USING (object_id) WHERE o.parent_object_id IS NULL "
+                "AND o.source_name = 'bench' GROUP BY o.source_path"
             ).collect()
         }
     finally:
@@ -167,6 +181,8 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
         "pages_per_s": pages / seconds,
         "recall": sum(recalls) / len(recalls),
         "problems": len(result.problems),
+        "noop_run_s": noop_seconds,
+        "one_file_run_s": one_seconds,
     }
 
 
@@ -428,12 +444,16 @@ def main() -> None:
     if args.json:
         print(json.dumps({"results": results}, indent=2))
         return
-    print(f"{'':34} {'seconds':>8} {'files/s':>8} {'pages/s':>8} {'recall':>7} {'vs unstructured':>16}")
+    print(
+        f"{'':34} {'seconds':>8} {'files/s':>8} {'pages/s':>8} {'recall':>7} {'vs unstructured':>16} "
+        f"{'no-op run s':>11} {'1-file run s':>12}"
+    )
     for r in results:
         ratio = f"{r['files_per_s'] / base['files_per_s']:.2f}x" if base else "-"
         print(
             f"{r['label']:34} {r['seconds']:8.1f} {r['files_per_s']:8.2f} {r['pages_per_s']:8.2f} "
-            f"{r['recall']:7.3f} {ratio:>16}"
+            f"{r['recall']:7.3f} {ratio:>16} {r.get('noop_run_s', float('nan')):11.2f} "
+            f"{r.get('one_file_run_s', float('nan')):12.2f}"
         )
 
 

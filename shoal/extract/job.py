@@ -9,6 +9,7 @@ extractor version changed (or --force) has its old rows deleted the same way.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -86,16 +87,129 @@ def _router(settings_json: str):
 
 
 def _partition(settings_json: str, warehouse: str, run_id: str):
-    def run(items):
+    def run(rows):
         from shoal.extract.runner import process_object, warm
 
         router = _router(settings_json)
-        items = list(items)
+        items = [(obj, router.chain(obj["media_type"])) for obj in (r.asDict() for r in rows)]
         warm(router, [chain for _o, chain in items])
         for obj, chain in items:
             yield from process_object(obj, chain, router, warehouse, run_id)
 
     return run
+
+
+def mark_path(settings: Settings) -> str:
+    return storage.join(settings.warehouse_uri, "_shoal", "extract-mark.json")
+
+
+@dataclass(frozen=True)
+class Mark:
+    """How far extraction is known complete: every object in `shoal.objects` up to snapshot
+    `objects` has rows in `shoal.extractions` for its whole chain under the routes and
+    extractor versions `routes`; any extraction row of a later object was appended after
+    `extractions` (the extractions snapshot when that run started). Written after a run over
+    all media types completes; a run with `--only` reads it but never moves it."""
+
+    objects: int | None
+    extractions: int | None
+    routes: str
+
+    @classmethod
+    def read(cls, settings: Settings) -> Mark | None:
+        path = mark_path(settings)
+        if not storage.exists(path):
+            return None
+        try:
+            d = json.loads(storage.read_bytes(path))
+            snaps = [None if d[k] is None else int(d[k]) for k in ("objects", "extractions")]
+            return cls(snaps[0], snaps[1], str(d["routes"]))
+        except (ValueError, KeyError, TypeError):
+            return None  # unreadable: plan in full, which rewrites it
+
+    def write(self, settings: Settings) -> None:
+        storage.write_bytes(mark_path(settings), json.dumps(self.__dict__).encode())
+
+
+def routes_fingerprint(router) -> str:
+    """Routes plus every extractor's version: what decides whether an object needs work."""
+    data = {"routes": router.routes, "versions": {n: e.version for n, e in sorted(router.extractors.items())}}
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def _iceberg(spark: SparkSession, name: str):
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None  # a live SparkContext has its gateway
+    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, str(metadata.table(name)))
+
+
+def current_snapshot(spark: SparkSession, name: str) -> int | None:
+    """The metadata table's current snapshot id (table metadata only, no scan)."""
+    snap = _iceberg(spark, name).currentSnapshot()
+    return None if snap is None else int(snap.snapshotId())
+
+
+def _is_ancestor(spark: SparkSession, name: str, snapshot_id: int | None) -> bool:
+    """Whether `snapshot_id` is still on the table's current history (not rolled back or
+    expired); None (the table was empty then) always is."""
+    if snapshot_id is None:
+        return True
+    table = _iceberg(spark, name)
+    snap = table.currentSnapshot()
+    while snap is not None:
+        if int(snap.snapshotId()) == snapshot_id:
+            return True
+        parent = snap.parentId()
+        snap = None if parent is None else table.snapshot(parent)
+    return False
+
+
+@dataclass
+class Scope:
+    """What a run plans against: snapshots pinned at its start and, when the mark allows,
+    only what was appended since the mark."""
+
+    objects: int | None  # shoal.objects snapshot at the start of the run
+    extractions: int | None  # shoal.extractions snapshot at the start of the run
+    since: Mark | None  # incremental: objects and extraction rows appended after this mark
+
+    def objects_frame(self, spark: SparkSession) -> DataFrame:
+        name = str(metadata.table("objects"))
+        if self.objects is None:
+            return spark.createDataFrame([], metadata.schema("objects"))
+        if self.since is None or self.since.objects is None:  # no mark, or the table was empty at it
+            return spark.read.option("snapshot-id", self.objects).table(name)
+        if self.since.objects == self.objects:
+            return spark.createDataFrame([], metadata.schema("objects"))
+        # An incremental append scan: only the data files of append snapshots in between.
+        reader = spark.read.option("start-snapshot-id", self.since.objects).option("end-snapshot-id", self.objects)
+        return reader.table(name)
+
+    def done_frame(self, spark: SparkSession) -> DataFrame:
+        """Extraction rows that can count as done for the planned objects."""
+        name = str(metadata.table("extractions"))
+        if self.since is None or self.extractions is None:
+            return spark.table(name)
+        start = self.since.extractions
+        if start == self.extractions:
+            return spark.createDataFrame([], metadata.schema("extractions"))
+        if start is None:  # the table was empty at the mark: all its rows came since
+            return spark.read.option("snapshot-id", self.extractions).table(name)
+        reader = spark.read.option("start-snapshot-id", start).option("end-snapshot-id", self.extractions)
+        return reader.table(name)
+
+
+def _scope(spark: SparkSession, settings: Settings, router, *, full: bool) -> tuple[Scope, str]:
+    routes = routes_fingerprint(router)
+    objects, extractions = current_snapshot(spark, "objects"), current_snapshot(spark, "extractions")
+    mark = None if full else Mark.read(settings)
+    if mark is not None and not (
+        mark.routes == routes
+        and _is_ancestor(spark, "objects", mark.objects)
+        and _is_ancestor(spark, "extractions", mark.extractions)
+    ):
+        mark = None  # routes or versions changed, or history rewritten: plan everything
+    return Scope(objects, extractions, mark), routes
 
 
 def plan(
@@ -106,30 +220,35 @@ def plan(
     only: list[str] | None,
     ids: list[str] | None = None,
     retry_errors: bool = False,
-):
-    """The objects that need work: any extractor of their chain missing or at another version
-    (or, with `retry_errors`, ended in error or timeout)."""
-    objects = spark.table(metadata.table("objects").sql).select(*OBJECT_COLUMNS)
+    scope: Scope | None = None,
+) -> DataFrame | None:
+    """The objects that need work, as a DataFrame of OBJECT_COLUMNS (None when there are none):
+    any extractor of their chain missing or at another version (or, with `retry_errors`,
+    ended in error or timeout). Nothing is collected but the distinct media types."""
     if ids is not None:
-        objects = objects.join(metadata.id_frame(spark, ids), "object_id", "left_semi")
+        objects = metadata.for_ids(spark, spark.table(metadata.table("objects").sql), ids)
+        done = metadata.for_ids(spark, spark.table(metadata.table("extractions").sql), ids)
+    else:
+        scope = scope or Scope(current_snapshot(spark, "objects"), current_snapshot(spark, "extractions"), None)
+        objects, done = scope.objects_frame(spark), scope.done_frame(spark)
+    objects = objects.select(*OBJECT_COLUMNS)
     media_types = [r.media_type for r in objects.select("media_type").distinct().collect()]
     selected = [mt for mt in media_types if not only or router.matches(mt, only)]
     if not selected:
-        return []
+        return None
     routes = [(mt, n, v) for mt in selected for n, v, _stage in router.versions(router.chain(mt))]
     expected = objects.join(
-        spark.createDataFrame(routes, "media_type STRING, extractor STRING, extractor_version STRING"), "media_type"
+        F.broadcast(spark.createDataFrame(routes, "media_type STRING, extractor STRING, extractor_version STRING")),
+        "media_type",
     )
     if force:
         todo = expected.select("object_id").distinct()
     else:
-        done = spark.table(metadata.table("extractions").sql)
         if retry_errors:
             done = done.where(~F.col("status").isin("error", "timeout"))
         done = done.select("object_id", "extractor", "extractor_version")
         todo = expected.join(done, ["object_id", "extractor", "extractor_version"], "left_anti").select("object_id")
-    rows = objects.join(todo.distinct(), "object_id", "left_semi").collect()
-    return [(r.asDict(), router.chain(r.media_type)) for r in rows]
+    return objects.join(todo.distinct(), "object_id", "left_semi")
 
 
 def run_extract(
@@ -151,38 +270,53 @@ def run_extract(
     result = ExtractResult(run_id=uuid.uuid4().hex[:16])
     with table_lock(settings, "shoal.extract"):
         interrupted = _read_journal(settings)
+        # Without a crash to recover, --force or --retry-errors, planning reads only what was
+        # appended since the mark: a run with nothing new opens no data file.
+        scope, routes = _scope(spark, settings, router, full=bool(force or retry_errors or interrupted))
         ids: list[str] | None = None
         while True:
             say("planning" if result.rounds == 0 else f"planning round {result.rounds + 1} (child objects)")
             first = result.rounds == 0
-            work = plan(
+            frame = plan(
                 spark,
                 router,
                 force=force and first,
                 only=only if first else None,
                 ids=ids,
                 retry_errors=retry_errors and first,
+                scope=scope,
             )
-            for problem in router.model_problems([c for _o, c in work]):
-                if problem not in result.warnings:
-                    result.warnings.append(problem)
-                    say(f"warning: {problem}")
-            if interrupted and result.rounds == 0:
-                # Journaled objects with their extractions committed were finished (that commit
-                # comes last); only the others left partial rows behind.
-                planned = {o["object_id"] for o, _c in work}
-                interrupted = [i for i in interrupted if i in planned]
-                result.recovered = len(interrupted)
-            if not work or result.rounds > settings.extract.max_depth:
-                break
-            result.rounds += 1
-            new_children = _run_round(spark, settings, work, result, interrupted, say)
+            work = None if frame is None else frame.persist()
+            try:
+                listed = [] if work is None else work.select("object_id", "media_type", "source_path").collect()
+                for problem in router.model_problems([router.chain(mt) for mt in {r.media_type for r in listed}]):
+                    if problem not in result.warnings:
+                        result.warnings.append(problem)
+                        say(f"warning: {problem}")
+                if interrupted and result.rounds == 0:
+                    # Journaled objects with their extractions committed were finished (that commit
+                    # comes last); only the others left partial rows behind.
+                    planned = {r.object_id for r in listed}
+                    interrupted = [i for i in interrupted if i in planned]
+                    result.recovered = len(interrupted)
+                if work is None or not listed or result.rounds > settings.extract.max_depth:
+                    break
+                result.rounds += 1
+                done = scope.done_frame(spark) if first else None
+                new_children = _run_round(spark, settings, work, listed, done, result, interrupted, say)
+            finally:
+                if work is not None:
+                    work.unpersist()
             interrupted = []
             if not new_children:
                 break
             ids = new_children
         if storage.exists(journal_path(settings)):
             storage.delete(journal_path(settings))  # every journaled object is now recorded
+        if not only and scope.objects is not None:
+            mark = Mark(scope.objects, scope.extractions, routes)
+            if mark != scope.since:
+                mark.write(settings)
     result.seconds = time.monotonic() - started
     return result
 
@@ -197,8 +331,19 @@ def _read_journal(settings: Settings) -> list[str]:
         return []
 
 
-def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupted: list[str], say) -> list[str]:
-    work_ids = [o["object_id"] for o, _c in work]
+def _run_round(
+    spark,
+    settings: Settings,
+    work: DataFrame,
+    listed: list,
+    done: DataFrame | None,
+    result: ExtractResult,
+    interrupted: list[str],
+    say,
+) -> list[str]:
+    """Extract the planned objects (`work`, flowing from the plan to the workers as a
+    DataFrame; `listed`: their ids, media types and paths, for the journal and the report)."""
+    work_ids = [r.object_id for r in listed]
     storage.write_bytes(
         journal_path(settings),
         json.dumps(
@@ -209,18 +354,22 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
             }
         ).encode(),
     )
-    # Objects extracted before (version change, --force) get their old rows replaced.
-    _purge(spark, sorted(metadata.existing_ids(spark, "extractions", work_ids) | set(interrupted)))
+    # Objects extracted before (version change, --force) get their old rows replaced. Earlier
+    # rows can only be where the plan looked for completed work (`done`).
+    if done is None:
+        done = spark.table(metadata.table("extractions").sql)
+    earlier = {r.object_id for r in metadata.for_ids(spark, done.select("object_id"), work_ids).distinct().collect()}
+    _purge(spark, sorted(earlier | set(interrupted)))
     sc = spark.sparkContext
-    slices = max(1, min(len(work), sc.defaultParallelism * 4))
-    say(f"extracting {len(work)} objects in {slices} tasks")
+    slices = max(1, min(len(work_ids), sc.defaultParallelism * 4))
+    say(f"extracting {len(work_ids)} objects in {slices} tasks")
     from shoal.extract.runner import TIMESTAMP_FORMAT
     from shoal.lake.object_index import FACTS_SCHEMA, refresh_index
 
-    rdd = sc.parallelize(work, slices).mapPartitions(
+    rdd = work.repartition(slices).rdd.mapPartitions(
         _partition(settings.extract.model_dump_json(), settings.warehouse_uri, result.run_id)
     )
-    with _task_progress(spark, say, len(work)):
+    with _task_progress(spark, say, len(work_ids)):
         out = spark.createDataFrame(rdd, "table STRING, row STRING").persist()
         counts = {r["table"]: r["count"] for r in out.groupBy("table").count().collect()}
     try:
@@ -237,14 +386,17 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
             )
 
         child_ids: list[str] = []
+        produced: list[str] = []  # every child object this round's extractions named, new or known
         if counts.get("objects"):
-            children = rows("objects").dropDuplicates(["object_id"])
-            existing = spark.table(metadata.table("objects").sql).select("object_id")
+            children = rows("objects").dropDuplicates(["object_id"]).persist()
+            produced = [r.object_id for r in children.select("object_id").collect()]
+            existing = metadata.for_ids(spark, spark.table(metadata.table("objects").sql).select("object_id"), produced)
             new = children.join(existing, "object_id", "left_anti").persist()
             child_ids = [r.object_id for r in new.select("object_id").collect()]
             if child_ids:
                 new.writeTo(metadata.table("objects").sql).append()
             new.unpersist()
+            children.unpersist()
         # One table after another: concurrent commits make the SQLite catalog fail with
         # SQLITE_BUSY (a read transaction cannot upgrade while another writer commits).
         for table in metadata.RESULT_TABLES:
@@ -255,8 +407,8 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
             if counts.get("document_properties")
             else 0
         )
-        say(f"updating the metadata layer for {len(work) + len(child_ids)} objects")
-        refresh_index(spark, work_ids + child_ids, facts=rows("index_facts", FACTS_SCHEMA))
+        say(f"updating the metadata layer for {len(work_ids) + len(child_ids)} objects")
+        refresh_index(spark, work_ids + child_ids, facts=rows("index_facts", FACTS_SCHEMA), child_ids=produced)
         # Last: the record of completed work. A crash before this commit redoes the objects.
         extractions = rows("extractions").persist()
         summary = extractions.groupBy("extractor", "status").count().collect()
@@ -269,13 +421,13 @@ def _run_round(spark, settings: Settings, work, result: ExtractResult, interrupt
         extractions.unpersist()
     finally:
         out.unpersist()
-    result.objects += len(work)
+    result.objects += len(work_ids)
     result.children += len(child_ids)
     result.pages += int(pages or 0)
     for r in summary:
         by_status = result.statuses.setdefault(r.extractor, {})
         by_status[r.status] = by_status.get(r.status, 0) + r["count"]
-    paths = {o["object_id"]: o["source_path"] for o, _c in work}
+    paths = {r.object_id: r.source_path for r in listed}
     result.problems.extend(
         {
             "object_id": p.object_id,
@@ -294,11 +446,14 @@ def _purge(spark: SparkSession, ids: list[str]) -> None:
     if not ids:
         return
     metadata.id_frame(spark, ids).createOrReplaceTempView("shoal_purge_ids")
+    # An `IN` list on the target is pushed to its scan: only the ids' buckets are read and rewritten.
+    scope = f" AND t.object_id IN {metadata.ids_sql(ids)}" if len(ids) <= metadata.IN_LIST_LIMIT else ""
     for table in (*metadata.RESULT_TABLES, "extractions"):
         name = metadata.table(table).sql
-        if spark.table(name).join(spark.table("shoal_purge_ids"), "object_id", "left_semi").limit(1).count():
+        if metadata.for_ids(spark, spark.table(name).select("object_id"), ids).limit(1).count():
             spark.sql(
-                f"MERGE INTO {name} t USING shoal_purge_ids p ON t.object_id = p.object_id WHEN MATCHED THEN DELETE"
+                f"MERGE INTO {name} t USING shoal_purge_ids p ON t.object_id = p.object_id{scope} "
+                "WHEN MATCHED THEN DELETE"
             )
 
 

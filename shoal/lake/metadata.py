@@ -7,6 +7,7 @@ Every table keys its rows by `object_id`, the content hash of a raw object.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from shoal.lake.tables import TableName
 
@@ -105,6 +106,18 @@ RESULT_TABLES = (
 )
 
 
+# Every metadata table is laid out in buckets of its object id, so that work on a few objects
+# (a refresh of their index rows, a purge before re-extraction, a lookup by id) opens only
+# the files of their buckets. Tables made before this layout gain it on the next write
+# (`ensure_tables(add_columns=True)`); their older files keep the old layout until
+# `shoal maintain` rewrites them.
+BUCKETS = 16
+PARTITION_FIELD = f"bucket({BUCKETS}, object_id)"
+# Above this many ids a lookup joins an id frame instead of an `IN` list (which Iceberg
+# prunes to the ids' buckets and min/max ranges when it plans the scan).
+IN_LIST_LIMIT = 2000
+
+
 def table(name: str) -> TableName:
     return TableName(NAMESPACE, name)
 
@@ -138,10 +151,25 @@ def id_frame(spark: SparkSession, ids: list[str]) -> DataFrame:
     return spark.createDataFrame([(i,) for i in ids], "object_id STRING")
 
 
+def for_ids(spark: SparkSession, frame: DataFrame, ids: list[str]) -> DataFrame:
+    """`frame`'s rows of these object ids: a pushed-down `IN` filter (pruned to the ids'
+    buckets) for up to IN_LIST_LIMIT ids, a semi-join beyond."""
+    if len(ids) <= IN_LIST_LIMIT:
+        return frame.where(F.col("object_id").isin(sorted(set(ids))))
+    return frame.join(id_frame(spark, ids), "object_id", "left_semi")
+
+
 def existing_ids(spark: SparkSession, name: str, ids: list[str]) -> set[str]:
     """Which of these object ids have at least one row in metadata table `name`."""
-    found = id_frame(spark, ids).join(spark.table(table(name).sql).select("object_id"), "object_id", "left_semi")
+    if not ids:
+        return set()
+    found = for_ids(spark, spark.table(table(name).sql).select("object_id"), ids)
     return {r.object_id for r in found.distinct().collect()}
+
+
+def ids_sql(ids: list[str]) -> str:
+    """A SQL `IN (...)` list of object ids (content hashes; quoted defensively)."""
+    return "(" + ", ".join("'" + i.replace("\\", "\\\\").replace("'", "\\'") + "'" for i in sorted(set(ids))) + ")"
 
 
 def ensure_tables(spark: SparkSession, names: tuple[str, ...] | None = None, *, add_columns: bool = False) -> None:
@@ -153,9 +181,11 @@ def ensure_tables(spark: SparkSession, names: tuple[str, ...] | None = None, *, 
         if name in existing:
             if add_columns:
                 _add_new_columns(spark, name)
+                _add_partitioning(spark, name)
             continue
         spark.sql(
             f"CREATE TABLE IF NOT EXISTS {table(name).sql} ({SCHEMAS[name]}) USING iceberg "
+            f"PARTITIONED BY ({PARTITION_FIELD}) "
             "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read', "
             "'write.update.mode'='merge-on-read', 'write.merge.mode'='merge-on-read')"
         )
@@ -170,6 +200,26 @@ def _add_new_columns(spark: SparkSession, name: str) -> None:
     missing = [d for d in column_definitions(name) if d.split()[0].lower() not in have]
     if missing:
         spark.sql(f"ALTER TABLE {table(name).sql} ADD COLUMNS ({', '.join(missing)})")
+
+
+def partitioned(spark: SparkSession, name: str) -> bool:
+    """Whether the table's current partition spec is laid out by object id buckets."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    t = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, str(table(name)))
+    return any(
+        f.transform().toString() == f"bucket[{BUCKETS}]" and t.schema().findColumnName(f.sourceId()) == "object_id"
+        for f in t.spec().fields()
+    )
+
+
+def _add_partitioning(spark: SparkSession, name: str) -> None:
+    """A table made by an earlier release (unpartitioned) evolves to the bucket layout: new
+    files are written in buckets, existing ones stay readable as they are (Iceberg
+    partition evolution changes metadata only)."""
+    if not partitioned(spark, name):
+        # Named as CREATE TABLE names it, so old and new lakes' files share one partition column.
+        spark.sql(f"ALTER TABLE {table(name).sql} ADD PARTITION FIELD {PARTITION_FIELD} AS object_id_bucket")
 
 
 def _backfill_object_sources(spark: SparkSession) -> None:

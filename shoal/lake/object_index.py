@@ -1,5 +1,6 @@
 """`shoal.object_index`: one row per object, linking its raw, extracted and enriched paths with
-the facts people filter on. Updated incrementally for the objects a run touched (MERGE).
+the facts people filter on. Updated incrementally for the objects a run touched (MERGE, reading
+and rewriting only their buckets).
 
 The extraction facts of an object (status, paths, languages, PII types, counts...) are
 computed by the worker that extracted it (`object_facts`), so a refresh never re-aggregates
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from shoal.lake import metadata
 
@@ -95,46 +97,82 @@ def object_facts(
 
 
 _INDEX_SQL = """
-WITH obj AS (SELECT * FROM {objects} WHERE object_id IN (SELECT object_id FROM shoal_index_touched)),
-latest AS (
-  SELECT source_name, source_path, max(version) AS version FROM {objects}
-  WHERE (source_name, source_path) IN (SELECT source_name, source_path FROM obj) GROUP BY source_name, source_path
-),
-kids AS (
-  SELECT parent_object_id AS object_id, CAST(count(*) AS INT) AS child_count FROM {objects}
-  WHERE parent_object_id IN (SELECT object_id FROM shoal_index_touched) GROUP BY parent_object_id
-),
-old AS (SELECT * FROM {object_index} WHERE object_id IN (SELECT object_id FROM shoal_index_touched))
 SELECT o.object_id, o.source_name, o.source_path, o.file_name, o.raw_path, o.media_type, o.size_bytes, o.sha256,
-  o.ingested_at, o.tags, o.parent_object_id, coalesce(kids.child_count, 0) AS child_count, o.version,
-  (o.parent_object_id IS NOT NULL OR o.version = latest.version) AS is_latest,
+  o.ingested_at, o.tags, o.parent_object_id,
+  coalesce(kids.child_count, old.child_count, 0) AS child_count, o.version,
+  CASE WHEN o.parent_object_id IS NOT NULL THEN true
+       WHEN latest.version IS NOT NULL THEN o.version = latest.version
+       WHEN old.object_id IS NOT NULL THEN old.is_latest
+       ELSE true END AS is_latest,
   {facts}
-FROM obj o
-LEFT JOIN latest ON o.source_name = latest.source_name AND o.source_path = latest.source_path
-LEFT JOIN kids ON o.object_id = kids.object_id
+FROM shoal_index_obj o
+LEFT JOIN shoal_index_latest latest ON o.source_name = latest.source_name AND o.source_path = latest.source_path
+LEFT JOIN shoal_index_kids kids ON o.object_id = kids.object_id
 LEFT JOIN shoal_index_facts f ON o.object_id = f.object_id
-LEFT JOIN old ON o.object_id = old.object_id
+LEFT JOIN shoal_index_old old ON o.object_id = old.object_id
 """
 
 
-def refresh_index(spark: SparkSession, object_ids: list[str], facts: DataFrame | None = None) -> None:
+def refresh_index(
+    spark: SparkSession,
+    object_ids: list[str],
+    facts: DataFrame | None = None,
+    child_ids: list[str] | None = None,
+) -> None:
     """Upsert the index rows of these objects (and of other versions of their source paths).
 
     `facts`: fresh extraction facts (object_id plus the FACTS columns) for objects just
     extracted; every other object keeps the facts of its current index row (or 'pending').
+    `child_ids`: the child objects these objects' extraction produced (new or known), whose
+    parents' child_count is recounted; other objects keep their count.
+
+    Reads and rewrites only the affected objects' rows: every lookup is by object id, so
+    Iceberg opens just the files of their buckets. Only a new version of a source path
+    looks up the path's other versions (their is_latest flips), by path.
     """
     if not object_ids:
         return
     metadata.ensure_tables(spark, ("objects", "object_index"))
     names = {t: metadata.table(t).sql for t in ("objects", "object_index")}
-    ids = metadata.id_frame(spark, sorted(set(object_ids)))
-    # Other versions of the same source paths change too (is_latest). Resolved once up front,
-    # so every part of the index query joins a small local list instead of recomputing it.
     objects = spark.table(names["objects"])
-    paths = objects.join(ids, "object_id", "left_semi").select("source_name", "source_path")
-    siblings = objects.join(paths, ["source_name", "source_path"], "left_semi").select("object_id")
-    touched = sorted({r.object_id for r in siblings.collect()} | set(object_ids))
-    metadata.id_frame(spark, touched).createOrReplaceTempView("shoal_index_touched")
+    index = spark.table(names["object_index"])
+    ids = sorted(set(object_ids))
+    # A new version (not yet indexed, version > 1) demotes the other versions of its path.
+    fresh_versions = (
+        metadata.for_ids(spark, objects, ids)
+        .where(F.col("parent_object_id").isNull() & (F.col("version") > 1))
+        .select("object_id", "source_name", "source_path")
+        .join(metadata.for_ids(spark, index.select("object_id"), ids), "object_id", "left_anti")
+        .select("source_name", "source_path")
+        .distinct()
+        .collect()
+    )
+    versions = []
+    if fresh_versions:
+        paths = spark.createDataFrame(fresh_versions, "source_name STRING, source_path STRING")
+        versions = (
+            objects.where(F.col("parent_object_id").isNull())
+            .join(paths, ["source_name", "source_path"], "left_semi")
+            .select("object_id", "source_name", "source_path", "version")
+            .collect()
+        )
+    touched = sorted(set(ids) | {r.object_id for r in versions})
+    latest: dict[tuple[str, str], int] = {}
+    for r in versions:
+        key = (r.source_name, r.source_path)
+        latest[key] = max(latest.get(key, 0), r.version)
+    spark.createDataFrame(
+        [(*k, v) for k, v in latest.items()], "source_name STRING, source_path STRING, version INT"
+    ).createOrReplaceTempView("shoal_index_latest")
+    metadata.for_ids(spark, objects, touched).createOrReplaceTempView("shoal_index_obj")
+    metadata.for_ids(spark, index, touched).createOrReplaceTempView("shoal_index_old")
+    kids = (
+        metadata.for_ids(spark, objects, child_ids or [])
+        .where(F.col("parent_object_id").isin(touched) if len(touched) <= metadata.IN_LIST_LIMIT else F.lit(True))
+        .groupBy(F.col("parent_object_id").alias("object_id"))
+        .agg(F.count(F.lit(1)).cast("int").alias("child_count"))
+    )
+    kids.createOrReplaceTempView("shoal_index_kids")
     if facts is None:
         facts = spark.createDataFrame([], FACTS_SCHEMA)
     facts.select("object_id", *FACTS).createOrReplaceTempView("shoal_index_facts")
@@ -143,9 +181,11 @@ def refresh_index(spark: SparkSession, object_ids: list[str], facts: DataFrame |
         f"ELSE CAST({default} AS {typ}) END AS {c}"
         for c, (typ, default) in FACTS.items()
     )
-    rows = spark.sql(_INDEX_SQL.format(facts=fact_sql, **names))
+    rows = spark.sql(_INDEX_SQL.format(facts=fact_sql))
     rows.select(*metadata.columns("object_index")).createOrReplaceTempView("shoal_index_fresh")
+    # The target-side `IN` list is pushed to the index scan: only the touched buckets are read.
+    scope = f" AND t.object_id IN {metadata.ids_sql(touched)}" if len(touched) <= metadata.IN_LIST_LIMIT else ""
     spark.sql(
-        f"MERGE INTO {names['object_index']} t USING shoal_index_fresh s ON t.object_id = s.object_id "
+        f"MERGE INTO {names['object_index']} t USING shoal_index_fresh s ON t.object_id = s.object_id{scope} "
         "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
     )
