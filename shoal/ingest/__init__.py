@@ -31,6 +31,7 @@ from shoal.exceptions import ShoalError, SourceError
 from shoal.ingest.sniff import SNIFF_BYTES, detect_media_type
 from shoal.lake import metadata
 from shoal.lake.locks import table_lock
+from shoal.progress import count
 
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TAG_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -132,27 +133,29 @@ def ingest(
         # Pass 1: hash everything, so content already stored (an earlier run, another path or
         # source) is known to be a duplicate before anything is copied.
         hashed: list[tuple[storage.FileEntry, str, bytes] | IngestedFile] = []
-        for i, entry in enumerate(entries, 1):
-            say(f"hashing {i}/{len(entries)}: {entry.relative}")
+        for i, entry in enumerate(entries):
+            count(say, "hashing", i, len(entries), unit="files", item=entry.relative)
             try:
                 hashed.append((entry, *_hash(entry.uri)))
             except (OSError, SourceError) as exc:
                 hashed.append(IngestedFile(entry.relative, "error", error=f"cannot read {entry.uri}: {exc}"))
+        count(say, "hashing", len(entries), len(entries), unit="files")
         candidates = [object_id_for(h[1]) for h in hashed if isinstance(h, tuple)]
         known_ids = metadata.existing_ids(spark, "objects", candidates) if candidates else set()
         # Pass 2: copy new content into the raw zone.
         rows: list[dict[str, Any]] = []
-        for i, item in enumerate(hashed, 1):
+        for i, item in enumerate(hashed):
             if isinstance(item, IngestedFile):
                 result.files.append(item)
                 continue
             entry, sha, head = item
-            say(f"copying {i}/{len(hashed)}: {entry.relative}")
+            count(say, "copying", i, len(hashed), unit="files", item=entry.relative)
             try:
                 f = _ingest_one(settings, entry, sha, head, name, day, known, known_ids, rows, now, tags or {})
             except (OSError, SourceError) as exc:
                 f = IngestedFile(entry.relative, "error", error=f"cannot copy {entry.uri}: {exc}")
             result.files.append(f)
+        count(say, "copying", len(hashed), len(hashed), unit="files")
         if rows:
             say(f"recording {len(rows)} new objects")
             append_objects(spark, rows)

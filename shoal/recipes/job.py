@@ -26,6 +26,7 @@ from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, select
 from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
 from shoal.lake import database
+from shoal.progress import spark_tasks
 
 state_tables = MetaData()
 jobs_table = Table(
@@ -485,7 +486,8 @@ def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobR
     assert job.input is not None  # a recipe job's file requires an input
     stage = f"reading {job.input.describe()}"
     try:
-        return _run(spark, settings, job, run_id, started, say, stage)
+        with spark_tasks(spark, say, "running"):  # a bar over the job's Spark tasks
+            return _run(spark, settings, job, run_id, started, say, stage)
     except ShoalError:
         raise
     except Exception as exc:  # Spark/JVM errors: name the job and what it was doing
