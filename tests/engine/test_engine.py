@@ -189,7 +189,12 @@ def test_sql_prints_the_same_as_in_process(engine, cli_env, capsys, monkeypatch)
 def test_cold_process_and_engine_agree_byte_for_byte(engine):
     """The same `python -m shoal` call with SHOAL_ENGINE=off (a cold Spark in the process)."""
     cold_env = engine.env | {"SHOAL_ENGINE": "off"}
-    for args in (["sql", "SELECT 1 AS one, 'x' AS s", "-f", "json"], ["sql"], ["sql", "SELECT 1", "-f", "xml"]):
+    for args in (
+        ["sql", "SELECT 1 AS one, 'x' AS s", "-f", "json"],
+        ["sql"],
+        ["sql", "SELECT 1", "-f", "xml", "--json"],  # a usage error in the JSON shape
+        ["sql", "SELECT 1", "-f", "xml"],
+    ):
         before = engine.status()["requests"]
         cold = engine.run(args, env=cold_env)
         assert engine.status()["requests"] == before  # not delegated
