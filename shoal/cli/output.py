@@ -71,6 +71,13 @@ def print_error(message: str) -> None:
     err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
 
 
+def _real(console: Console) -> Console:
+    """The console itself: in the warm engine `err` is a per-command router, and rich's live
+    display needs the object (it enters it as a context manager)."""
+    routed = getattr(console, "routed_console", None)
+    return routed() if callable(routed) else console
+
+
 def _quiet() -> bool:
     """The root option --quiet of the running command (its Run; per command in the warm engine)."""
     from shoal.cli.context import current
@@ -198,7 +205,7 @@ class _BarMeter:
             _CountColumn(),
             _RateColumn(),
             _EtaColumn(),
-            console=err,  # a per-command router in the warm engine
+            console=_real(err),
             transient=True,
             redirect_stdout=False,
             redirect_stderr=False,
