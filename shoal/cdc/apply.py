@@ -39,6 +39,7 @@ from shoal.lake import commit_with_properties, current_snapshot, empty_commit, s
 from shoal.lake.locks import table_lock
 from shoal.lake.partitioning import partition_sql
 from shoal.lake.tables import TableName, require_table, table_properties
+from shoal.progress import spark_tasks
 
 REJECTS_SUFFIX = "__rejects"
 TOMBSTONES_SUFFIX = "__cdc_tombstones"
@@ -175,7 +176,8 @@ class _Batch:
     # ---- the batch, step by step ---------------------------------------------------
     def run(self) -> ApplyResult:
         try:
-            return self._run()
+            with spark_tasks(self.spark, self.say, "applying"):  # a bar over the batch's Spark tasks
+                return self._run()
         finally:
             for df in self._cached:
                 df.unpersist()

@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 
 from shoal import __version__
 from shoal.cli import (
+    _click,
     catalog,
     cdc,
     cluster,
@@ -165,11 +166,40 @@ glue.register(app)
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     """Run one command (the warm engine passes its client's argv and program name)."""
     run = Run()
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        app(args=argv, prog_name=prog_name, obj=run)
+        # Not standalone: usage errors come back here, so `--json` can shape them too.
+        code = app(args=args, prog_name=prog_name, obj=run, standalone_mode=False)
     except ShoalError as exc:
         run.out.failure(exc)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         output.print_error("interrupted")
         sys.exit(130)
+    except _click.ClickException as exc:
+        _usage_error(exc, args)
+    except _click.Abort:
+        sys.stderr.write("Aborted!\n")
+        sys.exit(1)
+    # A command that raised typer.Exit(code) (or ctx.exit) hands its code back; one that
+    # returned normally ends with 0, as in standalone mode.
+    sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+
+
+def _usage_error(exc: Any, args: list[str]) -> None:
+    """A bad option, a missing argument, a bad value: Click's text on stderr, as always, and
+    with `--json` on the command line also the one error shape on stdout. Exit code 2."""
+    no_args_help = _click.NoArgsIsHelpError is not None and isinstance(exc, _click.NoArgsIsHelpError)
+    if _json_requested(args) and not no_args_help:
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "shoal"
+        message = exc.format_message()
+        output.print_json({"error": message, "hint": f"see `{command} --help`", "problems": [message]})
+    exc.show()
+    sys.exit(exc.exit_code)
+
+
+def _json_requested(args: list[str]) -> bool:
+    """Whether `--json` was given (before a `--`, after which words are arguments)."""
+    words = args[: args.index("--")] if "--" in args else args
+    return "--json" in words

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -14,9 +15,22 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    Task,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
 from shoal.exceptions import ShoalError
+from shoal.progress import Meter
 from shoal.sql import QueryResult, to_json_value
 
 # Not a terminal (a log, a pipe, CI): rich would wrap tables at 80 columns and split words
@@ -57,6 +71,13 @@ def print_error(message: str) -> None:
     err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
 
 
+def _real(console: Console) -> Console:
+    """The console itself: in the warm engine `err` is a per-command router, and rich's live
+    display needs the object (it enters it as a context manager)."""
+    routed = getattr(console, "routed_console", None)
+    return routed() if callable(routed) else console
+
+
 def _quiet() -> bool:
     """The root option --quiet of the running command (its Run; per command in the warm engine)."""
     from shoal.cli.context import current
@@ -65,21 +86,154 @@ def _quiet() -> bool:
 
 
 @contextmanager
-def progress(enabled: bool, title: str) -> Iterator[Any]:
-    """A spinner on stderr with the current step; yields a `say(msg)` callback. Off a terminal
-    (a log, CI) each step is a timestamped line instead; `shoal --quiet` silences both."""
+def progress(enabled: bool, title: str) -> Iterator[Meter]:
+    """Progress of long work on stderr; yields the `say` callback (a `shoal.progress.Meter`).
+
+    On a terminal: a spinner with the current step and, for counted phases, a bar with
+    done/total, percentage, rate and ETA. Off a terminal (a log, CI, a pipe): timestamped
+    lines, counted phases at most every `LOG_EVERY_S`. Nothing with `--quiet` or `--json`
+    (JSON stays the only thing on stdout, and nothing is added on stderr either).
+    """
     enabled = enabled and not _quiet()
-    if not enabled or not err.is_terminal:
+    if not enabled:
+        yield _SilentMeter()
+    elif not err.is_terminal:
+        yield _LogMeter(title)
+    else:
+        with _BarMeter(title) as meter:
+            yield meter
 
-        def say(msg: str) -> None:
-            if enabled:
-                stamp = time.strftime("%H:%M:%S")
-                err.print(f"[dim]{stamp} {escape(title)}:[/] {escape(msg)}", markup=True)
 
-        yield say
-        return
-    with err.status(title) as status:
-        yield lambda msg: status.update(f"{title}: {msg}")
+# Off a terminal, a counted phase prints its first count, its last, and one line per this many
+# seconds in between.
+LOG_EVERY_S = 10.0
+
+
+def _stamp() -> str:
+    return time.strftime("%H:%M:%S")
+
+
+class _SilentMeter:
+    def __call__(self, message: str) -> None:
+        pass
+
+    def count(self, phase: str, done: int, total: int | None, unit: str, item: str | None = None) -> None:
+        pass
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class _LogMeter:
+    """Timestamped lines: every step; counted phases now and then, with rate and ETA."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.lock = threading.Lock()
+        # phase -> (monotonic start, done at start, monotonic time of the last line)
+        self.phases: dict[str, tuple[float, int, float]] = {}
+
+    def _line(self, text: str) -> None:
+        err.print(f"[dim]{_stamp()} {escape(self.title)}:[/] {escape(text)}", markup=True)
+
+    def __call__(self, message: str) -> None:
+        self._line(message)
+
+    def count(self, phase: str, done: int, total: int | None, unit: str, item: str | None = None) -> None:
+        now = time.monotonic()
+        with self.lock:
+            first = phase not in self.phases
+            start, done0, last = self.phases.setdefault(phase, (now, done, now))
+            finished = total is not None and done >= total
+            if not (first or finished or now - last >= LOG_EVERY_S):
+                return
+            if finished:
+                self.phases.pop(phase)  # a phase counted again later starts afresh
+            else:
+                self.phases[phase] = (start, done0, now)
+        text = f"{phase}: {done}/{total if total is not None else '?'} {unit}"
+        elapsed = now - start
+        rate = (done - done0) / elapsed if elapsed > 0 and done > done0 else None
+        if finished:
+            text += f" in {_duration(elapsed)}" + (f" ({rate:.1f} {unit}/s)" if rate else "")
+        elif rate:
+            eta = f", ETA {_duration((total - done) / rate)}" if total is not None else ""
+            text += f" ({rate:.1f} {unit}/s{eta})"
+        if item and not finished:
+            text += f": {item}"
+        self._line(text)
+
+
+class _RateColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        unit = task.fields.get("unit", "")
+        return Text(f"{speed:.1f} {unit}/s" if speed and unit else "", style="progress.data.speed")
+
+
+class _CountColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        if task.total is None:
+            return Text("")
+        return Text(f"{int(task.completed)}/{int(task.total)} {task.fields.get('unit', '')}", style="progress.download")
+
+
+class _BarColumn(BarColumn):
+    def render(self, task: Task) -> Any:
+        return Text("") if task.total is None else super().render(task)  # a step: the spinner says enough
+
+
+class _EtaColumn(TimeRemainingColumn):
+    def render(self, task: Task) -> Text:
+        return Text("") if task.total is None else super().render(task)
+
+
+class _BarMeter:
+    """rich.progress on stderr: a spinner row with the latest step, and a bar per counted phase."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.lock = threading.Lock()
+        # Never redirect stdout/stderr: in the warm engine those are shared by every command.
+        self.bars = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            _BarColumn(),
+            TaskProgressColumn(),
+            _CountColumn(),
+            _RateColumn(),
+            _EtaColumn(),
+            console=_real(err),
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self.step = self.bars.add_task(escape(title), total=None)
+        self.counted: dict[str, TaskID] = {}
+
+    def __enter__(self) -> _BarMeter:
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.stop()
+
+    def __call__(self, message: str) -> None:
+        self.bars.update(self.step, description=escape(f"{self.title}: {message}"))
+
+    def count(self, phase: str, done: int, total: int | None, unit: str, item: str | None = None) -> None:
+        with self.lock:
+            task = self.counted.get(phase)
+            first = task is None
+            if task is None:
+                task = self.counted[phase] = self.bars.add_task(escape(phase), total=total, completed=done, unit=unit)
+        label = escape(f"{phase}: {item}" if item else phase)
+        # Drawn at once when a phase starts and ends (a short phase would otherwise end between
+        # two of the display's refreshes, ten a second, and never show its count).
+        finished = total is not None and done >= total
+        self.bars.update(task, total=total, completed=done, description=label, refresh=first or finished)
 
 
 def print_query(result: QueryResult, fmt: str) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from shoal import storage
 from shoal.config import ExtractSettings, Settings
 from shoal.lake import metadata
 from shoal.lake.locks import table_lock
+from shoal.progress import spark_tasks
 
 OBJECT_COLUMNS = (
     "object_id",
@@ -369,7 +369,7 @@ def _run_round(
     rdd = work.repartition(slices).rdd.mapPartitions(
         _partition(settings.extract.model_dump_json(), settings.warehouse_uri, result.run_id)
     )
-    with _task_progress(spark, say, len(work_ids)):
+    with spark_tasks(spark, say, "extracting"):
         out = spark.createDataFrame(rdd, "table STRING, row STRING").persist()
         counts = {r["table"]: r["count"] for r in out.groupBy("table").count().collect()}
     try:
@@ -455,33 +455,3 @@ def _purge(spark: SparkSession, ids: list[str]) -> None:
                 f"MERGE INTO {name} t USING shoal_purge_ids p ON t.object_id = p.object_id{scope} "
                 "WHEN MATCHED THEN DELETE"
             )
-
-
-class _task_progress:
-    """Report Spark task progress of the extraction job while it runs."""
-
-    def __init__(self, spark: SparkSession, say: Callable[[str], None], objects: int) -> None:
-        self.tracker = spark.sparkContext.statusTracker()
-        self.say = say
-        self.objects = objects
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        while not self.stop.wait(1.0):
-            done = total = 0
-            for sid in self.tracker.getActiveStageIds():
-                info = self.tracker.getStageInfo(sid)
-                if info is not None:
-                    done += info.numCompletedTasks
-                    total += info.numTasks
-            if total:
-                self.say(f"extracting {self.objects} objects: {done}/{total} tasks done")
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(2)

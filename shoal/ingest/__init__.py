@@ -38,6 +38,7 @@ from shoal.exceptions import ShoalError
 from shoal.ingest.sniff import SNIFF_BYTES, detect_media_type
 from shoal.lake import metadata
 from shoal.lake.locks import table_lock
+from shoal.progress import count
 
 _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TAG_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -174,7 +175,12 @@ def ingest(
             hashed = spark.createDataFrame(list(hash_task(iter(units))), _HASHED)
         else:
             hashed = spark.createDataFrame(sc.parallelize(units, slices).mapPartitions(hash_task), _HASHED)
+        # Files are hashed and copied inside tasks: the driver reports each phase's start and end.
+        first = files[0].relative if files else None
+        count(say, "hashing", 0, None if folders else len(files), unit="files", item=first)
         hashed = _keep(hashed)
+        n_hashed = hashed.count()
+        count(say, "hashing", n_hashed, n_hashed, unit="files")
         decided = _classify(spark, hashed, name)  # read before anything is written: checkpointed below
         copy_task = _copy_new(raw_zone(settings), name, day, settings.extract.max_file_mb << 20)
         say("copying new content into the raw zone")
@@ -182,7 +188,10 @@ def ingest(
             copied = spark.createDataFrame(list(copy_task(decided.toLocalIterator())), _FILES)
         else:
             copied = spark.createDataFrame(decided.rdd.mapPartitions(copy_task), _FILES)
-        report = _report(hashed, _keep(copied))  # from checkpoints only: cheap to reuse
+        count(say, "copying", 0, n_hashed, unit="files", item=first)
+        copied = _keep(copied)
+        count(say, "copying", n_hashed, n_hashed, unit="files")
+        report = _report(hashed, copied)  # from checkpoints only: cheap to reuse
         # The run's report is its output (IngestResult.files): the one per-file collect.
         rows = report.orderBy("source_path").collect()
         result.files.extend(IngestedFile(*(r[k] for k in _FILE_FIELDS)) for r in rows)

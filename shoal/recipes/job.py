@@ -27,6 +27,7 @@ from shoal import storage
 from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
 from shoal.lake import database
+from shoal.progress import spark_tasks
 
 state_tables = MetaData()
 jobs_table = Table(
@@ -521,7 +522,8 @@ def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobR
     assert job.input is not None  # a recipe job's file requires an input
     stage = f"reading {job.input.describe()}"
     try:
-        return _run(spark, settings, job, run_id, started, say, stage)
+        with spark_tasks(spark, say, "running"):  # a bar over the job's Spark tasks
+            return _run(spark, settings, job, run_id, started, say, stage)
     except ShoalError:
         raise
     except Exception as exc:  # Spark/JVM errors: name the job and what it was doing

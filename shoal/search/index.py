@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from shoal.config import Settings
+from shoal.progress import spark_tasks
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -227,7 +228,8 @@ class SearchIndex:
                 )
             )
             embed_started = time.monotonic()
-            rows = parts.rdd.mapPartitions(_embed_partition(model, size, overlap, backend, cache)).collect()
+            with spark_tasks(spark, say, "embedding"):
+                rows = parts.rdd.mapPartitions(_embed_partition(model, size, overlap, backend, cache)).collect()
             result.embed_seconds = time.monotonic() - embed_started
         from shoal.catalog import object_paths
 

@@ -21,7 +21,7 @@ from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from shoal import __version__, storage
 from shoal.config import Settings
@@ -84,6 +84,109 @@ class AccessRequestIn(BaseModel):
 
 class DecisionIn(BaseModel):
     note: str | None = Field(default=None, max_length=2000)
+
+
+# ---- response models: what each answer holds (the OpenAPI schema documents them) ---------------
+# Answers are built from the library's dicts; `exclude_unset` on the routes writes exactly the
+# keys a dict had (an absent optional key stays absent, not null), and `extra="allow"` keeps
+# keys a model does not name (a table's DESCRIBE details), so the JSON is what it always was.
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class MeOut(_Out):
+    name: str
+    admin: bool
+    groups: list[str]
+
+
+class TableOut(_Out):
+    name: str = Field(description="database.table")
+    owner: str | None = None
+    description: str | None = None
+    privileges: list[str] = Field(default_factory=list, description="what the caller may do with it")
+
+
+class ColumnOut(_Out):
+    name: str
+    type: str
+
+
+class TableDetail(_Out):
+    """The columns, and DESCRIBE's details (partitioning, location, provider...) as extra keys."""
+
+    name: str
+    columns: list[ColumnOut]
+
+
+class ObjectPath(_Out):
+    source_name: str
+    source_path: str
+
+
+class ObjectOut(_Out):
+    object_id: str
+    source_name: str | None = None
+    source_path: str | None = None
+    media_type: str | None = None
+    status: str | None = None
+    languages: list[str] | None = None
+    has_pii: bool | None = None
+    page_count: int | None = None
+    size_bytes: int | None = None
+    raw_path: str | None = None
+    extracted_paths: Any = None
+    enriched_paths: Any = None
+    tags: dict[str, str] | None = None
+    is_latest: bool | None = None
+    parent_object_id: str | None = None
+    paths: list[ObjectPath] = Field(default_factory=list, description="every (source, path) holding the content")
+    owner: str | None = None
+    description: str | None = None
+
+
+class AccessPointOut(_Out):
+    name: str
+    prefix: str
+    tags: dict[str, str]
+    principals: list[str]
+    cidrs: list[str]
+    read_only: bool
+    created_by: str
+    created_at: str
+
+
+class SignedUrlOut(_Out):
+    url: str
+    expires_at: str
+
+
+class AccessRequestOut(_Out):
+    id: int
+    principal: str
+    table: str
+    privilege: str
+    reason: str
+    status: str
+    decided_by: str | None = None
+    note: str | None = None
+    grant_id: int | None = None
+    created_at: str
+    decided_at: str | None = None
+
+
+class AuditEntryOut(_Out):
+    id: int
+    ts: str
+    principal: str
+    action: str
+    resource: str | None = None
+    decision: str
+    reason: str | None = None
+    fingerprint: str | None = None
+    detail: dict[str, Any] | None = Field(default=None, description="present when the entry has details")
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -198,8 +301,8 @@ def create_app(settings: Settings) -> FastAPI:
 
     app.include_router(resources.router(settings, Depends(current), spark))
 
-    @app.get("/api/v1/me")
-    def me(who: Who) -> dict[str, Any]:
+    @app.get("/api/v1/me", response_model=MeOut)
+    def me(who: Who) -> Any:
         return {"name": who.name, "admin": who.is_admin, "groups": sorted(who.groups)}
 
     @app.post("/api/v1/query", response_model=QueryOut, responses={400: {"description": "the query failed"}})
@@ -216,8 +319,8 @@ def create_app(settings: Settings) -> FastAPI:
         except Exception as exc:  # noqa: BLE001 - audited and answered 400, never an unaudited 500
             return _failed(request, exc)
 
-    @app.get("/api/v1/catalog/tables")
-    def tables(who: Who) -> list[dict[str, Any]]:
+    @app.get("/api/v1/catalog/tables", response_model=list[TableOut], response_model_exclude_unset=True)
+    def tables(who: Who) -> Any:
         out = [
             {key: value for key, value in entry.items() if key not in ("database", "table")}
             for entry in Governance(settings).visible_tables(spark(), who)
@@ -225,8 +328,8 @@ def create_app(settings: Settings) -> FastAPI:
         AuditLog(settings).record(who.name, "catalog.list", None, True, tables=len(out))
         return out
 
-    @app.get("/api/v1/catalog/tables/{database}/{table}")
-    def table(database: str, table: str, who: Who) -> dict[str, Any]:
+    @app.get("/api/v1/catalog/tables/{database}/{table}", response_model=TableDetail, response_model_exclude_unset=True)
+    def table(database: str, table: str, who: Who) -> Any:
         result = GovernedSql(spark(), settings, who).execute(
             f"DESCRIBE `{database.replace('`', '')}`.`{table.replace('`', '')}`"
         )
@@ -234,7 +337,7 @@ def create_app(settings: Settings) -> FastAPI:
         info = {str(r[0]).lstrip("# "): r[1] for r in result.rows if str(r[0]).startswith("#")}
         return {"name": f"{database}.{table}".lower(), "columns": columns, **info}
 
-    @app.get("/api/v1/objects")
+    @app.get("/api/v1/objects", response_model=list[ObjectOut], response_model_exclude_unset=True)
     def objects(
         who: Who,
         response: Response,
@@ -244,7 +347,7 @@ def create_app(settings: Settings) -> FastAPI:
         text: Annotated[str | None, Query(max_length=500)] = None,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
         offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> Any:
         """One page of the object inventory; `X-Next-Offset` names the next page's offset (absent
         on the last page)."""
         from shoal.catalog import list_objects
@@ -268,12 +371,14 @@ def create_app(settings: Settings) -> FastAPI:
         gov = Governance(settings)
         return [{**{k: to_json_value(v) for k, v in r.items()}, **gov.object_info(r["object_id"])} for r in page]
 
-    @app.get("/api/v1/access-points")
-    def access_points(who: Who) -> list[dict[str, Any]]:
+    @app.get("/api/v1/access-points", response_model=list[AccessPointOut], response_model_exclude_unset=True)
+    def access_points(who: Who) -> Any:
         return RawAccess(settings).list(who)
 
-    @app.post("/api/v1/access-points", status_code=201)
-    def create_access_point(body: AccessPointIn, who: Who) -> dict[str, Any]:
+    @app.post(
+        "/api/v1/access-points", status_code=201, response_model=AccessPointOut, response_model_exclude_unset=True
+    )
+    def create_access_point(body: AccessPointIn, who: Who) -> Any:
         return RawAccess(settings).create(
             who,
             body.name,
@@ -287,8 +392,8 @@ def create_app(settings: Settings) -> FastAPI:
     def delete_access_point(name: str, who: Who) -> None:
         RawAccess(settings).delete(who, name)
 
-    @app.post("/api/v1/access-points/{name}/sign")
-    def sign(name: str, body: SignIn, who: Who, request: Request) -> dict[str, Any]:
+    @app.post("/api/v1/access-points/{name}/sign", response_model=SignedUrlOut, response_model_exclude_unset=True)
+    def sign(name: str, body: SignIn, who: Who, request: Request) -> Any:
         return RawAccess(settings).sign(who, name, body.path, expires_in=body.expires_in, client=_client(request))
 
     @app.get("/raw/{name}/{path:path}")
@@ -330,31 +435,41 @@ def create_app(settings: Settings) -> FastAPI:
         headers["Content-Length"] = str(target.size)
         return StreamingResponse(chunks(), media_type="application/octet-stream", headers=headers)
 
-    @app.post("/api/v1/access-requests", status_code=201)
-    def request_access(body: AccessRequestIn, who: Who) -> dict[str, Any]:
+    @app.post(
+        "/api/v1/access-requests", status_code=201, response_model=AccessRequestOut, response_model_exclude_unset=True
+    )
+    def request_access(body: AccessRequestIn, who: Who) -> Any:
         return AccessRequests(settings).request(who, body.table, body.reason)
 
-    @app.get("/api/v1/access-requests")
+    @app.get("/api/v1/access-requests", response_model=list[AccessRequestOut], response_model_exclude_unset=True)
     def access_requests(
         who: Who, status: Annotated[str | None, Query(pattern="^(pending|approved|rejected)$")] = None
-    ) -> list[dict[str, Any]]:
+    ) -> Any:
         return AccessRequests(settings).list(who, status)
 
-    @app.post("/api/v1/access-requests/{request_id}/approve")
-    def approve(request_id: RequestId, who: Who, body: DecisionIn | None = None) -> dict[str, Any]:
+    @app.post(
+        "/api/v1/access-requests/{request_id}/approve",
+        response_model=AccessRequestOut,
+        response_model_exclude_unset=True,
+    )
+    def approve(request_id: RequestId, who: Who, body: DecisionIn | None = None) -> Any:
         return AccessRequests(settings).decide(who, request_id, approve=True, note=body.note if body else None)
 
-    @app.post("/api/v1/access-requests/{request_id}/reject")
-    def reject(request_id: RequestId, who: Who, body: DecisionIn | None = None) -> dict[str, Any]:
+    @app.post(
+        "/api/v1/access-requests/{request_id}/reject",
+        response_model=AccessRequestOut,
+        response_model_exclude_unset=True,
+    )
+    def reject(request_id: RequestId, who: Who, body: DecisionIn | None = None) -> Any:
         return AccessRequests(settings).decide(who, request_id, approve=False, note=body.note if body else None)
 
-    @app.get("/api/v1/audit")
+    @app.get("/api/v1/audit", response_model=list[AuditEntryOut], response_model_exclude_unset=True)
     def audit(
         who: Who,
         principal: Annotated[str | None, Query(max_length=200)] = None,
         decision: Annotated[str | None, Query(pattern="^(allow|deny)$")] = None,
         limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    ) -> list[dict[str, Any]]:
+    ) -> Any:
         log = AuditLog(settings)
         if not who.is_admin:
             log.record(who.name, "audit.read", None, False, reason="not an admin")

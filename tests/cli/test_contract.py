@@ -1,10 +1,12 @@
 """The CLI's contract with scripts: every command takes --json, errors have one JSON shape, help
-texts render as written, and the root options (--version, --quiet, --log-level) work."""
+texts render as written, and the root options (--version, --quiet, --log-level) work. Usage
+errors (a bad option, a missing argument, a bad value) take the JSON error shape with --json."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -83,6 +85,47 @@ def test_errors_have_one_json_shape(tmp_path: Path, capsys, monkeypatch, cli_env
     # A change that succeeds answers {"ok": true, "message", ...}.
     code, out, err = run_cli(["group", "create", f"g{uuid.uuid4().hex[:6]}", "--json"], capsys, monkeypatch)
     assert code == 0 and json.loads(out)["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["sql", "SELECT 1", "--bogus"], "No such option: --bogus"),
+        (["cdc", "apply", "--table", "t.x", "--key", "id"], "Missing argument 'SOURCE'."),
+        (
+            ["search", "espresso", "--limit", "many"],
+            "Invalid value for '--limit' / '--k': 'many' is not a valid integer.",
+        ),
+        (["sql", "SELECT 1", "-f", "xml"], "Invalid value for '--format' / '-f': 'xml' is not one of"),
+        (["workflow", "launch"], "No such command 'launch'."),
+    ],
+)
+def test_usage_errors_have_the_json_shape_with_json(args: list[str], message: str, capsys, monkeypatch) -> None:
+    """Typer's usage errors (exit code 2): with --json also the one error shape on stdout."""
+    code, out, err = run_cli([*args, "--json"], capsys, monkeypatch)
+    assert code == 2
+    shaped = json.loads(out)
+    assert set(shaped) == {"error", "hint", "problems"}
+    assert shaped["error"].startswith(message) and shaped["problems"] == [shaped["error"]]
+    command = re.search(r"Try '(.+) --help' for help\.", err)
+    assert command is not None and shaped["hint"] == f"see `{command[1]} --help`"
+    assert err.startswith("Usage: ") and f"Error: {message}" in err  # stderr as without --json
+    # Without --json: Click's text only, stdout stays empty.
+    code, plain_out, plain_err = run_cli(args, capsys, monkeypatch)
+    assert (code, plain_out, plain_err) == (2, "", err)
+
+
+@pytest.mark.parametrize("name", sorted(LEAVES))
+def test_every_command_answers_a_bad_option_in_json(name: str, capsys, monkeypatch) -> None:
+    code, out, _ = run_cli([*name.split(), "--no-such-option", "--json"], capsys, monkeypatch)
+    assert code == 2
+    shaped = json.loads(out)
+    assert set(shaped) == {"error", "hint", "problems"} and shaped["problems"] == [shaped["error"]]
+    assert shaped["hint"].endswith(f" {name} --help`")
+    if name == "glue run":  # passes unknown options on to the job script; misses its --JOB_NAME
+        assert shaped["error"] == "Missing option '--JOB_NAME'."
+    else:
+        assert shaped["error"].startswith("No such option: --no-such-option")
 
 
 def test_sql_from_a_file_or_stdin(spark, tmp_path: Path, capsys, monkeypatch, cli_env) -> None:

@@ -189,7 +189,12 @@ def test_sql_prints_the_same_as_in_process(engine, cli_env, capsys, monkeypatch)
 def test_cold_process_and_engine_agree_byte_for_byte(engine):
     """The same `python -m shoal` call with SHOAL_ENGINE=off (a cold Spark in the process)."""
     cold_env = engine.env | {"SHOAL_ENGINE": "off"}
-    for args in (["sql", "SELECT 1 AS one, 'x' AS s", "-f", "json"], ["sql"], ["sql", "SELECT 1", "-f", "xml"]):
+    for args in (
+        ["sql", "SELECT 1 AS one, 'x' AS s", "-f", "json"],
+        ["sql"],
+        ["sql", "SELECT 1", "-f", "xml", "--json"],  # a usage error in the JSON shape
+        ["sql", "SELECT 1", "-f", "xml"],
+    ):
         before = engine.status()["requests"]
         cold = engine.run(args, env=cold_env)
         assert engine.status()["requests"] == before  # not delegated
@@ -336,3 +341,48 @@ def test_engine_refuses_a_request_for_other_spark_settings(engine):
         reply = client.recv_message(sock)
     assert reply is not None and reply["ready"] is False and "Spark settings" in reply["reason"]
     assert engine.status()["refused"] >= 1
+
+
+@pytest.mark.slow
+def test_progress_follows_the_clients_terminal(engine, tmp_path):
+    """The engine draws its bars on the client's terminal, and logs lines to the client's pipe."""
+    import pty
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(30):
+        (folder / f"n{i:02d}-{uuid.uuid4().hex[:6]}.txt").write_text(f"{i} {uuid.uuid4().hex}\n")
+    # A terminal: stderr (and stdout) are a pty's slave side, as in an interactive shell.
+    master, slave = pty.openpty()
+    before = engine.status()["requests"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shoal", "ingest", str(folder)],
+        env=engine.env | {"COLUMNS": "120"},
+        cwd=engine.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+    )
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the last holder of the slave side went away
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    drawn = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.wait(timeout=300) == 0, drawn
+    assert engine.status()["requests"] == before + 1  # the engine ran it
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", drawn)
+    assert re.search(r"hashing.*100%.*30/30 files", text), text[-2000:]
+    assert re.search(r"copying.*30/30 files", text), text[-2000:]
+    assert "Ingested" in text and not re.search(r"(?m)^\d\d:\d\d:\d\d ", text)
+    # A pipe: timestamped lines, the first count and the end of each phase.
+    (folder / "one-more.txt").write_text(uuid.uuid4().hex)
+    code, out, err = _delegated(engine, ["ingest", str(folder)])
+    assert code == 0 and "\x1b[" not in err
+    assert re.search(r"(?m)^\d\d:\d\d:\d\d ingest: hashing: 31/31 files in \d:\d\d:\d\d", err), err

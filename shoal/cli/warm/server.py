@@ -115,10 +115,14 @@ class _ConsoleRouter:
         self._name = name
         self._fallback = fallback
 
-    def __getattr__(self, name: str) -> Any:
+    def routed_console(self) -> Any:
+        """The running command's console itself (rich's Live needs one: `with console:`)."""
         cmd = _current.get()
         console = cmd.consoles.get(self._name) if cmd is not None else None
-        return getattr(self._fallback if console is None else console, name)
+        return self._fallback if console is None else console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.routed_console(), name)
 
 
 def _threads_inherit_context() -> None:
