@@ -354,7 +354,9 @@ def run(spark, cfg: Config, root: Path, log: Callable[[str], None] = lambda _m: 
         if cfg.warmup:  # Python workers, the embedding model and the JIT warm before any timing
             log("warm-up lake")
             tiny = Config(objects=[20], files=[2], chunks=[20], new=5, reps=1, seed=10, files_per_apply=2)
-            object_lake(spark, root / "warmup", 20, tiny, time_extract=True, time_search="search" in cfg.only, log=log)
+            if "extract" in cfg.only or "search" in cfg.only:
+                search = "search" in cfg.only
+                object_lake(spark, root / "warmup", 20, tiny, time_extract=True, time_search=search, log=log)
             if "cdc" in cfg.only:
                 cdc_lake(spark, root / "warmup", 2, tiny, log)
         wanted = sorted(
