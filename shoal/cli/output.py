@@ -169,6 +169,10 @@ class _LogMeter:
 class _RateColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
         speed = task.finished_speed or task.speed
+        if not speed and task.completed and task.elapsed:
+            # Counts reported only at a phase's ends (work done inside Spark tasks) give rich
+            # too few samples for its moving rate: show the average instead.
+            speed = task.completed / task.elapsed
         unit = task.fields.get("unit", "")
         return Text(f"{speed:.1f} {unit}/s" if speed and unit else "", style="progress.data.speed")
 

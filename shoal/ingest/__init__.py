@@ -169,7 +169,7 @@ def ingest(
         ensure_object_sources(spark)  # under the lock: a first backfill runs once
         slices = max(1, min(len(units), sc.defaultParallelism * 4))
         where = "on the driver" if on_driver else f"in {slices} Spark tasks"
-        say(f"listing and hashing {len(files)} files and {len(folders)} folders {where}")
+        say(f"reading {len(files)} files and {len(folders)} folders {where}")
         hash_task = _list_and_hash(source)
         if on_driver:
             hashed = spark.createDataFrame(list(hash_task(iter(units))), _HASHED)

@@ -117,7 +117,7 @@ def test_local_folder_is_hashed_and_copied_in_tasks(spark, settings, tmp_path):
 
     def say(message: str) -> None:
         heard.append(message)
-        if message.startswith("listing and hashing"):
+        if message.startswith("reading "):
             # Between the driver's listing and the tasks' reading, the file becomes a link to
             # a file outside the source: the task refuses to follow it and names the file.
             (src / "gone.txt").unlink()
@@ -165,7 +165,7 @@ def test_s3_prefix_is_listed_hashed_and_copied_in_tasks(spark, settings, s3, mon
     name = f"s3spread{U}"
 
     def say(message: str) -> None:
-        if message.startswith("listing and hashing"):
+        if message.startswith("reading "):
             client.delete_file(f"{s3.bucket}/incoming/gone.txt")  # listed, then gone before it is read
 
     source = f"s3://{s3.bucket}/incoming"
