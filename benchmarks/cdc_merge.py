@@ -14,10 +14,7 @@ Issue #21: peak driver RSS (JVM + Python) under 4 GB at the default scale; repor
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import resource
 import shutil
 import tempfile
 import time
@@ -27,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+from memory import peak_rss_mb, reset_peak_rss
 
 from shoal.cdc import ApplyOptions, apply_changes
 from shoal.config import load_settings
@@ -95,35 +93,6 @@ def write_change_files(changes: pa.Table, folder: Path, files: int) -> None:
         opts = pacsv.WriteOptions(include_header=True, quoting_style="needed")
         part = part.set_column(6, "updated_at", pc.strftime(part["updated_at"], "%Y-%m-%d %H:%M:%S"))
         pacsv.write_csv(part, folder / f"20220302-{1134010000 + i}.csv", opts)
-
-
-def _jvm_pid(spark) -> int | None:
-    proc = getattr(spark.sparkContext._gateway, "proc", None)
-    return proc.pid if proc is not None else None
-
-
-def reset_peak_rss(spark) -> None:
-    """Restart the JVM driver's peak-RSS counter (Linux: clear_refs 5 resets VmHWM)."""
-    pid = _jvm_pid(spark)
-    if pid is not None and os.path.exists(f"/proc/{pid}/clear_refs"):
-        with contextlib.suppress(OSError):
-            Path(f"/proc/{pid}/clear_refs").write_text("5")
-
-
-def peak_rss_mb(spark) -> dict[str, float | None]:
-    """Peak resident memory of the driver: the JVM (which in local mode also runs the
-    executors' tasks) since the last reset, and this Python process over its life."""
-    jvm = None
-    pid = _jvm_pid(spark)
-    if pid is not None:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    jvm = round(int(line.split()[1]) / 1024, 1)
-        except OSError:
-            pass
-    python = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # KiB on Linux
-    return {"jvm_mb": jvm, "python_mb": python}
 
 
 def timed(fn) -> tuple[float, object]:

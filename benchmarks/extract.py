@@ -34,6 +34,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from memory import peak_rss_mb, reset_peak_rss
+
 from shoal.samples import corpus as samples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,6 +142,7 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
     spark = get_spark(settings)
     try:
         ingest(spark, settings, str(corpus), source_name="bench")
+        reset_peak_rss(spark)
         t0 = time.monotonic()
         result = run_extract(
             spark,
@@ -149,6 +152,7 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
             ),
         )
         seconds = time.monotonic() - t0
+        peak = peak_rss_mb(spark)
         # Per-run fixed cost: a run with nothing new, then a run with one new small file.
         t1 = time.monotonic()
         run_extract(spark, settings)
@@ -183,6 +187,7 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
         "problems": len(result.problems),
         "noop_run_s": noop_seconds,
         "one_file_run_s": one_seconds,
+        "peak_rss": peak,
     }
 
 
@@ -455,6 +460,10 @@ def main() -> None:
             f"{r['recall']:7.3f} {ratio:>16} {r.get('noop_run_s', float('nan')):11.2f} "
             f"{r.get('one_file_run_s', float('nan')):12.2f}"
         )
+    for r in results:
+        if r.get("peak_rss"):
+            jvm, py = r["peak_rss"]["jvm_mb"], r["peak_rss"]["python_mb"]
+            print(f"peak driver RSS, {r['label']}: JVM {jvm} MB during the extract run, Python {py} MB over the run")
 
 
 if __name__ == "__main__":
