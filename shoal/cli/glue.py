@@ -57,6 +57,8 @@ def run(
     The script runs with the operator's rights, like any Spark job: Shoal's governance does
     not check what it reads or writes."""
     state["json"] = json_out
+    if script.startswith("-"):  # unknown options pass on to the script, so one can land here
+        raise typer.BadParameter(f"{script!r} is an option, not a script or a job name", param_hint="'SCRIPT'")
     # What the script prints is its log (CloudWatch's, in Glue): with --json it goes to stderr,
     # so stdout stays one JSON document.
     with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
