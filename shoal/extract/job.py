@@ -137,16 +137,21 @@ def routes_fingerprint(router) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def _iceberg(spark: SparkSession, name: str):
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None  # a live SparkContext has its gateway
-    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, str(metadata.table(name)))
+def _current_ancestors(spark: SparkSession, name: str, where: str = "") -> list[int]:
+    """Snapshot ids on the table's current history, newest first. Read through SQL (the
+    `history` metadata table) so a name resolves as in every other statement, the warm
+    engine's per-command sessions included; a rolled-back or expired snapshot is not there."""
+    history = metadata.table(name).metadata("history")
+    rows = spark.sql(
+        f"SELECT snapshot_id FROM {history} WHERE is_current_ancestor{where} ORDER BY made_current_at DESC LIMIT 1"
+    ).collect()
+    return [int(r.snapshot_id) for r in rows]
 
 
 def current_snapshot(spark: SparkSession, name: str) -> int | None:
-    """The metadata table's current snapshot id (table metadata only, no scan)."""
-    snap = _iceberg(spark, name).currentSnapshot()
-    return None if snap is None else int(snap.snapshotId())
+    """The metadata table's current snapshot id (table metadata only, no data scan)."""
+    found = _current_ancestors(spark, name)
+    return found[0] if found else None
 
 
 def _is_ancestor(spark: SparkSession, name: str, snapshot_id: int | None) -> bool:
@@ -154,14 +159,7 @@ def _is_ancestor(spark: SparkSession, name: str, snapshot_id: int | None) -> boo
     expired); None (the table was empty then) always is."""
     if snapshot_id is None:
         return True
-    table = _iceberg(spark, name)
-    snap = table.currentSnapshot()
-    while snap is not None:
-        if int(snap.snapshotId()) == snapshot_id:
-            return True
-        parent = snap.parentId()
-        snap = None if parent is None else table.snapshot(parent)
-    return False
+    return bool(_current_ancestors(spark, name, f" AND snapshot_id = {int(snapshot_id)}"))
 
 
 @dataclass
