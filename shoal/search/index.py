@@ -227,6 +227,11 @@ class SearchIndex:
                     "source_path",
                 )
             )
+            # Spread the objects over every core (each task's encoder runs one thread per task
+            # core), in tasks of about 200 objects so that a large run does not hold one
+            # partition's chunks at once.
+            cores = spark.sparkContext.defaultParallelism
+            parts = parts.repartition(max(1, min(len(todo), max(cores, len(todo) // 200 + 1))))
             embed_started = time.monotonic()
             with spark_tasks(spark, say, "embedding"):
                 rows = parts.rdd.mapPartitions(_embed_partition(model, size, overlap, backend, cache)).collect()
@@ -735,10 +740,14 @@ def _embed_partition(
     model: str, size: int, overlap: int, backend: str, cache: str | None
 ) -> Callable[[Iterator[Any]], Iterator[dict[str, Any]]]:
     def run(rows: Iterator[Any]) -> Iterator[dict[str, Any]]:
+        from pyspark import TaskContext
+
         from shoal.search import embed
         from shoal.search.chunks import chunk_text
 
-        encoder = embed.load(model, backend, cache)
+        task = TaskContext.get()
+        # The task's own cores (spark.task.cpus, 1 by default): Spark runs a worker per core.
+        encoder = embed.load(model, backend, cache, threads=task.cpus() if task is not None else 0)
         pending: list[dict[str, Any]] = []
         for row in rows:
             for chunk in chunk_text(row["text"] or "", size=size, overlap=overlap):

@@ -193,12 +193,14 @@ def _graph(model: MiniLM):
 class OnnxEncoder:
     """Runs the cached graph on batches the encoder has tokenized and padded."""
 
-    def __init__(self, model: MiniLM, precision: Precision = "int8", *, root: Path | None = None) -> None:
+    def __init__(
+        self, model: MiniLM, precision: Precision = "int8", *, root: Path | None = None, threads: int = 0
+    ) -> None:
         import onnxruntime as ort
 
         self.precision = precision
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 0  # one per core, as NumPy's BLAS
+        opts.intra_op_num_threads = threads  # 0: one per core, as NumPy's BLAS
         opts.inter_op_num_threads = 1
         # Idle threads sleep instead of spinning: Spark runs one encoder per Python worker, so
         # spinning pools fight over the cores. Measured on 2 busy cores (load ~30, one process,

@@ -103,3 +103,34 @@ def test_numpy_fallback_without_onnx_runtime(tmp_path, monkeypatch):
 def test_unknown_backend_is_refused():
     with pytest.raises(ValueError, match="onnx-int8, onnx, numpy"):
         embed.load(backend="torch")
+
+
+def test_thread_count_changes_speed_not_vectors(tmp_path):
+    pooled = embed.load(backend="onnx-int8", cache_dir=tmp_path)
+    single = embed.load(backend="onnx-int8", cache_dir=tmp_path, threads=1)
+    assert single is not pooled  # one encoder per thread count
+    assert single._onnx is not None and single._onnx.session.get_session_options().intra_op_num_threads == 1
+    assert pooled._onnx is not None and pooled._onnx.session.get_session_options().intra_op_num_threads == 0
+    texts = _texts()[:12]
+    assert (1.0 - _cosines(single.encode(texts), pooled.encode(texts))).max() < 1e-5
+    with pytest.raises(ValueError, match="threads"):
+        embed.load(backend="onnx-int8", threads=-1)
+
+
+def test_spark_task_encoder_uses_the_task_cores(spark, tmp_path):
+    """search-index's task function loads its encoder with the task's cores (1 here), as
+    Spark runs one Python worker per core."""
+    from shoal.search.index import _embed_partition
+
+    cache = str(tmp_path)
+    task = _embed_partition(embed.DEFAULT_MODEL, 800, 150, "onnx-int8", cache)
+    row = {"object_id": "o1", "part": "text", "part_index": 0, "text": "Solar panels on the clinic roof."}
+    row |= {"media_type": "text/plain", "languages": [], "tags": {}, "raw_path": "", "source_path": ""}
+
+    def run(rows):
+        chunks = list(task(rows))
+        loaded = [k[3] for k in embed._cache if k[1] == "onnx-int8" and k[2] == cache]
+        yield (len(chunks), loaded)
+
+    [(chunks, loaded)] = spark.sparkContext.parallelize([row], 1).mapPartitions(run).collect()
+    assert chunks == 1 and loaded == [1]
