@@ -62,15 +62,8 @@ def s3(tmp_path_factory):
         yield server
 
 
-def client(s3) -> pafs.S3FileSystem:
-    host = s3.endpoint.split("://")[1]
-    return pafs.S3FileSystem(
-        access_key=s3.access_key, secret_key=s3.secret_key, endpoint_override=host, scheme="http", region="us-east-1"
-    )
-
-
 def put(s3, key: str, data: bytes) -> None:
-    with client(s3).open_output_stream(f"{BUCKET}/{key}") as f:
+    with s3.client().open_output_stream(f"{BUCKET}/{key}") as f:
         f.write(data)
 
 
@@ -250,7 +243,7 @@ def test_reference_pipeline_runs_unchanged_twice(s3, tmp_path):
     )
     rows = json.loads(run(["sql", "--dialect", "athena", query, "-f", "json"], env, tmp_path).stdout)
     check_summary(rows, expected)
-    fs = client(s3)
+    fs = s3.client()
     exported = [
         f.path for f in fs.get_file_info(pafs.FileSelector(f"{BUCKET}/exports/revenue", recursive=True)) if f.is_file
     ]
