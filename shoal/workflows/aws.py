@@ -25,8 +25,9 @@ request-response call returns the start response after the work is done (a query
 is then kept for `athena:getQueryResults`; a failed query is recorded as FAILED there, as in
 the cloud, rather than failing the start). With `ResultConfiguration.OutputLocation` the
 query's result file is also written there, `<OutputLocation>/<QueryExecutionId>.csv` (`.txt`
-for DDL), whole or not at all; a location that cannot be written fails the query. Errors keep Shoal's names (JobError, SqlError,
-...), so existing `Catch` blocks on `States.ALL`/`States.TaskFailed` match as before.
+for DDL), whole or not at all; a location that cannot be written fails the query. Errors
+keep Shoal's names (JobError, SqlError, ...), so existing `Catch` blocks on
+`States.ALL`/`States.TaskFailed` match as before.
 """
 
 from __future__ import annotations

@@ -226,13 +226,19 @@ def test_reference_pipeline_runs_unchanged_twice(s3, tmp_path):
         note = json.loads(notes.read_text().splitlines()[-1])
         assert note["message_id"] == record["output"]["MessageId"]
         message = note["message"]
-        assert uuid.UUID(message.pop("QueryExecutionId"))  # from the CTAS state's result
+        ctas_id = message.pop("QueryExecutionId")  # from the CTAS state's result
+        assert uuid.UUID(ctas_id)
         assert message == {
             "Status": "The sales and marketing revenue summary was rebuilt",
             "Table": "sales_marketing_revenue",
             "State": "SUCCEEDED",
         }
         assert len(notes.read_text().splitlines()) == attempt
+        # Each Athena state wrote its result file at its OutputLocation, as in the cloud (a CTAS:
+        # DML, an empty .csv); nothing staged is left beside them.
+        results = [i.path for i in s3.client().get_file_info(pafs.FileSelector(f"{BUCKET}/athena-results"))]
+        assert f"{BUCKET}/athena-results/{ctas_id}.csv" in results
+        assert len(results) == 8 * attempt and all(p.endswith((".csv", ".txt")) for p in results), results
 
     # The summary, and a CTAS of it to an s3:// external_location read back from S3.
     export = f"s3://{BUCKET}/exports/revenue/"
