@@ -249,6 +249,24 @@ def write_bytes(uri: str, data: bytes) -> None:
         f.write(data)
 
 
+def write_bytes_atomic(uri: str, data: bytes) -> None:
+    """Write `data` at `uri` so that readers see the whole file or none: written under a hidden
+    unique name beside it, then moved into place (a rename on disk, one object copy on S3).
+    A write that fails leaves nothing behind at `uri` (and removes its staged file)."""
+    fs, path = filesystem(uri)
+    parent, name = posixpath.split(path)
+    fs.create_dir(parent, recursive=True)
+    tmp = posixpath.join(parent, f".{name}.{uuid.uuid4().hex[:8]}.part")
+    try:
+        with fs.open_output_stream(tmp) as f:
+            f.write(data)
+        fs.move(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.delete_file(tmp)
+        raise
+
+
 def delete(uri: str) -> None:
     fs, path = filesystem(uri)
     fs.delete_file(path)

@@ -23,8 +23,11 @@ timestamps as epoch milliseconds, PascalCase keys):
 Every call runs to completion before the state finishes, with or without `.sync`: a
 request-response call returns the start response after the work is done (a query's result
 is then kept for `athena:getQueryResults`; a failed query is recorded as FAILED there, as in
-the cloud, rather than failing the start). Errors keep Shoal's names (JobError, SqlError,
-...), so existing `Catch` blocks on `States.ALL`/`States.TaskFailed` match as before.
+the cloud, rather than failing the start). With `ResultConfiguration.OutputLocation` the
+query's result file is also written there, `<OutputLocation>/<QueryExecutionId>.csv` (`.txt`
+for DDL), whole or not at all; a location that cannot be written fails the query. Errors
+keep Shoal's names (JobError, SqlError, ...), so existing `Catch` blocks on
+`States.ALL`/`States.TaskFailed` match as before.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, 
 from shoal.config import Settings
 from shoal.lake import database
 from shoal.workflows.engine import TaskContext
-from shoal.workflows.errors import StatesError
+from shoal.workflows.errors import TASK_FAILED, StatesError
 from shoal.workflows.params import need as _need
 from shoal.workflows.params import task_params as _params
 
@@ -242,6 +245,45 @@ def _stored_result(query: str, result: Any) -> dict[str, Any]:
     return {"columns": columns, "header": header, "rows": rows, "truncated": truncated, "update_count": 0}
 
 
+def _result_file_uri(location: str, qid: str, kind: str) -> str:
+    """Where the cloud puts a query's result: `<OutputLocation>/<QueryExecutionId>.csv` for DML
+    (queries), `.txt` for DDL and utility statements."""
+    return f"{location.rstrip('/')}/{qid}.{'csv' if kind == 'DML' else 'txt'}"
+
+
+def _csv_field(value: str | None) -> str:
+    # Athena quotes every value (RFC 4180: a quote inside is doubled); NULL is an empty, unquoted field.
+    return "" if value is None else '"' + value.replace('"', '""') + '"'
+
+
+def _write_result_file(uri: str, kind: str, stored: dict[str, Any], raw: Any) -> None:
+    """Write the query's result file at `uri` through the storage layer, whole or not at all.
+
+    The rows are the ones this query returned to the task's session (governed as any query),
+    rendered as getQueryResults renders them. The binary `.metadata` companion is not written."""
+    from shoal import storage
+
+    rows: list[list[str | None]] = []
+    if stored["columns"]:  # statements without a result set (CREATE, INSERT, CTAS ...) write an empty file
+        if len(raw.rows) > RESULT_MAX_ROWS:
+            # A cut file would pass for the whole result: refuse it rather than lose rows quietly.
+            raise StatesError(
+                TASK_FAILED,
+                f"the result is larger than Shoal keeps ({RESULT_MAX_ROWS} rows); {uri} was not written",
+            )
+        rows = [[varchar(v) for v in row] for row in raw.rows]
+    names = [c["Name"] for c in stored["columns"]]
+    if kind == "DML":
+        lines = ([names] if stored["header"] else []) + rows
+        text = "".join(",".join(_csv_field(v) for v in line) + "\n" for line in lines)
+    else:  # DDL / utility results are plain text, a row a line, columns tab-separated
+        text = "".join("\t".join(v or "" for v in row) + "\n" for row in rows)
+    try:
+        storage.write_bytes_atomic(uri, text.encode("utf-8"))
+    except Exception as exc:  # noqa: BLE001 - any store's refusal becomes the query's failure
+        raise StatesError(TASK_FAILED, f"cannot write the query result to {uri}: {exc}") from exc
+
+
 def _run_query(ctx: TaskContext, p: dict[str, Any]) -> tuple[dict[str, Any], Exception | None]:
     """Run the query now; record it (SUCCEEDED or FAILED) with its result. (QueryExecution, error)."""
     from shoal.sql.external import SqlRunner
@@ -262,9 +304,12 @@ def _run_query(ctx: TaskContext, p: dict[str, Any]) -> tuple[dict[str, Any], Exc
         "WorkGroup": p.get("WorkGroup") or "primary",
         "EngineVersion": {"SelectedEngineVersion": "AUTO", "EffectiveEngineVersion": "Shoal (Spark SQL)"},
     }
+    # Without a location (a workgroup default Shoal does not keep) the result is only kept for
+    # getQueryResults; with one, the cloud's result file is written there as well.
     location = (p.get("ResultConfiguration") or {}).get("OutputLocation")
-    if location:
-        execution["ResultConfiguration"] = {"OutputLocation": f"{str(location).rstrip('/')}/{qid}.csv"}
+    result_file = _result_file_uri(str(location), qid, kind) if location else None
+    if result_file:
+        execution["ResultConfiguration"] = {"OutputLocation": result_file}
     if p.get("ExecutionParameters"):
         execution["ExecutionParameters"] = list(p["ExecutionParameters"])
     error: Exception | None = None
@@ -274,6 +319,8 @@ def _run_query(ctx: TaskContext, p: dict[str, Any]) -> tuple[dict[str, Any], Exc
         started = time.time()
         raw, _ = runner.execute(query, limit=RESULT_MAX_ROWS + 1)
         result = _stored_result(query, raw)
+        if result_file:
+            _write_result_file(result_file, kind, result, raw)
     except Exception as exc:  # noqa: BLE001 - recorded as the query's FAILED state, then handed on
         error = exc
         started = time.time()

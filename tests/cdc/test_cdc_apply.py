@@ -11,7 +11,7 @@ from shoal.cdc import apply as apply_module
 from shoal.exceptions import BadChangeRowError, ShoalError, SourceError
 from shoal.lake import TableName, current_snapshot, history, maintain
 from shoal.sql import run as run_sql
-from tests.support.helpers import apply, rows, write_csv
+from tests.support.helpers import apply, product_state, rows, write_csv, write_full_load
 
 T1, T2, T3, T4 = "2022-03-01 10:00:00", "2022-03-02 11:34:01", "2022-03-02 11:35:00", "2022-03-03 09:00:00"
 
@@ -29,24 +29,8 @@ def maintain_now(spark, settings, table: TableName, *, orphan_min_age_hours: flo
     )
 
 
-def state(spark, table: str) -> list[tuple]:
-    return rows(spark, f"SELECT product_id, category, name, quantity FROM {table} ORDER BY product_id")
-
-
-def full_load(source: Path) -> None:
-    write_csv(
-        source,
-        "LOAD00000001.csv",
-        [
-            [None, 101, "tools", "hammer", 10, T1],
-            [None, 102, "tools", "saw", 5, T1],
-            [None, 103, "garden", "rake", 7, T1],
-        ],
-    )
-
-
 def test_full_load_then_changes_and_time_travel(spark, settings, source, table_name) -> None:
-    full_load(source)
+    write_full_load(source)
     first = apply(settings, source, table_name, partition_by="category, bucket(16, product_id)")
     assert first.table_created and first.inserted == 3 and first.files_applied == ["LOAD00000001.csv"]
     write_csv(source, "20220302-1134010000.csv", [["U", 102, "tools", "saw", 4, T2]])
@@ -56,7 +40,7 @@ def test_full_load_then_changes_and_time_travel(spark, settings, source, table_n
     second = apply(settings, source, table_name)
     assert (second.inserted, second.updated, second.deleted, second.duplicates_collapsed) == (0, 1, 1, 1)
     assert second.files_applied == ["20220302-1134010000.csv", "20220302-1135000000.csv"]
-    assert state(spark, table_name) == [(101, "tools", "hammer", 10), (102, "tools", "saw", 3)]
+    assert product_state(spark, table_name) == [(101, "tools", "hammer", 10), (102, "tools", "saw", 3)]
 
     types = dict((f.name, f.dataType.simpleString()) for f in spark.table(table_name).schema.fields)
     assert types == {
@@ -100,7 +84,7 @@ def test_last_event_per_key_wins_by_sequence_then_file_then_line(spark, settings
 
 
 def test_operation_semantics(spark, settings, source, table_name) -> None:
-    full_load(source)
+    write_full_load(source)
     apply(settings, source, table_name)
     write_csv(
         source,
@@ -115,7 +99,7 @@ def test_operation_semantics(spark, settings, source, table_name) -> None:
     )
     r = apply(settings, source, table_name)
     assert (r.inserted, r.updated, r.deleted, r.deletes_of_missing_keys) == (1, 2, 0, 1)
-    assert state(spark, table_name) == [
+    assert product_state(spark, table_name) == [
         (101, "tools", "hammer-v2", 11),
         (102, "tools", "saw-reborn", 1),
         (103, "garden", "rake", 7),
@@ -139,7 +123,7 @@ def test_late_arriving_file_never_overwrites_newer_data(spark, settings, source,
 
 
 def test_partition_change_moves_the_row_without_duplicates(spark, settings, source, table_name) -> None:
-    full_load(source)
+    write_full_load(source)
     apply(settings, source, table_name, partition_by="category, bucket(4, product_id)")
     write_csv(source, "20220302-1134010000.csv", [["U", 103, "tools", "rake", 7, T2]])
     same_spec = apply(settings, source, table_name, partition_by="category, bucket(4, product_id)")
@@ -160,7 +144,7 @@ def test_partition_change_moves_the_row_without_duplicates(spark, settings, sour
 
 
 def test_new_columns_are_added_and_nothing_is_dropped(spark, settings, source, table_name) -> None:
-    full_load(source)
+    write_full_load(source)
     apply(settings, source, table_name)
     header = ["op", "product_id", "category", "name", "quantity", "updated_at", "price"]
     write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 9, T2, "12.5"]], header=header)
@@ -184,7 +168,7 @@ def test_new_columns_are_added_and_nothing_is_dropped(spark, settings, source, t
 
 
 def test_nothing_new_writes_no_snapshot(spark, settings, source, table_name) -> None:
-    full_load(source)
+    write_full_load(source)
     first = apply(settings, source, table_name)
     n = len(history(spark, TableName.parse(table_name)))
     again = apply(settings, source, table_name)
@@ -203,7 +187,7 @@ def test_nothing_new_writes_no_snapshot(spark, settings, source, table_name) -> 
     ],
 )
 def test_bad_row_fails_the_batch_naming_file_and_line(spark, settings, source, table_name, row, reason) -> None:
-    full_load(source)
+    write_full_load(source)
     first = apply(settings, source, table_name)
     write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 1, T2], row])
     with pytest.raises(BadChangeRowError) as err:
@@ -212,11 +196,11 @@ def test_bad_row_fails_the_batch_naming_file_and_line(spark, settings, source, t
     assert reason in err.value.reason and "nothing was applied" in str(err.value)
     # Neither the table nor the record of applied files changed.
     assert current_snapshot(spark, TableName.parse(table_name))[0] == first.snapshot_id
-    assert state(spark, table_name)[0] == (101, "tools", "hammer", 10)
+    assert product_state(spark, table_name)[0] == (101, "tools", "hammer", 10)
 
 
 def test_quarantine_diverts_bad_rows_and_applies_good_ones(spark, settings, source, table_name) -> None:
-    full_load(source)
+    write_full_load(source)
     apply(settings, source, table_name)
     write_csv(
         source,
@@ -231,13 +215,13 @@ def test_quarantine_diverts_bad_rows_and_applies_good_ones(spark, settings, sour
         ("20220302-1134010000.csv", 4, f"U,103,garden,rake,many,{T2}"),
     ]
     assert "unknown operation" in rejects[0][3] and "quantity" in rejects[1][3]
-    assert state(spark, table_name)[0] == (101, "tools", "hammer", 1)
+    assert product_state(spark, table_name)[0] == (101, "tools", "hammer", 1)
 
 
 def test_crash_at_any_step_then_rerun_equals_one_uninterrupted_run(
     spark, settings, source, table_name, monkeypatch
 ) -> None:
-    full_load(source)
+    write_full_load(source)
     apply(settings, source, table_name)
     write_csv(
         source,
@@ -262,7 +246,11 @@ def test_crash_at_any_step_then_rerun_equals_one_uninterrupted_run(
     monkeypatch.setattr(apply_module._Batch, "_merge", original_merge)
     r = apply(settings, source, table_name, on_error="quarantine")
     assert (r.updated, r.deleted, r.inserted, r.files_applied) == (1, 1, 1, ["20220302-1134010000.csv"])
-    assert state(spark, table_name) == [(101, "tools", "hammer", 1), (102, "tools", "saw", 5), (104, "new", "drill", 3)]
+    assert product_state(spark, table_name) == [
+        (101, "tools", "hammer", 1),
+        (102, "tools", "saw", 5),
+        (104, "new", "drill", 3),
+    ]
     # The crashed attempt's rejects are not duplicated by the re-run.
     assert rows(spark, f"SELECT count(*) FROM {table_name}__rejects") == [(1,)]
     assert apply(settings, source, table_name, on_error="quarantine").files_applied == []
@@ -277,7 +265,7 @@ def test_headerless_files_with_columns(spark, settings, source, table_name) -> N
 
 
 def test_missing_key_column_and_missing_source_are_clear_errors(settings, source, table_name, tmp_path) -> None:
-    full_load(source)
+    write_full_load(source)
     with pytest.raises(SourceError, match="keys column 'sku' is not in the change files"):
         apply(settings, source, table_name, keys=["sku"])
     with pytest.raises(SourceError, match="does not exist"):
@@ -287,7 +275,7 @@ def test_missing_key_column_and_missing_source_are_clear_errors(settings, source
 
 
 def test_history_and_maintenance_keep_data_and_the_ledger(spark, settings, source, table_name) -> None:
-    full_load(source)
+    write_full_load(source)
     apply(settings, source, table_name)
     for i, qty in enumerate([4, 3, 2]):
         write_csv(source, f"20220302-113401000{i}.csv", [["U", 102, "tools", "saw", qty, f"2022-03-02 11:3{i}:00"]])
@@ -300,20 +288,20 @@ def test_history_and_maintenance_keep_data_and_the_ledger(spark, settings, sourc
         ["20220302-1134010001.csv"],
         ["20220302-1134010002.csv"],
     ]
-    before = state(spark, table_name)
+    before = product_state(spark, table_name)
     result = maintain_now(spark, settings, table, orphan_min_age_hours=24)
     assert result["snapshots_expired"] >= 3 and result["data_files_rewritten"] >= 1
-    assert state(spark, table_name) == before
+    assert product_state(spark, table_name) == before
     assert len(history(spark, table)) == 1
     with pytest.raises(ShoalError, match="at least 24 hours"):
         maintain_now(spark, settings, table, orphan_min_age_hours=1)
     # The record of applied files survives snapshot expiry: nothing is applied twice.
     again = apply(settings, source, table_name)
-    assert again.files_applied == [] and state(spark, table_name) == before
+    assert again.files_applied == [] and product_state(spark, table_name) == before
 
 
 def test_late_event_after_a_delete_does_not_bring_the_row_back(spark, settings, source, table_name) -> None:
-    full_load(source)
+    write_full_load(source)
     apply(settings, source, table_name)
     write_csv(
         source,
@@ -330,7 +318,7 @@ def test_late_event_after_a_delete_does_not_bring_the_row_back(spark, settings, 
     )
     r = apply(settings, source, table_name)
     assert (r.ignored_stale, r.inserted) == (2, 1)
-    assert [k for k, *_ in state(spark, table_name)] == [101, 102, 600]
+    assert [k for k, *_ in product_state(spark, table_name)] == [101, 102, 600]
     # An event newer than the delete does bring the key back.
     write_csv(source, "20220304-0000000000.csv", [["I", 103, "garden", "rake", 1, "2022-03-04 00:00:00"]])
     assert apply(settings, source, table_name).inserted == 1
@@ -342,7 +330,7 @@ def test_empty_change_files_are_recorded_not_fatal(spark, settings, source, tabl
     (source / "LOAD00000001.csv").write_text("")
     with pytest.raises(SourceError, match="are empty"):
         apply(settings, source, table_name)
-    full_load(source / ".." / "changes")  # overwrite the empty load with rows
+    write_full_load(source / ".." / "changes")  # overwrite the empty load with rows
     first = apply(settings, source, table_name)
     (source / "20220302-1134010000.csv").write_text("")
     r = apply(settings, source, table_name)
@@ -356,7 +344,7 @@ def test_ledgers_nothing_refers_to_are_pruned(spark, settings, source, table_nam
 
     from shoal.cdc import ledger
 
-    full_load(source)
+    write_full_load(source)
     apply(settings, source, table_name)
     write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 1, T2]])
     apply(settings, source, table_name)
@@ -378,7 +366,7 @@ def test_ledgers_nothing_refers_to_are_pruned(spark, settings, source, table_nam
 def test_unreadable_file_fails_naming_it_and_quarantines_with_the_rest_applied(
     spark, settings, source, table_name
 ) -> None:
-    full_load(source)
+    write_full_load(source)
     apply(settings, source, table_name)
     (source / "20220302-1134010000.csv").write_bytes(
         b"op,product_id,category,name,quantity,updated_at\nU,101,tools,\xff\xfe,1,2022-03-02 11:34:01\n"
@@ -392,4 +380,4 @@ def test_unreadable_file_fails_naming_it_and_quarantines_with_the_rest_applied(
     r = apply(settings, source, table_name, on_error="quarantine")
     assert (r.updated, r.rejected) == (2, 1)  # the good line after the bad one applies too
     assert rows(spark, f"SELECT file, line FROM {table_name}__rejects") == [("20220302-1134010000.csv", 2)]
-    assert state(spark, table_name)[1:] == [(102, "tools", "saw", 1), (103, "garden", "rake", 2)]
+    assert product_state(spark, table_name)[1:] == [(102, "tools", "saw", 1), (103, "garden", "rake", 2)]

@@ -7,25 +7,13 @@ import pytest
 
 from shoal.cdc import rowdelta
 from shoal.lake import TableName, maintain
-from tests.support.helpers import apply, rows, write_csv
+from tests.support.helpers import apply, product_state, rows, write_csv, write_full_load
 
 T1, T2, T3 = "2022-03-01 10:00:00", "2022-03-02 11:34:01", "2022-03-02 11:35:00"
 
 
-def state(spark, table: str) -> list[tuple]:
-    return rows(spark, f"SELECT product_id, category, name, quantity FROM {table} ORDER BY product_id")
-
-
 def full_load(source, table: str, settings, **kw) -> int:
-    write_csv(
-        source,
-        "LOAD00000001.csv",
-        [
-            [None, 101, "tools", "hammer", 10, T1],
-            [None, 102, "tools", "saw", 5, T1],
-            [None, 103, "garden", "rake", 7, T1],
-        ],
-    )
+    write_full_load(source)
     result = apply(settings, source, table, partition_by="category, bucket(16, product_id)", **kw)
     assert result.snapshot_id is not None
     return result.snapshot_id
@@ -46,7 +34,7 @@ def test_updates_and_deletes_are_one_row_delta_that_compaction_folds(spark, sett
     r = apply(settings, source, table_name)
     assert (r.inserted, r.updated, r.deleted) == (1, 1, 1)
     want = [(101, "tools", "hammer", 10), (102, "garden", "saw", 4), (104, "tools", "drill", 1)]
-    assert state(spark, table_name) == want
+    assert product_state(spark, table_name) == want
 
     (summary,) = rows(spark, f"SELECT summary FROM {table_name}.snapshots WHERE snapshot_id = {r.snapshot_id}")
     summary = summary[0]
@@ -71,7 +59,7 @@ def test_updates_and_deletes_are_one_row_delta_that_compaction_folds(spark, sett
     )
     assert result["data_files_rewritten"] >= 1
     assert rows(spark, f"SELECT count(*) FROM {table_name}.delete_files") == [(0,)]
-    assert state(spark, table_name) == want
+    assert product_state(spark, table_name) == want
 
 
 def test_a_branch_left_by_a_killed_batch_is_dropped_and_its_rows_never_appear(
@@ -86,7 +74,7 @@ def test_a_branch_left_by_a_killed_batch_is_dropped_and_its_rows_never_appear(
     write_csv(source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 9, T2]])
     apply(settings, source, table_name)
     assert refs(spark, table_name) == ["main"]
-    assert state(spark, table_name) == [
+    assert product_state(spark, table_name) == [
         (101, "tools", "hammer", 9),
         (102, "tools", "saw", 5),
         (103, "garden", "rake", 7),
@@ -97,7 +85,7 @@ def test_files_rewritten_after_classification_fail_the_commit_and_rerun_applies(
     spark, settings, source, table_name, monkeypatch
 ) -> None:
     full_load(source, table_name, settings)
-    before = state(spark, table_name)
+    before = product_state(spark, table_name)
     write_csv(
         source, "20220302-1134010000.csv", [["U", 101, "tools", "hammer", 9, T2], ["D", 103, "garden", "rake", 7, T2]]
     )
@@ -115,11 +103,11 @@ def test_files_rewritten_after_classification_fail_the_commit_and_rerun_applies(
     with pytest.raises(Exception, match="(?i)missing required files|cannot commit|validat"):
         apply(settings, source, table_name)
     monkeypatch.setattr(rowdelta, "_write_position_deletes", original)
-    assert state(spark, table_name) == before and refs(spark, table_name) == ["main"]
+    assert product_state(spark, table_name) == before and refs(spark, table_name) == ["main"]
 
     again = apply(settings, source, table_name)
     assert (again.updated, again.deleted) == (1, 1)
-    assert state(spark, table_name) == [(101, "tools", "hammer", 9), (102, "tools", "saw", 5)]
+    assert product_state(spark, table_name) == [(101, "tools", "hammer", 9), (102, "tools", "saw", 5)]
 
 
 def test_copy_on_write_tables_keep_the_merge(spark, settings, source, table_name) -> None:
@@ -130,4 +118,4 @@ def test_copy_on_write_tables_keep_the_merge(spark, settings, source, table_name
     r = apply(settings, source, table_name)
     assert (r.updated, r.deleted) == (1, 1)
     assert rows(spark, f"SELECT count(*) FROM {table_name}.delete_files") == [(0,)]
-    assert state(spark, table_name) == [(101, "tools", "hammer", 9), (102, "tools", "saw", 5)]
+    assert product_state(spark, table_name) == [(101, "tools", "hammer", 9), (102, "tools", "saw", 5)]

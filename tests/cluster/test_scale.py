@@ -109,13 +109,6 @@ def s3_env(env: dict[str, str], s3, pg) -> dict[str, str]:
     }
 
 
-def s3_client(s3) -> pafs.S3FileSystem:
-    host = s3.endpoint.split("://")[1]
-    return pafs.S3FileSystem(
-        access_key=s3.access_key, secret_key=s3.secret_key, endpoint_override=host, scheme="http", region="us-east-1"
-    )
-
-
 def test_postgresql_catalog_and_s3_storage_run_the_same_commands(servers, tmp_path):
     pg, s3 = servers
     env = s3_env(base_env(tmp_path / "ws"), s3, pg)
@@ -137,7 +130,7 @@ def test_postgresql_catalog_and_s3_storage_run_the_same_commands(servers, tmp_pa
     )
     assert then == [{"n": 2}]
     # Table files are on S3, the catalog rows in PostgreSQL, nothing on local disk.
-    files = [f.path for f in s3_client(s3).get_file_info(pafs.FileSelector(f"{s3.bucket}/warehouse", recursive=True))]
+    files = [f.path for f in s3.client().get_file_info(pafs.FileSelector(f"{s3.bucket}/warehouse", recursive=True))]
     assert any(p.startswith(f"{s3.bucket}/warehouse/inv/p/data/") and p.endswith(".parquet") for p in files)
     assert any("/_shoal/cdc-ledgers/inv/p/" in p for p in files)
     assert not (tmp_path / "ws" / "catalog.db").exists() and not (tmp_path / "ws" / "warehouse").exists()
@@ -148,7 +141,7 @@ def test_postgresql_catalog_and_s3_storage_run_the_same_commands(servers, tmp_pa
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with s3_client(s3).open_output_stream(f"{s3.bucket}/ext/orders/part-0.parquet") as f:
+    with s3.client().open_output_stream(f"{s3.bucket}/ext/orders/part-0.parquet") as f:
         pq.write_table(pa.table({"id": [1, 2, 3], "amount": [10.0, 20.5, 30.0]}), f)
     ddl = (
         "CREATE EXTERNAL TABLE ext.orders (id bigint, amount double) STORED AS PARQUET "
@@ -162,7 +155,7 @@ def test_postgresql_catalog_and_s3_storage_run_the_same_commands(servers, tmp_pa
 def test_raw_objects_from_s3_are_ingested_and_extracted_onto_s3(servers, tmp_path):
     pg, s3 = servers
     env = s3_env(base_env(tmp_path / "ws"), s3, pg)
-    client = s3_client(s3)
+    client = s3.client()
     with client.open_output_stream(f"{s3.bucket}/incoming/reviews/grinder.txt") as f:
         f.write(samples.POSITIVE_REVIEW.encode())
     with client.open_output_stream(f"{s3.bucket}/incoming/invoices/invoice-1001.pdf") as f:

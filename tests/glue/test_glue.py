@@ -333,8 +333,6 @@ def test_cli_process_reads_s3_with_bookmarks(tmp_path):
     import os
     import subprocess
 
-    from pyarrow import fs as pafs
-
     from tests.support.servers import seaweedfs
 
     (tmp_path / "s3").mkdir()
@@ -348,13 +346,7 @@ def test_cli_process_reads_s3_with_bookmarks(tmp_path):
             SHOAL_STORAGE__ACCESS_KEY=s3.access_key,
             SHOAL_STORAGE__SECRET_KEY=s3.secret_key,
         )
-        client = pafs.S3FileSystem(
-            access_key=s3.access_key,
-            secret_key=s3.secret_key,
-            endpoint_override=s3.endpoint.split("://")[1],
-            scheme="http",
-            region="us-east-1",
-        )
+        client = s3.client()
 
         def put(key: str, text: str) -> None:
             with client.open_output_stream(f"{s3.bucket}/{key}") as f:

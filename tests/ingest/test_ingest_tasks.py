@@ -13,7 +13,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from pyarrow import fs as pafs
 from pydantic import SecretStr
 
 from shoal import storage
@@ -151,13 +150,7 @@ def test_s3_prefix_is_listed_hashed_and_copied_in_tasks(spark, settings, s3, mon
         if var in env:
             monkeypatch.setenv(var, env[var])
             monkeypatch.setitem(spark.sparkContext.environment, var, env[var])
-    client = pafs.S3FileSystem(
-        access_key=s3.access_key,
-        secret_key=s3.secret_key,
-        endpoint_override=s3.endpoint.split("://")[1],
-        scheme="http",
-        region="us-east-1",
-    )
+    client = s3.client()
     files = tree(f"s3 {U}")
     for rel, data in files.items():
         with client.open_output_stream(f"{s3.bucket}/incoming/{rel}") as f:

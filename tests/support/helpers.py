@@ -20,6 +20,27 @@ def write_csv(folder: Path, name: str, rows: list[list[object]], header: list[st
     return path
 
 
+# The three-row full load most CDC tests start from (product 101-103, loaded at FULL_LOAD_AT).
+FULL_LOAD_AT = "2022-03-01 10:00:00"
+
+
+def write_full_load(source: Path) -> Path:
+    return write_csv(
+        source,
+        "LOAD00000001.csv",
+        [
+            [None, 101, "tools", "hammer", 10, FULL_LOAD_AT],
+            [None, 102, "tools", "saw", 5, FULL_LOAD_AT],
+            [None, 103, "garden", "rake", 7, FULL_LOAD_AT],
+        ],
+    )
+
+
+def product_state(spark, table: str) -> list[tuple]:
+    """The product table's rows, ordered, as the CDC tests compare them."""
+    return rows(spark, f"SELECT product_id, category, name, quantity FROM {table} ORDER BY product_id")
+
+
 def apply(settings: Settings, source: Path, table: str, **kw: object) -> ApplyResult:
     opts = {"keys": ["product_id"], "sequence": "updated_at"} | kw
     return apply_changes(get_spark(settings), settings, str(source), ApplyOptions(table=table, **opts))  # type: ignore[arg-type]

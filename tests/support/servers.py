@@ -19,6 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyarrow import fs as pafs
 
 
 def free_port() -> int:
@@ -126,6 +130,17 @@ class S3Server:
     secret_key: str
     bucket: str
 
+    def client(self) -> pafs.S3FileSystem:
+        """A pyarrow S3 client on this server (plain HTTP on loopback), for tests to put and list objects."""
+        return _s3_client(self.endpoint, self.access_key, self.secret_key)
+
+
+def _s3_client(endpoint: str, key: str, secret: str) -> pafs.S3FileSystem:
+    from pyarrow import fs
+
+    host = endpoint.split("://")[1]
+    return fs.S3FileSystem(access_key=key, secret_key=secret, endpoint_override=host, scheme="http", region="us-east-1")
+
 
 @contextmanager
 def seaweedfs(tmp: Path, bucket: str = "lake") -> Iterator[S3Server]:
@@ -185,11 +200,7 @@ def seaweedfs(tmp: Path, bucket: str = "lake") -> Iterator[S3Server]:
 
 
 def _wait_bucket(endpoint: str, key: str, secret: str, bucket: str, timeout: float = 60) -> None:
-    from pyarrow import fs
-
-    s3 = fs.S3FileSystem(
-        access_key=key, secret_key=secret, endpoint_override=endpoint.split("://")[1], scheme="http", region="us-east-1"
-    )
+    s3 = _s3_client(endpoint, key, secret)
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -62,15 +62,8 @@ def s3(tmp_path_factory):
         yield server
 
 
-def client(s3) -> pafs.S3FileSystem:
-    host = s3.endpoint.split("://")[1]
-    return pafs.S3FileSystem(
-        access_key=s3.access_key, secret_key=s3.secret_key, endpoint_override=host, scheme="http", region="us-east-1"
-    )
-
-
 def put(s3, key: str, data: bytes) -> None:
-    with client(s3).open_output_stream(f"{BUCKET}/{key}") as f:
+    with s3.client().open_output_stream(f"{BUCKET}/{key}") as f:
         f.write(data)
 
 
@@ -233,13 +226,19 @@ def test_reference_pipeline_runs_unchanged_twice(s3, tmp_path):
         note = json.loads(notes.read_text().splitlines()[-1])
         assert note["message_id"] == record["output"]["MessageId"]
         message = note["message"]
-        assert uuid.UUID(message.pop("QueryExecutionId"))  # from the CTAS state's result
+        ctas_id = message.pop("QueryExecutionId")  # from the CTAS state's result
+        assert uuid.UUID(ctas_id)
         assert message == {
             "Status": "The sales and marketing revenue summary was rebuilt",
             "Table": "sales_marketing_revenue",
             "State": "SUCCEEDED",
         }
         assert len(notes.read_text().splitlines()) == attempt
+        # Each Athena state wrote its result file at its OutputLocation, as in the cloud (a CTAS:
+        # DML, an empty .csv); nothing staged is left beside them.
+        results = [i.path for i in s3.client().get_file_info(pafs.FileSelector(f"{BUCKET}/athena-results"))]
+        assert f"{BUCKET}/athena-results/{ctas_id}.csv" in results
+        assert len(results) == 8 * attempt and all(p.endswith((".csv", ".txt")) for p in results), results
 
     # The summary, and a CTAS of it to an s3:// external_location read back from S3.
     export = f"s3://{BUCKET}/exports/revenue/"
@@ -250,7 +249,7 @@ def test_reference_pipeline_runs_unchanged_twice(s3, tmp_path):
     )
     rows = json.loads(run(["sql", "--dialect", "athena", query, "-f", "json"], env, tmp_path).stdout)
     check_summary(rows, expected)
-    fs = client(s3)
+    fs = s3.client()
     exported = [
         f.path for f in fs.get_file_info(pafs.FileSelector(f"{BUCKET}/exports/revenue", recursive=True)) if f.is_file
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from pathlib import Path
 
 import yaml
 
@@ -182,7 +183,7 @@ def test_etl_job_and_function_arns(settings, tmp_path, capsys, monkeypatch, cli_
     assert fn in {f["name"] for f in json.loads(out_text)}
 
 
-def test_athena_arns_return_cloud_shapes_and_keep_results(spark, settings):
+def test_athena_arns_return_cloud_shapes_and_keep_results(spark, settings, tmp_path):
     ns = f"ath{uuid.uuid4().hex[:6]}"
     values = "SELECT n, s FROM (VALUES (1, 'a'), (2, 'b'), (3, NULL)) AS t(n, s) ORDER BY n"
     m = build(
@@ -193,7 +194,7 @@ def test_athena_arns_return_cloud_shapes_and_keep_results(spark, settings):
                 "Parameters": {
                     "QueryString": f"CREATE TABLE {ns}.nums AS {values}",
                     "WorkGroup": "primary",
-                    "ResultConfiguration": {"OutputLocation": "s3://results-bucket/athena/"},
+                    "ResultConfiguration": {"OutputLocation": f"{tmp_path}/athena/"},
                 },
                 "ResultSelector": {
                     "state.$": "$.QueryExecution.Status.State",
@@ -275,7 +276,8 @@ def test_athena_arns_return_cloud_shapes_and_keep_results(spark, settings):
     assert rec.status == "SUCCEEDED", rec.cause
     out = rec.output
     assert out["create"]["state"] == "SUCCEEDED" and out["create"]["type"] == "DML"
-    assert out["create"]["output"] == f"s3://results-bucket/athena/{out['create']['id']}.csv"
+    assert out["create"]["output"] == f"{tmp_path}/athena/{out['create']['id']}.csv"
+    assert Path(out["create"]["output"]).read_text() == ""  # a CTAS has no result set
     assert isinstance(out["create"]["took"], int)
     assert list(out["start"]) == ["QueryExecutionId"]
     # Athena's first row holds the column names; every value is text, NULL an empty datum.
