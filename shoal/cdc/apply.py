@@ -210,7 +210,8 @@ class _Batch:
             name = self.table.qualified(self.settings.catalog.name)
             self.result.snapshot_id, self.result.committed = empty_commit(self.spark, name, props), True
             return self._finish()
-        parsed = self._parse(files, headers, columns)
+        self.say("reading change files")
+        parsed = self._parse(files, headers, columns, raw=False)
         if any(c not in table_cols for c in columns):
             parsed = self._cache(parsed)  # read twice: type inference, then typing
         self.say("validating, deduplicating and comparing with the table")
@@ -237,7 +238,10 @@ class _Batch:
         totals = observation.get
         self.result.rows_read, n_bad = int(totals["rows"]), int(totals["bad"])
         parsed.unpersist()
-        bad = typed.where(F.col(ERROR_COL).isNotNull())
+        # Bad rows are parsed again, with their raw text (the pass above left it out).
+        bad = self._check(cast_checked(self._parse(files, headers, columns, raw=True), types, ERROR_COL)).where(
+            F.col(ERROR_COL).isNotNull()
+        )
         if n_bad and self.opt.on_error == "fail":
             first = bad.orderBy(ORDER_COL, LINE_COL).select(FILE_COL, LINE_COL, ERROR_COL).first()
             assert first is not None  # n_bad > 0
@@ -397,8 +401,9 @@ class _Batch:
     def _name(self, wanted: str, columns: list[str]) -> str:
         return next(c for c in columns if c.lower() == wanted.lower())
 
-    def _parse(self, files: list[ChangeFile], headers: dict[str, list[str]], columns: list[str]) -> DataFrame:
-        self.say("reading change files")
+    def _parse(
+        self, files: list[ChangeFile], headers: dict[str, list[str]], columns: list[str], raw: bool
+    ) -> DataFrame:
         rows = [(f.uri, f.name, i, json.dumps(headers[f.name])) for i, f in enumerate(files) if headers[f.name]]
         in_schema = "uri string, name string, file_order int, header string"
         # The executor-side parser defines the schema; Spark's is derived from it.
@@ -407,7 +412,9 @@ class _Batch:
         if rows:
             files_df = files_df.repartition(max(1, len(rows)))
         layout_json = json.dumps(asdict(self.layout))
-        return files_df.mapInArrow(partial(parse_files, layout_json=layout_json, columns=columns), spark_schema)
+        return files_df.mapInArrow(
+            partial(parse_files, layout_json=layout_json, columns=columns, raw=raw), spark_schema
+        )
 
     def _types(self, parsed: DataFrame, columns: list[str], table_cols: dict[str, str]) -> dict[str, str]:
         new = [c for c in columns if c not in table_cols]
