@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -196,7 +197,8 @@ def write_delete_files(batches: Iterator[pa.RecordBatch], out: str) -> Iterator[
     one position-delete Parquet file per file_path written under `out`; (file_path,
     location, size, records) of each file out."""
     fs, folder = _open(out)
-    fs.create_dir(folder, recursive=True)
+    if isinstance(fs, pafs.LocalFileSystem):  # object stores have no folders to make
+        fs.create_dir(folder, recursive=True)
     done: dict[str, list[Any]] = {name: [] for name in _WRITTEN_ARROW.names}
     current: str | None = None
     sink: Any = None
