@@ -77,6 +77,11 @@ class CdcSettings(Section):
     # How long a deleted key's tombstone is kept ("30d", "12h", "2w"; "never" keeps them all).
     # An event older than a delete, arriving later than this, brings the key back (docs/cdc.md).
     tombstone_retention: str = "30d"
+    # A batch with at most this many distinct keys first narrows the table (and its
+    # tombstones) to the rows with those keys: the keys are broadcast to every task, so
+    # the comparison shuffles only matching rows instead of the whole table. Above it
+    # (the driver must hold the keys) the whole table is shuffled; 0 always does that.
+    broadcast_keys: int = Field(default=2_000_000, ge=0)
 
     @field_validator("tombstone_retention")
     @classmethod

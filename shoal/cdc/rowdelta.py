@@ -7,8 +7,9 @@ directly, and the new row versions become data files, committed together:
 
 1. new rows are appended by Spark's Iceberg writer to a private branch (so Iceberg writes
    the data files, partitioning, field ids and metrics), then taken off it;
-2. position deletes are written by Spark as Parquet with Iceberg's reserved field ids,
-   one file per data file they refer to (file-scoped, as Iceberg's own writer does);
+2. position deletes are written as Parquet with Iceberg's reserved field ids, by pyarrow
+   in Spark tasks, one file per data file they refer to (file-scoped, as Iceberg's own
+   writer does);
 3. one `RowDelta` on main adds both, validated against the snapshot the classification
    read, and carries the batch's summary properties; then the branch is dropped.
 
@@ -18,12 +19,21 @@ MERGE (their users asked for rewritten files), and v3 tables need deletion vecto
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
+from urllib.parse import urlparse
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyarrow import fs as pafs
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from shoal import storage
 from shoal.exceptions import ShoalError
 from shoal.lake import TableName
 
@@ -31,7 +41,6 @@ BRANCH_PREFIX = "shoal_cdc_"
 # Iceberg's reserved field ids of a position-delete file's columns (MetadataColumns).
 DELETE_FILE_PATH_ID = 2147483546
 DELETE_POS_ID = 2147483545
-_FID = "_shoal_fid"
 
 
 def iceberg_table(spark: SparkSession, qualified: str) -> Any:
@@ -116,37 +125,27 @@ def _stage_rows(
 def _write_position_deletes(
     spark: SparkSession, jtable: Any, base_snapshot: int, deletes: DataFrame, batch_id: str
 ) -> tuple[list[Any], list[str]]:
-    """Write one position-delete file per data file named in `deletes` (file_path, pos)."""
-    counts = {r.file_path: int(r["count"]) for r in deletes.groupBy("file_path").count().collect()}
-    if not counts:
-        return [], []
-    paths = sorted(counts)
-    ids = spark.createDataFrame(list(enumerate(paths)), f"{_FID} int, file_path string")
-    out = str(jtable.locationProvider().newDataLocation(f"shoal-cdc-deletes-{batch_id}"))
-    (
-        deletes.join(F.broadcast(ids), "file_path")
-        .repartition(_FID)
-        .sortWithinPartitions(_FID, "pos")
-        .select(
-            F.col("file_path").alias("file_path", metadata={"parquet.field.id": DELETE_FILE_PATH_ID}),
-            F.col("pos").cast("bigint").alias("pos", metadata={"parquet.field.id": DELETE_POS_ID}),
-            _FID,
-        )
-        .write.option("maxRecordsPerFile", 0)
-        .partitionBy(_FID)
-        .mode("errorifexists")
-        .parquet(out)
-    )
-    written = _list_parquet(spark, out)
-    by_fid: dict[int, tuple[str, int]] = {}
-    for path, size in written:
-        fid = int(path.rsplit(f"/{_FID}=", 1)[1].split("/", 1)[0])
-        if fid in by_fid:
-            raise ShoalError(f"internal: two position-delete files for one data file under {out}")
-        by_fid[fid] = (path, size)
-    if len(by_fid) != len(paths):
-        raise ShoalError(f"internal: expected {len(paths)} position-delete files under {out}, found {len(by_fid)}")
+    """Write one position-delete file per data file named in `deletes` (file_path, pos).
 
+    One Spark job: rows are grouped by data file and sorted by position, and each task
+    writes its files with pyarrow and returns what it wrote (path, size, rows), so there is
+    no counting pass, no listing of the output and no per-file Spark writer (measured: the
+    file-per-data-file Spark write, its counting job and listing were most of this step).
+    """
+    out = str(jtable.locationProvider().newDataLocation(f"shoal-cdc-deletes-{batch_id}"))
+    written = (
+        deletes.select("file_path", F.col("pos").cast("bigint").alias("pos"))
+        .repartition("file_path")
+        .sortWithinPartitions("file_path", "pos")
+        .mapInArrow(partial(write_delete_files, out=out), _WRITTEN_SCHEMA)
+        .collect()
+    )
+    if not written:
+        return [], []
+    by_path = {r.file_path: r for r in written}
+    if len(by_path) != len(written):
+        raise ShoalError(f"internal: two position-delete files for one data file under {out}")
+    paths = sorted(by_path)
     data_files = _data_files(jtable, base_snapshot, set(paths))
     missing = [p for p in paths if p not in data_files]
     if missing:
@@ -154,45 +153,95 @@ def _write_position_deletes(
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     builder_of, parquet = jvm.org.apache.iceberg.FileMetadata, jvm.org.apache.iceberg.FileFormat.PARQUET
-    local = "://" not in str(jtable.location()) and not str(jtable.location()).startswith("file:")
+    specs: dict[int, Any] = {}  # few specs, many files: each py4j call is a round trip
     files = []
-    for fid, (path, size) in sorted(by_fid.items()):
-        data_file = data_files[paths[fid]]
-        location = path.removeprefix("file:") if local else path  # spelled like the table's data files
+    for path in paths:
+        row, (spec_id, partition) = by_path[path], data_files[path]
+        if spec_id not in specs:
+            specs[spec_id] = jtable.specs().get(spec_id)
         files.append(
-            builder_of.deleteFileBuilder(jtable.specs().get(data_file.specId()))
+            builder_of.deleteFileBuilder(specs[spec_id])
             .ofPositionDeletes()
-            .withPath(location)
+            .withPath(row.location)
             .withFormat(parquet)
-            .withFileSizeInBytes(size)
-            .withRecordCount(counts[paths[fid]])
-            .withPartition(data_file.partition())
-            .withReferencedDataFile(data_file.location())
+            .withFileSizeInBytes(row.size)
+            .withRecordCount(row.records)
+            .withPartition(partition)
+            .withReferencedDataFile(path)
             .build()
         )
     return files, paths
 
 
-def _list_parquet(spark: SparkSession, folder: str) -> list[tuple[str, int]]:
-    """(path, size) of the Parquet files under `folder`; Spark's _SUCCESS marker is removed."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    root = jvm.org.apache.hadoop.fs.Path(folder)
-    fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    fs.delete(jvm.org.apache.hadoop.fs.Path(root, "_SUCCESS"), False)
-    found = []
-    listing = fs.listFiles(root, True)
-    while listing.hasNext():
-        status = listing.next()
-        path = str(status.getPath().toString())
-        if path.endswith(".parquet"):
-            found.append((path, int(status.getLen())))
-    return found
+_WRITTEN_SCHEMA = "file_path string, location string, size bigint, records bigint"
+_WRITTEN_ARROW = pa.schema(
+    [("file_path", pa.string()), ("location", pa.string()), ("size", pa.int64()), ("records", pa.int64())]
+)
+_DELETE_SCHEMA = pa.schema(
+    [
+        pa.field("file_path", pa.string(), nullable=False, metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID)}),
+        pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": str(DELETE_POS_ID)}),
+    ]
+)
 
 
-def _data_files(jtable: Any, snapshot: int, wanted: set[str]) -> dict[str, Any]:
-    """The DataFile objects (spec, partition) of the wanted paths in `snapshot`."""
-    found: dict[str, Any] = {}
+def _open(location: str) -> tuple[Any, str]:
+    """pyarrow filesystem and path of a location spelled as Iceberg spells the table's."""
+    if location.startswith("file:"):
+        return storage.filesystem(urlparse(location).path)
+    return storage.filesystem(location)
+
+
+def write_delete_files(batches: Iterator[pa.RecordBatch], out: str) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: (file_path, pos) rows grouped by file_path and sorted by pos in;
+    one position-delete Parquet file per file_path written under `out`; (file_path,
+    location, size, records) of each file out."""
+    fs, folder = _open(out)
+    if isinstance(fs, pafs.LocalFileSystem):  # object stores have no folders to make
+        fs.create_dir(folder, recursive=True)
+    done: dict[str, list[Any]] = {name: [] for name in _WRITTEN_ARROW.names}
+    current: str | None = None
+    sink: Any = None
+    writer: pq.ParquetWriter | None = None
+    records = 0
+
+    def close() -> None:
+        assert writer is not None and sink is not None
+        writer.close()
+        done["size"].append(sink.tell())
+        sink.close()
+        done["file_path"].append(current)
+        done["records"].append(records)
+
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch]).cast(_DELETE_SCHEMA)
+        file_paths = table.column("file_path").combine_chunks()
+        changed = pc.not_equal(file_paths.slice(1), file_paths.slice(0, len(file_paths) - 1))
+        starts = [0, *(np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1).tolist(), len(file_paths)]
+        for a, b in zip(starts, starts[1:], strict=False):
+            path = file_paths[a].as_py()
+            if path != current:
+                if writer is not None:
+                    close()
+                name = f"{uuid.uuid4().hex}-deletes.parquet"
+                sink = fs.open_output_stream(f"{folder}/{name}")
+                writer = pq.ParquetWriter(sink, _DELETE_SCHEMA)
+                current, records = path, 0
+                done["location"].append(f"{out}/{name}")
+            assert writer is not None
+            writer.write_table(table.slice(a, b - a))
+            records += b - a
+    if writer is not None:
+        close()
+    if done["file_path"]:
+        yield pa.RecordBatch.from_pydict(done, schema=_WRITTEN_ARROW)
+
+
+def _data_files(jtable: Any, snapshot: int, wanted: set[str]) -> dict[str, tuple[int, Any]]:
+    """(spec id, partition) of the wanted data files in `snapshot`."""
+    found: dict[str, tuple[int, Any]] = {}
     tasks = jtable.newScan().useSnapshot(snapshot).ignoreResiduals().planFiles()
     try:
         it = tasks.iterator()
@@ -200,7 +249,7 @@ def _data_files(jtable: Any, snapshot: int, wanted: set[str]) -> dict[str, Any]:
             data_file = it.next().file()
             path = str(data_file.location())
             if path in wanted:
-                found[path] = data_file
+                found[path] = (int(data_file.specId()), data_file.partition())
     finally:
         tasks.close()
     return found

@@ -169,14 +169,19 @@ class _LineCounter:
         return line
 
 
-def parse_files(batches: Iterator[pa.RecordBatch], layout_json: str, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: rows of (uri, name, file_order, header_json) in, parsed rows out."""
+def parse_files(
+    batches: Iterator[pa.RecordBatch], layout_json: str, columns: list[str], raw: bool = True
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: rows of (uri, name, file_order, header_json) in, parsed rows out.
+
+    Without `raw`, well-formed files leave RAW_COL null: only rejected rows need their raw
+    text, and carrying every line once more through Spark cost a good part of the parse."""
     layout = CsvLayout(**json.loads(layout_json))
     schema = output_schema(columns)
     for batch in batches:
         for uri, name, order, header_json in zip(*(batch.column(i).to_pylist() for i in range(4)), strict=True):
             header = json.loads(header_json)
-            fast = _parse_fast(uri, name, order, header, layout, columns, schema)
+            fast = _parse_fast(uri, name, order, header, layout, columns, schema, raw)
             if fast is not None:
                 for start in range(0, max(fast.num_rows, 1), _BATCH_ROWS):
                     yield fast.slice(start, _BATCH_ROWS)
@@ -188,7 +193,7 @@ _FAST_MAX_BYTES = 1 << 30
 _OP_INTERNAL = "__shoal_op__"
 
 
-def _parse_fast(uri, name, order, header, layout, columns, schema) -> pa.RecordBatch | None:
+def _parse_fast(uri, name, order, header, layout, columns, schema, raw=True) -> pa.RecordBatch | None:
     """Vectorised parse with pyarrow's CSV reader, for the common well-formed file.
 
     Applies when every record is exactly one physical line (so line numbers are the row
@@ -258,7 +263,7 @@ def _parse_fast(uri, name, order, header, layout, columns, schema) -> pa.RecordB
         pa.array([name] * n, pa.string()),
         pa.array(np.full(n, order, dtype=np.int32)),
         pa.array(np.arange(skip + 1, skip + 1 + n, dtype=np.int64)),
-        pa.array(lines[skip:], pa.string()),
+        pa.array(lines[skip:], pa.string()) if raw else pa.nulls(n, pa.string()),
         error,
         pc.if_else(valid, op, pa.scalar(None, pa.string())),
     ]

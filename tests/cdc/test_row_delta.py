@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from shoal.cdc import apply as apply_module
 from shoal.cdc import rowdelta
 from shoal.lake import TableName, maintain
 from tests.support.helpers import apply, product_state, rows, write_csv, write_full_load
@@ -119,3 +120,59 @@ def test_copy_on_write_tables_keep_the_merge(spark, settings, source, table_name
     assert (r.updated, r.deleted) == (1, 1)
     assert rows(spark, f"SELECT count(*) FROM {table_name}.delete_files") == [(0,)]
     assert product_state(spark, table_name) == [(101, "tools", "hammer", 9), (102, "tools", "saw", 5)]
+
+
+@pytest.mark.parametrize(("broadcast_keys", "min_ratio"), [(0, 0), (1, 0), (1000, 10**9)])
+def test_the_whole_table_join_when_not_narrowing_gives_the_same_result(
+    spark, settings, source, table_name, monkeypatch, broadcast_keys, min_ratio
+) -> None:
+    """Batches with more keys than `[cdc] broadcast_keys` (0: always), or against a table
+    not much larger than them, skip narrowing the table and its tombstones to the batch's
+    keys; the outcome must not change."""
+    whole = settings.model_copy(update={"cdc": settings.cdc.model_copy(update={"broadcast_keys": broadcast_keys})})
+    narrowed = table_name.replace(".products", ".narrowed")
+    tables = ((whole, table_name, min_ratio), (settings, narrowed, 0))  # ratio 0: these tiny tables narrow
+    full_load(source, table_name, whole)
+    full_load(source, narrowed, settings)
+    batches = [
+        [["U", 102, "garden", "saw", 4, T2], ["D", 103, "garden", "rake", 7, T2], ["I", 104, "tools", "drill", 1, T2]],
+        # 103's late, older update is stale against its tombstone; 999's delete finds no row.
+        [["U", 103, "garden", "rake", 8, T1], ["U", 101, "tools", "hammer", 2, T3], ["D", 999, "tools", "x", 0, T3]],
+    ]
+    outcomes: dict[str, list[tuple]] = {table_name: [], narrowed: []}
+    for i, batch in enumerate(batches):
+        write_csv(source, f"20220302-113{i}010000.csv", batch)
+        for used, table, ratio in tables:
+            monkeypatch.setattr(apply_module, "NARROW_MIN_RATIO", ratio)
+            r = apply(used, source, table)
+            outcomes[table].append((r.inserted, r.updated, r.deleted, r.ignored_stale, r.deletes_of_missing_keys))
+    assert outcomes[table_name] == outcomes[narrowed] == [(1, 1, 1, 0, 0), (0, 1, 0, 1, 1)]
+    want = [(101, "tools", "hammer", 2), (102, "garden", "saw", 4), (104, "tools", "drill", 1)]
+    assert product_state(spark, table_name) == product_state(spark, narrowed) == want
+
+
+def test_delete_files_are_one_per_data_file_across_arrow_batches(tmp_path) -> None:
+    """The task-side writer: runs of one data file's positions, split over several Arrow
+    batches, end up in one Parquet file carrying Iceberg's reserved field ids."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def batch(paths: list[str], positions: list[int]) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict({"file_path": paths, "pos": pa.array(positions, pa.int64())})
+
+    a, b, c = "s3://bucket/t/data/a.parquet", "s3://bucket/t/data/b.parquet", "s3://bucket/t/data/c.parquet"
+    batches = [batch([a, a, b], [0, 5, 1]), batch([b, b], [2, 9]), batch([], []), batch([c], [3])]
+    out = f"file:{tmp_path}/deletes"
+    (written,) = rowdelta.write_delete_files(iter(batches), out=out)
+    got = written.to_pylist()
+    assert [(w["file_path"], w["records"]) for w in got] == [(a, 2), (b, 3), (c, 1)]
+    for w, want in zip(got, ([0, 5], [1, 2, 9], [3]), strict=True):
+        assert w["location"].startswith(out + "/")
+        local = w["location"].removeprefix("file:")
+        table = pq.read_table(local)
+        assert table.column("pos").to_pylist() == want and set(table.column("file_path").to_pylist()) == {
+            w["file_path"]
+        }
+        assert w["size"] == (tmp_path / "deletes" / local.rsplit("/", 1)[1]).stat().st_size
+        ids = [f.metadata[b"PARQUET:field_id"] for f in pq.read_schema(local)]
+        assert ids == [str(rowdelta.DELETE_FILE_PATH_ID).encode(), str(rowdelta.DELETE_POS_ID).encode()]
