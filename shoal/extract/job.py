@@ -358,6 +358,7 @@ def _run_round(
         done = spark.table(metadata.table("extractions").sql)
     earlier = {r.object_id for r in metadata.for_ids(spark, done.select("object_id"), work_ids).distinct().collect()}
     _purge(spark, sorted(earlier | set(interrupted)))
+    say("purged earlier rows")
     sc = spark.sparkContext
     slices = max(1, min(len(work_ids), sc.defaultParallelism * 4))
     say(f"extracting {len(work_ids)} objects in {slices} tasks")
@@ -370,6 +371,7 @@ def _run_round(
     with spark_tasks(spark, say, "extracting"):
         out = spark.createDataFrame(rdd, "table STRING, row STRING").persist()
         counts = {r["table"]: r["count"] for r in out.groupBy("table").count().collect()}
+    say("extracted")
     try:
 
         def rows(table: str, schema: str | None = None) -> DataFrame:
@@ -395,11 +397,13 @@ def _run_round(
                 new.writeTo(metadata.table("objects").sql).append()
             new.unpersist()
             children.unpersist()
+            say(f"registered {len(child_ids)} new child objects")
         # One table after another: concurrent commits make the SQLite catalog fail with
         # SQLITE_BUSY (a read transaction cannot upgrade while another writer commits).
         for table in metadata.RESULT_TABLES:
             if counts.get(table):
                 rows(table).writeTo(metadata.table(table).sql).append()
+        say("result tables committed")
         pages = (
             rows("document_properties").agg(F.sum(F.coalesce("page_count", F.lit(0)))).collect()[0][0]
             if counts.get("document_properties")
@@ -415,8 +419,10 @@ def _run_round(
             .select("object_id", "extractor", "status", "error")
             .collect()
         )
+        say("metadata layer updated")
         extractions.writeTo(metadata.table("extractions").sql).append()
         extractions.unpersist()
+        say("extractions committed")
     finally:
         out.unpersist()
     result.objects += len(work_ids)
