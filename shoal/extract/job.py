@@ -361,7 +361,10 @@ def _run_round(
     )
     with spark_tasks(spark, say, "extracting"):
         out = spark.createDataFrame(rdd, "table STRING, row STRING, object_id STRING, via STRING").persist()
-        counts = {r["table"]: r["count"] for r in out.groupBy("table").count().collect()}
+        tally = out.groupBy("table", (F.col("object_id") != F.col("via")).alias("inline")).count().collect()
+    counts: dict[str, int] = {}
+    for r in tally:
+        counts[r["table"]] = counts.get(r["table"], 0) + r["count"]
     say("extracted")
     results = out  # the rows to commit: the planned objects' own, plus one extraction of each new child
     try:
@@ -389,21 +392,24 @@ def _run_round(
             # A child known before keeps its rows (it was planned in its own right if pending);
             # a new one keeps the rows of a single inline extraction: the one under the
             # smallest planned id among those that extracted it.
-            inline = out.where((F.col("object_id") != F.col("via")) & (F.col("table") != "objects"))
-            winners = (
-                inline.where(F.col("table") == "extractions")
-                # A local frame of the ids, not `new`: that reads shoal.objects, which the append
-                # below changes, and a cached plan over it may be recomputed after it.
-                .join(metadata.id_frame(spark, [r.object_id for r in new_children]), "object_id", "left_semi")
-                .groupBy("object_id")
-                .agg(F.min("via").alias("via"))
-            )
-            results = (
-                out.where(F.col("object_id") == F.col("via"))
-                .unionByName(inline.join(winners, ["object_id", "via"], "left_semi"))
-                .persist()
-            )
-            counts = {r["table"]: r["count"] for r in results.groupBy("table").count().collect()}
+            if any(r["inline"] and r["table"] != "objects" for r in tally):
+                inline = out.where((F.col("object_id") != F.col("via")) & (F.col("table") != "objects"))
+                fresh = metadata.id_frame(spark, [r.object_id for r in new_children])
+                # Collected (one row per new child) into a local frame: a plan over `new` reads
+                # shoal.objects, which the append below changes, and could be recomputed after it.
+                winners = spark.createDataFrame(
+                    inline.where(F.col("table") == "extractions")
+                    .join(fresh, "object_id", "left_semi")
+                    .groupBy("object_id")
+                    .agg(F.min("via").alias("via"))
+                    .collect(),
+                    "object_id STRING, via STRING",
+                )
+                kept = inline.join(F.broadcast(winners), ["object_id", "via"], "left_semi")
+                results = out.where(F.col("object_id") == F.col("via")).unionByName(kept)
+                counts = {r["table"]: r["count"] for r in tally if not r["inline"]}
+                for r in kept.groupBy("table").count().collect():
+                    counts[r["table"]] = counts.get(r["table"], 0) + r["count"]
             if new_children:
                 # Journaled before any table gains their rows: a crash from here redoes them too.
                 _write_journal(settings, result, journaled | {r.object_id for r in new_children})
@@ -438,8 +444,6 @@ def _run_round(
         extractions.unpersist()
         say("extractions committed")
     finally:
-        if results is not out:
-            results.unpersist()
         out.unpersist()
     result.objects += len(work_ids)
     result.children += len(child_ids)
