@@ -319,6 +319,37 @@ def _read_journal(settings: Settings) -> list[str]:
         return []
 
 
+def _keep_one_extraction(
+    spark: SparkSession, out: DataFrame, tally: list, new_ids: list[str]
+) -> tuple[DataFrame, dict[str, int]]:
+    """The rows to commit when children were extracted inline: every planned object's own
+    rows, and for each child new to the lake the rows of one inline extraction (the one under
+    the smallest planned id among those that extracted it; a child known before keeps the rows
+    it has). Returns them with their count per table.
+
+    One small job over the inline rows of new children (child, planned object, table) decides;
+    the choice goes back as a literal map (child -> planned object), so the rows are filtered in
+    place, without a join or a second cache, and do not depend on shoal.objects (which the
+    caller appends to before the rows are read)."""
+    inline = (F.col("object_id") != F.col("via")) & (F.col("table") != "objects")
+    found = metadata.for_ids(spark, out.where(inline), new_ids).groupBy("object_id", "via", "table").count().collect()
+    winner: dict[str, str] = {}
+    for r in found:
+        if r["table"] == "extractions" and (r.object_id not in winner or r.via < winner[r.object_id]):
+            winner[r.object_id] = r.via
+    counts = {r["table"]: r["count"] for r in tally if not r["inline"]}
+    for r in found:
+        if winner.get(r.object_id) == r.via:
+            counts[r["table"]] = counts.get(r["table"], 0) + r["count"]
+    if not winner:
+        return out.where(F.col("object_id") == F.col("via")), counts
+    chosen = F.create_map(*[F.lit(x) for kv in sorted(winner.items()) for x in kv])
+    keep = (F.col("object_id") == F.col("via")) | (
+        inline & (F.try_element_at(chosen, F.col("object_id")) == F.col("via"))
+    )
+    return out.where(keep), counts
+
+
 def _write_journal(settings: Settings, result: ExtractResult, ids: set[str]) -> None:
     storage.write_bytes(
         journal_path(settings),
@@ -392,24 +423,8 @@ def _run_round(
             # A child known before keeps its rows (it was planned in its own right if pending);
             # a new one keeps the rows of a single inline extraction: the one under the
             # smallest planned id among those that extracted it.
-            if any(r["inline"] and r["table"] != "objects" for r in tally):
-                inline = out.where((F.col("object_id") != F.col("via")) & (F.col("table") != "objects"))
-                fresh = metadata.id_frame(spark, [r.object_id for r in new_children])
-                # Collected (one row per new child) into a local frame: a plan over `new` reads
-                # shoal.objects, which the append below changes, and could be recomputed after it.
-                winners = spark.createDataFrame(
-                    inline.where(F.col("table") == "extractions")
-                    .join(fresh, "object_id", "left_semi")
-                    .groupBy("object_id")
-                    .agg(F.min("via").alias("via"))
-                    .collect(),
-                    "object_id STRING, via STRING",
-                )
-                kept = inline.join(F.broadcast(winners), ["object_id", "via"], "left_semi")
-                results = out.where(F.col("object_id") == F.col("via")).unionByName(kept)
-                counts = {r["table"]: r["count"] for r in tally if not r["inline"]}
-                for r in kept.groupBy("table").count().collect():
-                    counts[r["table"]] = counts.get(r["table"], 0) + r["count"]
+            if any(r["inline"] and r["table"] != "objects" for r in tally):  # known children's rows go too
+                results, counts = _keep_one_extraction(spark, out, tally, [r.object_id for r in new_children])
             if new_children:
                 # Journaled before any table gains their rows: a crash from here redoes them too.
                 _write_journal(settings, result, journaled | {r.object_id for r in new_children})
