@@ -143,26 +143,28 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
     try:
         ingest(spark, settings, str(corpus), source_name="bench")
         reset_peak_rss(spark)
+
+        def timed(run: str):
+            # Each phase's end, seconds since the run started: where the per-run fixed cost goes.
+            t = time.monotonic()
+            return lambda m: (
+                print(f"  [{run}] {time.monotonic() - t:6.2f}s {m}", file=sys.stderr) if "tasks done" not in m else None
+            )
+
         t0 = time.monotonic()
-        result = run_extract(
-            spark,
-            settings,
-            say=lambda m: (
-                print(f"  {time.monotonic() - t0:6.1f}s {m}", file=sys.stderr) if "tasks done" not in m else None
-            ),
-        )
+        result = run_extract(spark, settings, say=timed("full"))
         seconds = time.monotonic() - t0
         peak = peak_rss_mb(spark)
         # Per-run fixed cost: a run with nothing new, then a run with one new small file.
         t1 = time.monotonic()
-        run_extract(spark, settings)
+        run_extract(spark, settings, say=timed("no-op"))
         noop_seconds = time.monotonic() - t1
         extra = corpus.parent / f"extra-{label.split()[-1]}"
         extra.mkdir(exist_ok=True)
         (extra / "one.txt").write_text(f"One more note for {label}: the night train is late.")
         ingest(spark, settings, str(extra), source_name="bench-extra")
         t1 = time.monotonic()
-        run_extract(spark, settings)
+        run_extract(spark, settings, say=timed("one new file"))
         one_seconds = time.monotonic() - t1
         texts = {
             r.source_path: r.text or ""
@@ -188,6 +190,7 @@ def run_shoal(corpus: Path, files, workspace: Path, routes: dict | None, label: 
         "noop_run_s": noop_seconds,
         "one_file_run_s": one_seconds,
         "peak_rss": peak,
+        "load_avg_1min": round(os.getloadavg()[0], 1),
     }
 
 
@@ -402,6 +405,7 @@ def run_unstructured(python: str, corpus: Path, files, procs: int) -> dict:
         "recall": sum(recalls) / len(recalls),
         "problems": len(errors),
         "first_error": errors[0]["error"] if errors else None,
+        "load_avg_1min": round(os.getloadavg()[0], 1),
     }
 
 
@@ -464,6 +468,9 @@ def main() -> None:
         if r.get("peak_rss"):
             jvm, py = r["peak_rss"]["jvm_mb"], r["peak_rss"]["python_mb"]
             print(f"peak driver RSS, {r['label']}: JVM {jvm} MB during the extract run, Python {py} MB over the run")
+    for r in results:
+        if "load_avg_1min" in r:
+            print(f"1-minute load average after {r['label']}: {r['load_avg_1min']}")
 
 
 if __name__ == "__main__":

@@ -88,13 +88,14 @@ def _router(settings_json: str):
 
 def _partition(settings_json: str, warehouse: str, run_id: str):
     def run(rows):
-        from shoal.extract.runner import process_object, warm
+        from shoal.extract.runner import process_tree, warm
 
         router = _router(settings_json)
         items = [(obj, router.chain(obj["media_type"])) for obj in (r.asDict() for r in rows)]
         warm(router, [chain for _o, chain in items])
+        seen: set[str] = set()
         for obj, chain in items:
-            yield from process_object(obj, chain, router, warehouse, run_id)
+            yield from process_tree(obj, chain, router, warehouse, run_id, seen)
 
     return run
 
@@ -271,44 +272,25 @@ def run_extract(
         # Without a crash to recover, --force or --retry-errors, planning reads only what was
         # appended since the mark: a run with nothing new opens no data file.
         scope, routes = _scope(spark, settings, router, full=bool(force or retry_errors or interrupted))
-        ids: list[str] | None = None
-        while True:
-            say("planning" if result.rounds == 0 else f"planning round {result.rounds + 1} (child objects)")
-            first = result.rounds == 0
-            frame = plan(
-                spark,
-                router,
-                force=force and first,
-                only=only if first else None,
-                ids=ids,
-                retry_errors=retry_errors and first,
-                scope=scope,
-            )
-            work = None if frame is None else frame.persist()
-            try:
-                listed = [] if work is None else work.select("object_id", "media_type", "source_path").collect()
-                for problem in router.model_problems([router.chain(mt) for mt in {r.media_type for r in listed}]):
-                    if problem not in result.warnings:
-                        result.warnings.append(problem)
-                        say(f"warning: {problem}")
-                if interrupted and result.rounds == 0:
-                    # Journaled objects with their extractions committed were finished (that commit
-                    # comes last); only the others left partial rows behind.
-                    planned = {r.object_id for r in listed}
-                    interrupted = [i for i in interrupted if i in planned]
-                    result.recovered = len(interrupted)
-                if work is None or not listed or result.rounds > settings.extract.max_depth:
-                    break
-                result.rounds += 1
-                done = scope.done_frame(spark) if first else None
-                new_children = _run_round(spark, settings, work, listed, done, result, interrupted, say)
-            finally:
-                if work is not None:
-                    work.unpersist()
-            interrupted = []
-            if not new_children:
-                break
-            ids = new_children
+        say("planning")
+        frame = plan(spark, router, force=force, only=only, retry_errors=retry_errors, scope=scope)
+        work = None if frame is None else frame.persist()
+        try:
+            listed = [] if work is None else work.select("object_id", "media_type", "source_path").collect()
+            _warn(router, {r.media_type for r in listed}, result, say)
+            if interrupted:
+                # Journaled objects with their extractions committed were finished (that commit
+                # comes last); only the others left partial rows behind.
+                planned = {r.object_id for r in listed}
+                interrupted = [i for i in interrupted if i in planned]
+                result.recovered = len(interrupted)
+            if work is not None and listed:
+                result.rounds = 1  # children are extracted inline: one Spark round per run
+                children = _run_round(spark, settings, work, listed, scope.done_frame(spark), result, interrupted, say)
+                _warn(router, {r.media_type for r in children}, result, say)
+        finally:
+            if work is not None:
+                work.unpersist()
         if storage.exists(journal_path(settings)):
             storage.delete(journal_path(settings))  # every journaled object is now recorded
         if not only and scope.objects is not None:
@@ -317,6 +299,14 @@ def run_extract(
                 mark.write(settings)
     result.seconds = time.monotonic() - started
     return result
+
+
+def _warn(router, media_types: set[str], result: ExtractResult, say) -> None:
+    """Record (once) the missing model files the chains of these media types need."""
+    for problem in router.model_problems([router.chain(mt) for mt in media_types]):
+        if problem not in result.warnings:
+            result.warnings.append(problem)
+            say(f"warning: {problem}")
 
 
 def _read_journal(settings: Settings) -> list[str]:
@@ -329,35 +319,68 @@ def _read_journal(settings: Settings) -> list[str]:
         return []
 
 
+def _keep_one_extraction(
+    spark: SparkSession, out: DataFrame, tally: list, new_ids: list[str]
+) -> tuple[DataFrame, dict[str, int]]:
+    """The rows to commit when children were extracted inline: every planned object's own
+    rows, and for each child new to the lake the rows of one inline extraction (the one under
+    the smallest planned id among those that extracted it; a child known before keeps the rows
+    it has). Returns them with their count per table.
+
+    One small job over the inline rows of new children (child, planned object, table) decides;
+    the choice goes back as a literal map (child -> planned object), so the rows are filtered in
+    place, without a join or a second cache, and do not depend on shoal.objects (which the
+    caller appends to before the rows are read)."""
+    inline = (F.col("object_id") != F.col("via")) & (F.col("table") != "objects")
+    found = metadata.for_ids(spark, out.where(inline), new_ids).groupBy("object_id", "via", "table").count().collect()
+    winner: dict[str, str] = {}
+    for r in found:
+        if r["table"] == "extractions" and (r.object_id not in winner or r.via < winner[r.object_id]):
+            winner[r.object_id] = r.via
+    counts = {r["table"]: r["count"] for r in tally if not r["inline"]}
+    for r in found:
+        if winner.get(r.object_id) == r.via:
+            counts[r["table"]] = counts.get(r["table"], 0) + r["count"]
+    if not winner:
+        return out.where(F.col("object_id") == F.col("via")), counts
+    chosen = F.create_map(*[F.lit(x) for kv in sorted(winner.items()) for x in kv])
+    keep = (F.col("object_id") == F.col("via")) | (
+        inline & (F.try_element_at(chosen, F.col("object_id")) == F.col("via"))
+    )
+    return out.where(keep), counts
+
+
+def _write_journal(settings: Settings, result: ExtractResult, ids: set[str]) -> None:
+    storage.write_bytes(
+        journal_path(settings),
+        json.dumps(
+            {"run_id": result.run_id, "started_at": datetime.now(UTC).isoformat(), "object_ids": sorted(ids)}
+        ).encode(),
+    )
+
+
 def _run_round(
     spark,
     settings: Settings,
     work: DataFrame,
     listed: list,
-    done: DataFrame | None,
+    done: DataFrame,
     result: ExtractResult,
     interrupted: list[str],
     say,
-) -> list[str]:
+) -> list:
     """Extract the planned objects (`work`, flowing from the plan to the workers as a
-    DataFrame; `listed`: their ids, media types and paths, for the journal and the report)."""
+    DataFrame; `listed`: their ids, media types and paths, for the journal and the report)
+    and, inline, the child objects they contain. Returns the new children (object_id,
+    media_type, source_path)."""
     work_ids = [r.object_id for r in listed]
-    storage.write_bytes(
-        journal_path(settings),
-        json.dumps(
-            {
-                "run_id": result.run_id,
-                "started_at": datetime.now(UTC).isoformat(),
-                "object_ids": sorted(set(work_ids) | set(interrupted)),
-            }
-        ).encode(),
-    )
+    journaled = set(work_ids) | set(interrupted)
+    _write_journal(settings, result, journaled)
     # Objects extracted before (version change, --force) get their old rows replaced. Earlier
     # rows can only be where the plan looked for completed work (`done`).
-    if done is None:
-        done = spark.table(metadata.table("extractions").sql)
     earlier = {r.object_id for r in metadata.for_ids(spark, done.select("object_id"), work_ids).distinct().collect()}
     _purge(spark, sorted(earlier | set(interrupted)))
+    say("purged earlier rows")
     sc = spark.sparkContext
     slices = max(1, min(len(work_ids), sc.defaultParallelism * 4))
     say(f"extracting {len(work_ids)} objects in {slices} tasks")
@@ -368,13 +391,19 @@ def _run_round(
         _partition(settings.extract.model_dump_json(), settings.warehouse_uri, result.run_id)
     )
     with spark_tasks(spark, say, "extracting"):
-        out = spark.createDataFrame(rdd, "table STRING, row STRING").persist()
-        counts = {r["table"]: r["count"] for r in out.groupBy("table").count().collect()}
+        out = spark.createDataFrame(rdd, "table STRING, row STRING, object_id STRING, via STRING").persist()
+        tally = out.groupBy("table", (F.col("object_id") != F.col("via")).alias("inline")).count().collect()
+    counts: dict[str, int] = {}
+    for r in tally:
+        counts[r["table"]] = counts.get(r["table"], 0) + r["count"]
+    say("extracted")
+    results = out  # the rows to commit: the planned objects' own, plus one extraction of each new child
     try:
 
-        def rows(table: str, schema: str | None = None) -> DataFrame:
+        def rows(table: str, schema: str | None = None, frame: DataFrame | None = None) -> DataFrame:
             return (
-                out.where(F.col("table") == table)
+                (results if frame is None else frame)
+                .where(F.col("table") == table)
                 .select(
                     F.from_json("row", schema or metadata.schema(table), {"timestampFormat": TIMESTAMP_FORMAT}).alias(
                         "r"
@@ -383,23 +412,33 @@ def _run_round(
                 .select("r.*")
             )
 
-        child_ids: list[str] = []
-        produced: list[str] = []  # every child object this round's extractions named, new or known
+        new_children: list = []
+        produced: list[str] = []  # every child object this run's extractions named, new or known
         if counts.get("objects"):
-            children = rows("objects").dropDuplicates(["object_id"]).persist()
+            children = rows("objects", frame=out).dropDuplicates(["object_id"]).persist()
             produced = [r.object_id for r in children.select("object_id").collect()]
             existing = metadata.for_ids(spark, spark.table(metadata.table("objects").sql).select("object_id"), produced)
             new = children.join(existing, "object_id", "left_anti").persist()
-            child_ids = [r.object_id for r in new.select("object_id").collect()]
-            if child_ids:
+            new_children = new.select("object_id", "media_type", "source_path").collect()
+            # A child known before keeps its rows (it was planned in its own right if pending);
+            # a new one keeps the rows of a single inline extraction: the one under the
+            # smallest planned id among those that extracted it.
+            if any(r["inline"] and r["table"] != "objects" for r in tally):  # known children's rows go too
+                results, counts = _keep_one_extraction(spark, out, tally, [r.object_id for r in new_children])
+            if new_children:
+                # Journaled before any table gains their rows: a crash from here redoes them too.
+                _write_journal(settings, result, journaled | {r.object_id for r in new_children})
                 new.writeTo(metadata.table("objects").sql).append()
             new.unpersist()
             children.unpersist()
+            say(f"registered {len(new_children)} new child objects")
+        child_ids = [r.object_id for r in new_children]
         # One table after another: concurrent commits make the SQLite catalog fail with
         # SQLITE_BUSY (a read transaction cannot upgrade while another writer commits).
         for table in metadata.RESULT_TABLES:
             if counts.get(table):
                 rows(table).writeTo(metadata.table(table).sql).append()
+        say("result tables committed")
         pages = (
             rows("document_properties").agg(F.sum(F.coalesce("page_count", F.lit(0)))).collect()[0][0]
             if counts.get("document_properties")
@@ -407,6 +446,7 @@ def _run_round(
         )
         say(f"updating the metadata layer for {len(work_ids) + len(child_ids)} objects")
         refresh_index(spark, work_ids + child_ids, facts=rows("index_facts", FACTS_SCHEMA), child_ids=produced)
+        say("metadata layer updated")
         # Last: the record of completed work. A crash before this commit redoes the objects.
         extractions = rows("extractions").persist()
         summary = extractions.groupBy("extractor", "status").count().collect()
@@ -417,6 +457,7 @@ def _run_round(
         )
         extractions.writeTo(metadata.table("extractions").sql).append()
         extractions.unpersist()
+        say("extractions committed")
     finally:
         out.unpersist()
     result.objects += len(work_ids)
@@ -425,7 +466,7 @@ def _run_round(
     for r in summary:
         by_status = result.statuses.setdefault(r.extractor, {})
         by_status[r.status] = by_status.get(r.status, 0) + r["count"]
-    paths = {r.object_id: r.source_path for r in listed}
+    paths = {r.object_id: r.source_path for r in (*listed, *new_children)}
     result.problems.extend(
         {
             "object_id": p.object_id,
@@ -436,7 +477,7 @@ def _run_round(
         }
         for p in problems
     )
-    return child_ids
+    return new_children
 
 
 def _purge(spark: SparkSession, ids: list[str]) -> None:

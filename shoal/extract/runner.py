@@ -12,6 +12,7 @@ import json
 import logging
 import posixpath
 import re
+from collections.abc import Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -56,8 +57,33 @@ def warm(router: Router, chains: list[list[str]]) -> None:
             _warm.add(name)
 
 
+def process_tree(
+    obj: dict[str, Any], chain: list[str], router: Router, warehouse: str, run_id: str, seen: set[str]
+) -> Iterator[tuple[str, str, str, str]]:
+    """Extract one planned object and, inline, every child object its extraction registers
+    (attachments, archive members; `_children` stops at max_depth), so children need no second
+    Spark round. Yields (table, JSON row, the row's object_id, the planned object's id).
+
+    `seen`: child ids already extracted in this partition (children are content-addressed: the
+    same attachment in many e-mails is one object, extracted once here). The driver keeps one
+    extraction of each child that is new to the lake and drops the rest."""
+    via = obj["object_id"]
+    pending = [(obj, chain)]
+    while pending:
+        item, steps = pending.pop()
+        for table, row, oid in process_object(item, steps, router, warehouse, run_id):
+            yield table, row, oid, via
+            if table == "objects" and oid not in seen:
+                seen.add(oid)
+                child = json.loads(row)
+                child_chain = router.chain(child.get("media_type"))
+                warm(router, [child_chain])
+                pending.append((child, child_chain))
+
+
 def process_object(obj: dict[str, Any], chain: list[str], router: Router, warehouse: str, run_id: str):
-    """Extract one object; returns [(table, json_row)] including its `extractions` rows."""
+    """Extract one object; returns [(table, json_row, row's object_id)] including its `extractions` rows
+    (and an `objects` row per child it registers, under the child's id)."""
     info = ObjectInfo(
         object_id=obj["object_id"],
         raw_path=obj["raw_path"],
@@ -83,7 +109,7 @@ def process_object(obj: dict[str, Any], chain: list[str], router: Router, wareho
 
 
 def _rows(obj, info: ObjectInfo, steps: list[StepResult], router: Router, warehouse: str, run_id: str, now):
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, str]] = []
     oid = info.object_id
 
     own: dict[str, list[dict[str, Any]]] = {}  # this object's rows by table, for its index facts
@@ -91,7 +117,8 @@ def _rows(obj, info: ObjectInfo, steps: list[StepResult], router: Router, wareho
     def emit(table: str, row: dict[str, Any], object_id: str | None = None) -> None:
         if object_id is None:
             own.setdefault(table, []).append(row)
-        out.append((table, json.dumps({"object_id": object_id or oid, **row}, default=str, ensure_ascii=False)))
+        rid = object_id or oid
+        out.append((table, json.dumps({"object_id": rid, **row}, default=str, ensure_ascii=False), rid))
 
     props: dict[str, Any] = {}
     for s in steps:

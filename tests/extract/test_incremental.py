@@ -166,3 +166,47 @@ def test_a_noop_extract_opens_no_data_file_and_a_new_object_is_picked_up(spark, 
 def test_files_are_local(settings):
     # The hiding trick above moves files: it needs the local warehouse the test session uses.
     assert os.path.isdir(_local(settings.warehouse_uri))
+
+
+def _mail(n: int, attachment: bytes) -> bytes:
+    from email.message import EmailMessage
+
+    msg = EmailMessage()
+    msg["From"] = "clerk@example.com"
+    msg["Subject"] = f"Stock count {n}"
+    msg.set_content(f"Count number {n} attached.")
+    msg.add_attachment(attachment, maintype="text", subtype="csv", filename="count.csv")
+    return msg.as_bytes()
+
+
+@pytest.mark.slow  # about 60 s on the shared 2-core machine (NLP chain on each e-mail)
+def test_children_are_extracted_in_the_same_round_once_each(spark, settings, tmp_path):
+    # Six e-mails carrying one attachment (one content-addressed child), each e-mail in its own
+    # Spark task: the child is extracted inline in every task, and committed exactly once.
+    token = uuid.uuid4().hex[:8]
+    attachment = f"sku,count\nBOLT-{token},7\n".encode()
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    for n in range(6):
+        (folder / f"m{n}.eml").write_bytes(_mail(n, attachment))
+    ingest(spark, settings, str(folder), source_name=f"kids-{token}")
+    result = run_extract(spark, settings, only=["message/rfc822"])
+    assert result.rounds == 1 and result.children == 1 and result.problems == []
+    child = spark.sql(
+        "SELECT object_id, depth FROM shoal.objects WHERE source_path LIKE :p", args={"p": "m%.eml#count.csv"}
+    )
+    (cid, depth), *others = [tuple(r) for r in child.dropDuplicates(["object_id"]).collect()]
+    assert others == [] and depth == 1
+    chain = Router(settings.extract).chain("text/csv")
+    steps = spark.sql("SELECT extractor FROM shoal.extractions WHERE object_id = :o", args={"o": cid}).collect()
+    assert sorted(r.extractor for r in steps) == sorted(chain)
+    cells = spark.sql("SELECT value FROM shoal.tables WHERE object_id = :o", args={"o": cid}).collect()
+    assert sorted(r.value for r in cells) == sorted(["sku", "count", f"BOLT-{token}", "7"])
+    index = spark.sql("SELECT status FROM shoal.object_index WHERE object_id = :o", args={"o": cid}).collect()
+    assert [r.status for r in index] == ["ok"]
+    # A later e-mail with the same attachment: the known child is not extracted again.
+    (folder / "m9.eml").write_bytes(_mail(9, attachment))
+    ingest(spark, settings, str(folder), source_name=f"kids2-{token}")
+    again = run_extract(spark, settings, only=["message/rfc822"])
+    assert again.children == 0
+    assert spark.sql("SELECT count(*) FROM shoal.tables WHERE object_id = :o", args={"o": cid}).first()[0] == 4
