@@ -210,3 +210,36 @@ def test_children_are_extracted_in_the_same_round_once_each(spark, settings, tmp
     again = run_extract(spark, settings, only=["message/rfc822"])
     assert again.children == 0
     assert spark.sql("SELECT count(*) FROM shoal.tables WHERE object_id = :o", args={"o": cid}).first()[0] == 4
+
+
+@pytest.mark.slow  # the NLP chain on the e-mail, on the shared 2-core machine
+def test_grandchildren_are_extracted_inline_in_the_same_round(spark, settings, tmp_path):
+    # A zip holding an e-mail holding a CSV: the e-mail (depth 1) and its attachment (depth 2)
+    # are both extracted in the zip's own task, in one round.
+    import io
+    import zipfile
+
+    token = uuid.uuid4().hex[:8]
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("inbox/count.eml", _mail(1, f"sku,count\nNUT-{token},3\n".encode()))
+    folder = tmp_path / "zips"
+    folder.mkdir()
+    (folder / f"mail-{token}.zip").write_bytes(buf.getvalue())
+    ingest(spark, settings, str(folder), source_name=f"nest-{token}")
+    result = run_extract(spark, settings, only=["application/zip"])
+    assert result.rounds == 1 and result.children == 2 and result.problems == []
+    found = spark.sql(
+        "SELECT DISTINCT object_id, depth, media_type FROM shoal.objects WHERE source_path LIKE :p ORDER BY depth",
+        args={"p": f"mail-{token}.zip#%"},
+    ).collect()
+    assert [(r.depth, r.media_type) for r in found] == [(1, "message/rfc822"), (2, "text/csv")]
+    grandchild = found[1].object_id
+    cells = spark.sql("SELECT value FROM shoal.tables WHERE object_id = :o", args={"o": grandchild}).collect()
+    assert sorted(r.value for r in cells) == sorted(["sku", "count", f"NUT-{token}", "3"])
+    index = spark.sql(
+        "SELECT object_id, status FROM shoal.object_index WHERE object_id IN (:a, :b)",
+        args={"a": found[0].object_id, "b": grandchild},
+    ).collect()
+    assert sorted(r.status for r in index) == ["ok", "ok"]
+    assert run_extract(spark, settings, only=["application/zip"]).children == 0
