@@ -249,22 +249,29 @@ def write_bytes(uri: str, data: bytes) -> None:
         f.write(data)
 
 
-def write_bytes_atomic(uri: str, data: bytes) -> None:
-    """Write `data` at `uri` so that readers see the whole file or none: written under a hidden
-    unique name beside it, then moved into place (a rename on disk, one object copy on S3).
-    A write that fails leaves nothing behind at `uri` (and removes its staged file)."""
+@contextlib.contextmanager
+def _staged_output(uri: str) -> Iterator[pafs.NativeFile]:
+    """An output stream for `uri` that readers see whole or not at all: written under a
+    hidden unique name beside it, moved into place when the block ends (a rename on disk, one
+    object copy on S3). If the block fails, the staged file is removed and `uri` untouched."""
     fs, path = filesystem(uri)
     parent, name = posixpath.split(path)
     fs.create_dir(parent, recursive=True)
     tmp = posixpath.join(parent, f".{name}.{uuid.uuid4().hex[:8]}.part")
     try:
-        with fs.open_output_stream(tmp) as f:
-            f.write(data)
+        with fs.open_output_stream(tmp) as out:
+            yield out
         fs.move(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             fs.delete_file(tmp)
         raise
+
+
+def write_bytes_atomic(uri: str, data: bytes) -> None:
+    """Write `data` at `uri` so that readers see the whole file or none (see _staged_output)."""
+    with _staged_output(uri) as out:
+        out.write(data)
 
 
 def delete(uri: str) -> None:
@@ -347,15 +354,10 @@ def copy(src: str, dst: str, *, chunk: int = 8 << 20, follow_links: bool = True,
 
     With `sha256`, the bytes copied must have that digest: a source that changed since it was
     hashed is refused (SourceError) and nothing is left at `dst`."""
-    fs, path = filesystem(dst)
-    fs.create_dir(posixpath.dirname(path), recursive=True)
-    tmp = posixpath.join(posixpath.dirname(path), "." + posixpath.basename(path) + ".part")
     digest = hashlib.sha256()
-    with open_input(src, follow_links=follow_links) as fin, fs.open_output_stream(tmp) as fout:
+    with _staged_output(dst) as fout, open_input(src, follow_links=follow_links) as fin:
         while block := fin.read(chunk):
             digest.update(block)
             fout.write(block)
-    if sha256 is not None and digest.hexdigest() != sha256:
-        fs.delete_file(tmp)
-        raise SourceError(f"{src} changed while it was being ingested (its content no longer matches its hash)")
-    fs.move(tmp, path)
+        if sha256 is not None and digest.hexdigest() != sha256:
+            raise SourceError(f"{src} changed while it was being ingested (its content no longer matches its hash)")

@@ -166,3 +166,20 @@ def test_s3_prefix_is_listed_hashed_and_copied_in_tasks(spark, settings, s3, mon
     check_first_run(spark, result, files, name)
     assert s3.secret_key not in repr(result.to_dict())
     check_rerun_is_a_noop(spark, s3_settings, source, name)
+
+
+def test_a_copy_whose_bytes_miss_the_hash_leaves_nothing_behind(tmp_path):
+    import hashlib
+
+    import pytest
+
+    from shoal import storage
+    from shoal.exceptions import SourceError
+
+    src, dst = tmp_path / "in.txt", tmp_path / "out" / "copy.txt"
+    src.write_bytes(b"now")
+    with pytest.raises(SourceError, match="changed while"):
+        storage.copy(str(src), str(dst), sha256=hashlib.sha256(b"then").hexdigest())
+    assert list((tmp_path / "out").iterdir()) == []  # no target, no staged file
+    storage.copy(str(src), str(dst), sha256=hashlib.sha256(b"now").hexdigest())
+    assert dst.read_bytes() == b"now" and [p.name for p in (tmp_path / "out").iterdir()] == ["copy.txt"]
