@@ -325,13 +325,13 @@ def _bytes_literal(data: bytes) -> exp.Expression:
     return exp.HexString(this=data.hex()) if data else exp.cast(exp.Literal.string(""), "BINARY")
 
 
-def substitute(sql: str, params: list[exp.Expression]) -> str:
+def substitute(sql: str, params: list[exp.Expression], dialect: str = "spark") -> str:
     """Replace $1..$n outside strings, quoted identifiers and comments with the rendered literals."""
 
     def render(k: int) -> str:
         if not 1 <= k <= len(params):
             raise PgError(f"there is no parameter ${k}", "42P02")
-        return " " + params[k - 1].sql(dialect="spark") + " "
+        return " " + params[k - 1].sql(dialect=dialect) + " "
 
     return _scan(sql, render)
 
@@ -457,6 +457,7 @@ class Connection(socketserver.BaseRequestHandler):
         self.portals: dict[str, Portal] = {}
         self.skip_to_sync = False
         self.canceled = False
+        self.pg: Any = None  # shoal.bi.pgsql.PgSession: settings, catalog, dialect
 
     # ---- socket ------------------------------------------------------------------------------
     def _recv(self, n: int) -> bytes:
@@ -554,6 +555,7 @@ class Connection(socketserver.BaseRequestHandler):
             return params
 
     def _authenticate(self, params: dict[str, str]) -> bool:
+        from shoal.bi.pgsql import PgSession
         from shoal.governance import AuditLog, AuthError, GovernanceError, GovernedSql, Principals
         from shoal.governance.principals import token_id
 
@@ -598,6 +600,7 @@ class Connection(socketserver.BaseRequestHandler):
         )
         self.principal = principal
         self.governed = GovernedSql(self.server.spark, self.server.settings, principal)
+        self.pg = PgSession.connect(self.server.spark, self.server.settings, principal, self.pid, SERVER_VERSION, params)
         self.session, _ = self.server.sessions.create(
             principal.name, token_id=token_id(password) if via == "token" else None
         )
@@ -714,7 +717,7 @@ class Connection(socketserver.BaseRequestHandler):
             fmt = formats[0] if len(formats) == 1 else (formats[i] if formats else 0)
             oid = stmt.param_oids[i] if i < len(stmt.param_oids) else 0
             params.append(literal(raw, oid, fmt))
-        sql = substitute(stmt.sql, params) if params else stmt.sql
+        sql = substitute(stmt.sql, params, self.pg.literal_dialect) if params else stmt.sql
         if not params and placeholders(stmt.sql):
             raise PgError("the statement has parameters but none were bound", "08P01")
         self.portals[portal] = Portal(stmt, sql, result_formats)
@@ -799,7 +802,7 @@ class Connection(socketserver.BaseRequestHandler):
             with self.server.running(self, group):
                 sc.setJobGroup(group, f"PostgreSQL endpoint: {self.principal.name}", interruptOnCancel=True)
                 try:
-                    qr = self.governed.execute(sql, limit=limit + 1)
+                    qr = self.governed.execute(self.pg.translate(sql), limit=limit + 1)
                 finally:
                     sc.setLocalProperty("spark.jobGroup.id", None)
         except Exception as exc:  # noqa: BLE001 - every failure is the client's error, not the server's
@@ -827,6 +830,9 @@ class Connection(socketserver.BaseRequestHandler):
 
     def _local(self, sql: str) -> Result | None:
         """Session statements and probes answered without Spark; None for everything else."""
+        answer = self.pg.answer(sql) if self.pg is not None else None  # SET, SHOW, the catalog (pgsql)
+        if answer is not None:
+            return Result(*answer)
         tag = _session_tag(sql)
         if tag is not None:
             notice = None

@@ -1,0 +1,358 @@
+"""PostgreSQL sessions for BI tools: session commands, the governed catalog, and dialect translation.
+
+`PgSession` is one connection's PostgreSQL side; the wire protocol (pgwire.Connection) asks it two
+things:
+
+- `answer(sql)`: a statement answered without Spark, or None. SET/RESET/SHOW (settings kept per
+  connection, as PostgreSQL does; a PostgreSQL SET never reaches Spark) and catalog queries
+  (pg_catalog, information_schema, current_schema() ... through pgcatalog, governed).
+- `translate(sql)`: the statement in Spark SQL, for GovernedSql. Clients speak PostgreSQL by
+  default (double-quoted identifiers, `::` casts, ILIKE, LIMIT/OFFSET, date_trunc): sqlglot reads
+  it as PostgreSQL and writes Spark SQL; governance then checks and rewrites the Spark text, as
+  for any other statement. Schema `public` is Shoal's `default` database. A client that sends
+  Spark SQL (backticks, Spark functions) connects with `options='-c shoal.dialect=spark'` or
+  runs `SET shoal.dialect = spark`; its statements then go to GovernedSql unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from shoal.bi import pgcatalog
+from shoal.bi.pgcatalog import CatalogError, SessionInfo
+
+DIALECTS = ("postgres", "spark")
+DIALECT_SETTING = "shoal.dialect"
+
+# Settings a client may SET and SHOW, with their defaults. Only harmless ones: they change what
+# SHOW and current_setting() answer, nothing else. Values some settings must keep are in _FIXED.
+DEFAULTS: dict[str, str] = {
+    "application_name": "",
+    "bytea_output": "hex",
+    "client_encoding": "UTF8",
+    "client_min_messages": "notice",
+    "datestyle": "ISO, MDY",
+    "default_transaction_isolation": "read committed",
+    "default_transaction_read_only": "off",
+    "extra_float_digits": "1",
+    "idle_in_transaction_session_timeout": "0",
+    "integer_datetimes": "on",
+    "intervalstyle": "postgres",
+    "jit": "off",
+    "lc_collate": "C.UTF-8",
+    "lc_ctype": "C.UTF-8",
+    "lc_messages": "C.UTF-8",
+    "lc_monetary": "C.UTF-8",
+    "lc_numeric": "C.UTF-8",
+    "lc_time": "C.UTF-8",
+    "lock_timeout": "0",
+    "max_identifier_length": "63",
+    "search_path": '"$user", public',
+    "server_encoding": "UTF8",
+    "server_version": "",  # filled from pgwire
+    "server_version_num": "150000",
+    "standard_conforming_strings": "off",
+    "statement_timeout": "0",
+    "timezone": "UTC",
+    "transaction_isolation": "read committed",
+    "transaction_read_only": "off",
+    "row_security": "on",
+    "geqo": "on",
+    "enable_seqscan": "on",
+    "work_mem": "4MB",
+    "synchronous_commit": "on",
+    "is_superuser": "off",
+    "session_authorization": "",
+    "default_text_search_config": "pg_catalog.english",
+    DIALECT_SETTING: "postgres",
+}
+# Read-only settings (PostgreSQL refuses to SET them too) and settings held to one value because
+# the endpoint always works that way (the text it sends is UTF-8, timestamps are UTC, ISO dates).
+_READ_ONLY = {"server_version", "server_version_num", "server_encoding", "integer_datetimes",
+              "max_identifier_length", "lc_collate", "lc_ctype", "is_superuser", "session_authorization"}  # fmt: skip
+_FIXED = {
+    "client_encoding": ({"utf8", "utf-8", "unicode"}, "the endpoint sends UTF-8 only"),
+    "timezone": ({"utc", "gmt", "etc/utc", "z", "zulu", "universal", "+00", "00:00"}, "sessions run in UTC"),
+    "datestyle": ({"iso", "iso, mdy", "iso,mdy", "iso, ymd", "iso, dmy"}, "dates are sent in ISO format"),
+    DIALECT_SETTING: (set(DIALECTS), "choose postgres or spark"),
+}
+# SHOW's spelled-out forms and the names PostgreSQL reports (case as in pg_settings).
+_SHOW_ALIASES = {
+    "transaction isolation level": "transaction_isolation",
+    "time zone": "timezone",
+    "session authorization": "session_authorization",
+}
+_DISPLAY = {"datestyle": "DateStyle", "timezone": "TimeZone", "intervalstyle": "IntervalStyle"}
+
+_SET = re.compile(r"(?is)^set\s+(?:(session|local)\s+)?(.+?)\s*;?\s*$")
+_SET_VALUE = re.compile(r"(?is)^([a-z_][a-z0-9_.$]*|\"[^\"]+\")\s*(?:=|\s+to\s+)\s*(.*)$")
+_SHOW = re.compile(r"(?is)^show\s+(.+?)\s*;?\s*$")
+_RESET = re.compile(r"(?is)^reset\s+(.+?)\s*;?\s*$")
+
+
+class PgSession:
+    """One connection's PostgreSQL state: settings, dialect, and its governed catalog."""
+
+    def __init__(
+        self,
+        principal: Any,
+        *,
+        pid: int,
+        server_version: str,
+        startup: dict[str, str],
+        snapshot: Callable[[], pgcatalog.Snapshot],
+    ) -> None:
+        self.principal = principal
+        self.pid = pid
+        self.version = server_version
+        self.defaults = {
+            **DEFAULTS,
+            "server_version": server_version,
+            "session_authorization": principal.name,
+            "is_superuser": "on" if getattr(principal, "is_admin", False) else "off",
+            "application_name": startup.get("application_name", ""),
+        }
+        self.settings = dict(self.defaults)
+        for name, value in _startup_options(startup.get("options", "")).items():
+            self._set(name, value)
+        self.catalog = pgcatalog.Catalog(snapshot)
+
+    @classmethod
+    def connect(
+        cls, spark: Any, settings: Any, principal: Any, pid: int, server_version: str, startup: dict[str, str]
+    ) -> PgSession:
+        """The session of a connection that just signed in (startup: its startup parameters)."""
+        return cls(
+            principal,
+            pid=pid,
+            server_version=server_version,
+            startup=startup,
+            snapshot=lambda: pgcatalog.governed_snapshot(spark, settings, principal),
+        )
+
+    @property
+    def dialect(self) -> str:
+        return self.settings[DIALECT_SETTING]
+
+    # ---- what the wire protocol asks ---------------------------------------------------------------
+    def answer(self, sql: str) -> tuple[list[str], list[int], list[tuple[Any, ...]], str] | None:
+        """(columns, type OIDs, rows, command tag) for a statement answered here; None for Spark."""
+        body = sql.strip().rstrip(";").strip()
+        word = body.split(None, 1)[0].upper() if body else ""
+        if word == "SET":
+            self.set_statement(body)
+            return [], [], [], "SET"
+        if word == "RESET":
+            m = _RESET.match(body)
+            name = _norm(m.group(1)) if m else "all"
+            if name == "all":
+                self.settings = dict(self.defaults)
+            else:
+                self.settings[name] = self.defaults.get(name, "")
+            return [], [], [], "RESET"
+        if word == "SHOW":
+            return self.show(body)  # None for a Spark SHOW (SHOW TABLES ...) in the spark dialect
+        if word in ("SAVEPOINT", "RELEASE") or (word == "ROLLBACK" and re.match(r"(?is)^rollback\s+(work\s+|transaction\s+)?to\b", body)):
+            # Savepoints inside the (read-only) transaction: nothing to undo. psycopg sets one
+            # around its type lookups; ROLLBACK TO must not end the transaction as ROLLBACK does.
+            return [], [], [], "ROLLBACK" if word == "ROLLBACK" else word
+        if word == "DISCARD":
+            self.settings = dict(self.defaults)
+            return None  # the wire protocol also drops its prepared statements
+        if word not in ("SELECT", "WITH", "(", "VALUES", "TABLE") and not body.startswith("("):
+            return None
+        tree = _parse_postgres(body)
+        if tree is None or not pgcatalog.is_catalog_query(tree):
+            return None
+        try:
+            columns, oids, rows = self.catalog.run(tree, self.session_info())
+        except CatalogError as exc:
+            raise _pg_error(str(exc), exc.code, exc.hint) from exc
+        return columns, oids, rows, f"SELECT {len(rows)}"
+
+    def translate(self, sql: str) -> str:
+        """The statement as Spark SQL (unchanged in the spark dialect)."""
+        if self.dialect == "spark":
+            return sql
+        try:
+            trees = sqlglot.parse(sql, read="postgres")
+        except ParseError as exc:
+            message = str(exc).splitlines()[0]
+            raise _pg_error(
+                f"cannot read the statement as PostgreSQL SQL: {message}",
+                "42601",
+                hint="to send Spark SQL instead, connect with options='-c shoal.dialect=spark' "
+                "or run SET shoal.dialect = spark",
+            ) from exc
+        out = []
+        for tree in trees:
+            if tree is None:
+                continue
+            if isinstance(tree, exp.Command):  # sqlglot did not understand it: Spark reads the text as is
+                out.append(tree.sql(dialect="postgres"))
+                continue
+            _schema_qualified_columns(tree)
+            for t in tree.find_all(exp.Table):
+                if (t.db or "").lower() == pgcatalog.PUBLIC and not t.catalog:
+                    t.set("db", exp.to_identifier("default"))
+            out.append(tree.sql(dialect="spark"))
+        return ";\n".join(out)
+
+    @property
+    def literal_dialect(self) -> str:
+        """The dialect bound parameters are rendered in (they are read again by translate())."""
+        return "spark" if self.dialect == "spark" else "postgres"
+
+    def session_info(self) -> SessionInfo:
+        return SessionInfo(
+            user=self.principal.name,
+            pid=self.pid,
+            search_path=self.search_path(),
+            settings={_DISPLAY.get(k, k): v for k, v in self.settings.items()} | dict(self.settings),
+            version=f"PostgreSQL {self.version}, Spark SQL governed by Shoal",
+        )
+
+    def search_path(self) -> list[str]:
+        out = []
+        for part in self.settings["search_path"].split(","):
+            name = part.strip()
+            if name == '"$user"' or name == "$user":
+                name = self.principal.name
+            out.append(name[1:-1] if name.startswith('"') and name.endswith('"') else name.lower())
+        return [n for n in out if n] or [pgcatalog.PUBLIC]
+
+    # ---- SET and SHOW -------------------------------------------------------------------------------
+    def set_statement(self, body: str) -> None:
+        m = _SET.match(body)
+        rest = m.group(2) if m else ""
+        low = " ".join(rest.lower().split())
+        if low.startswith(("transaction ", "session characteristics as transaction")):
+            if "read write" in low:
+                raise _pg_error("Shoal's PostgreSQL endpoint has read-only transactions only", "0A000")
+            return  # isolation levels: every statement sees the latest committed snapshots
+        if low.startswith("time zone "):
+            self._set("timezone", rest[len("time zone ") :])
+            return
+        if low.startswith(("names ", "schema ")):
+            self._set("client_encoding" if low.startswith("names") else "search_path", rest.split(None, 1)[1])
+            return
+        if low.startswith("role ") or low.startswith("session authorization"):
+            raise _pg_error("SET ROLE and SET SESSION AUTHORIZATION are not supported: sign in as that principal", "0A000")
+        v = _SET_VALUE.match(rest)
+        if not v:
+            raise _pg_error(f"cannot read this SET statement: {body[:200]}", "42601")
+        self._set(v.group(1), v.group(2))
+
+    def _set(self, raw_name: str, raw_value: str) -> None:
+        name = _norm(raw_name)
+        value = _value(raw_value)
+        if name not in self.settings:
+            if "." not in name:
+                raise _pg_error(
+                    f'unrecognized configuration parameter "{name}"',
+                    "42704",
+                    hint="Shoal's PostgreSQL endpoint keeps the usual client settings only; see docs/bi.md",
+                )
+            # PostgreSQL accepts any two-part name (an extension's placeholder): kept for SHOW, no
+            # effect. So `SET spark.sql.x = ...` is remembered here and never reaches Spark.
+        if name in _READ_ONLY:
+            raise _pg_error(f'parameter "{name}" cannot be changed', "55P02")
+        if value.upper() == "DEFAULT":
+            value = self.defaults.get(name, "")
+        if name in _FIXED:
+            allowed, why = _FIXED[name]
+            if value.lower() not in allowed:
+                raise _pg_error(f'invalid value for parameter "{name}": "{value}" ({why})', "22023")
+            if name == DIALECT_SETTING:
+                value = value.lower()
+        if name == "search_path":
+            value = ", ".join(p.strip() for p in raw_value.split(",")) if "," in raw_value else value
+        self.settings[name] = value
+
+    def show(self, body: str) -> tuple[list[str], list[int], list[tuple[Any, ...]], str] | None:
+        m = _SHOW.match(body)
+        raw = " ".join((m.group(1) if m else "").lower().split())
+        name = _SHOW_ALIASES.get(raw, _norm(raw))
+        if name == "all":
+            rows = [(_DISPLAY.get(k, k), v, "") for k, v in sorted(self.settings.items())]
+            return ["name", "setting", "description"], [pgcatalog.TEXT] * 3, rows, "SHOW"
+        if name not in self.settings:
+            if self.dialect == "spark":
+                return None
+            raise _pg_error(f'unrecognized configuration parameter "{name}"', "42704")
+        return [_DISPLAY.get(name, name)], [pgcatalog.TEXT], [(self.settings[name],)], "SHOW"
+
+
+def _schema_qualified_columns(tree: exp.Expression) -> None:
+    """`hr.salaries.id` (SQLAlchemy writes columns so) -> `salaries.id` over `hr.salaries AS salaries`.
+
+    Governance replaces each table with a subquery, which a schema-qualified column cannot
+    reach; naming the table by an alias, as PostgreSQL resolves it, keeps the reference valid.
+    """
+    qualified = [c for c in tree.find_all(exp.Column) if c.args.get("db") is not None and c.table]
+    if not qualified:
+        return
+    for t in tree.find_all(exp.Table):
+        if isinstance(t.this, exp.Identifier) and t.db and not t.alias:
+            t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
+    for c in qualified:
+        c.set("db", None)
+        c.set("catalog", None)
+
+
+def _norm(name: str) -> str:
+    name = name.strip()
+    return name[1:-1] if name.startswith('"') and name.endswith('"') else name.lower()
+
+
+def _value(raw: str) -> str:
+    """A SET value as PostgreSQL stores it: quotes removed, list items kept."""
+    raw = raw.strip()
+    parts = [p.strip() for p in raw.split(",")] if "," in raw and not raw.startswith("'") else [raw]
+    out = []
+    for p in parts:
+        if len(p) >= 2 and p[0] == p[-1] == "'":
+            p = p[1:-1].replace("''", "'")
+        out.append(p)
+    return ", ".join(out)
+
+
+def _startup_options(options: str) -> dict[str, str]:
+    """libpq's `options` startup parameter: `-c name=value` or `--name=value`, space-separated."""
+    out: dict[str, str] = {}
+    words = options.replace("\\ ", "\x00").split()
+    i = 0
+    while i < len(words):
+        w = words[i].replace("\x00", " ")
+        if w == "-c" and i + 1 < len(words):
+            w, i = words[i + 1].replace("\x00", " "), i + 1
+        elif w.startswith("-c"):
+            w = w[2:]
+        elif w.startswith("--"):
+            w = w[2:]
+        name, sep, value = w.partition("=")
+        if sep:
+            out[name.replace("-", "_") if "." not in name else name] = value
+        i += 1
+    return out
+
+
+def _parse_postgres(sql: str) -> exp.Expression | None:
+    try:
+        trees = sqlglot.parse(sql, read="postgres")
+    except ParseError:
+        return None  # not PostgreSQL: not a catalog query either (Spark, or GovernedSql, says why)
+    return trees[0] if len(trees) == 1 else None
+
+
+def _pg_error(message: str, code: str, hint: str | None = None) -> Exception:
+    # Imported here: pgwire imports this module, and its PgError is what the client sees.
+    from shoal.bi.pgwire import PgError
+
+    return PgError(message, code, hint=hint)
