@@ -225,114 +225,325 @@ _I, _B, _T, _S, _F = "BIGINT", "BOOLEAN", "VARCHAR", "SMALLINT", "DOUBLE"
 PG_RELATIONS: dict[str, list[tuple[str, str]]] = {
     "pg_namespace": [("oid", _I), ("nspname", _T), ("nspowner", _I), ("nspacl", "VARCHAR[]")],
     "pg_class": [
-        ("oid", _I), ("relname", _T), ("relnamespace", _I), ("reltype", _I), ("reloftype", _I),
-        ("relowner", _I), ("relam", _I), ("relfilenode", _I), ("reltablespace", _I), ("relpages", _I),
-        ("reltuples", _F), ("relallvisible", _I), ("reltoastrelid", _I), ("relhasindex", _B),
-        ("relisshared", _B), ("relpersistence", _T), ("relkind", _T), ("relnatts", _S), ("relchecks", _S),
-        ("relhasrules", _B), ("relhastriggers", _B), ("relhassubclass", _B), ("relrowsecurity", _B),
-        ("relforcerowsecurity", _B), ("relispopulated", _B), ("relreplident", _T), ("relispartition", _B),
-        ("relrewrite", _I), ("relfrozenxid", _I), ("relminmxid", _I), ("relacl", "VARCHAR[]"),
-        ("reloptions", "VARCHAR[]"), ("relpartbound", _T),
+        ("oid", _I),
+        ("relname", _T),
+        ("relnamespace", _I),
+        ("reltype", _I),
+        ("reloftype", _I),
+        ("relowner", _I),
+        ("relam", _I),
+        ("relfilenode", _I),
+        ("reltablespace", _I),
+        ("relpages", _I),
+        ("reltuples", _F),
+        ("relallvisible", _I),
+        ("reltoastrelid", _I),
+        ("relhasindex", _B),
+        ("relisshared", _B),
+        ("relpersistence", _T),
+        ("relkind", _T),
+        ("relnatts", _S),
+        ("relchecks", _S),
+        ("relhasrules", _B),
+        ("relhastriggers", _B),
+        ("relhassubclass", _B),
+        ("relrowsecurity", _B),
+        ("relforcerowsecurity", _B),
+        ("relispopulated", _B),
+        ("relreplident", _T),
+        ("relispartition", _B),
+        ("relrewrite", _I),
+        ("relfrozenxid", _I),
+        ("relminmxid", _I),
+        ("relacl", "VARCHAR[]"),
+        ("reloptions", "VARCHAR[]"),
+        ("relpartbound", _T),
     ],
     "pg_attribute": [
-        ("attrelid", _I), ("attname", _T), ("atttypid", _I), ("attstattarget", _I), ("attlen", _S),
-        ("attnum", _S), ("attndims", _I), ("attcacheoff", _I), ("atttypmod", _I), ("attbyval", _B),
-        ("attalign", _T), ("attstorage", _T), ("attcompression", _T), ("attnotnull", _B), ("atthasdef", _B),
-        ("atthasmissing", _B), ("attidentity", _T), ("attgenerated", _T), ("attisdropped", _B),
-        ("attislocal", _B), ("attinhcount", _I), ("attcollation", _I), ("attacl", "VARCHAR[]"),
-        ("attoptions", "VARCHAR[]"), ("attfdwoptions", "VARCHAR[]"),
+        ("attrelid", _I),
+        ("attname", _T),
+        ("atttypid", _I),
+        ("attstattarget", _I),
+        ("attlen", _S),
+        ("attnum", _S),
+        ("attndims", _I),
+        ("attcacheoff", _I),
+        ("atttypmod", _I),
+        ("attbyval", _B),
+        ("attalign", _T),
+        ("attstorage", _T),
+        ("attcompression", _T),
+        ("attnotnull", _B),
+        ("atthasdef", _B),
+        ("atthasmissing", _B),
+        ("attidentity", _T),
+        ("attgenerated", _T),
+        ("attisdropped", _B),
+        ("attislocal", _B),
+        ("attinhcount", _I),
+        ("attcollation", _I),
+        ("attacl", "VARCHAR[]"),
+        ("attoptions", "VARCHAR[]"),
+        ("attfdwoptions", "VARCHAR[]"),
     ],
     "pg_type": [
-        ("oid", _I), ("typname", _T), ("typnamespace", _I), ("typowner", _I), ("typlen", _S),
-        ("typbyval", _B), ("typtype", _T), ("typcategory", _T), ("typispreferred", _B), ("typisdefined", _B),
-        ("typdelim", _T), ("typrelid", _I), ("typsubscript", _T), ("typelem", _I), ("typarray", _I),
-        ("typinput", _T), ("typoutput", _T), ("typreceive", _T), ("typsend", _T), ("typmodin", _T),
-        ("typmodout", _T), ("typanalyze", _T), ("typalign", _T), ("typstorage", _T), ("typnotnull", _B),
-        ("typbasetype", _I), ("typtypmod", _I), ("typndims", _I), ("typcollation", _I),
-        ("typdefaultbin", _T), ("typdefault", _T), ("typacl", "VARCHAR[]"),
+        ("oid", _I),
+        ("typname", _T),
+        ("typnamespace", _I),
+        ("typowner", _I),
+        ("typlen", _S),
+        ("typbyval", _B),
+        ("typtype", _T),
+        ("typcategory", _T),
+        ("typispreferred", _B),
+        ("typisdefined", _B),
+        ("typdelim", _T),
+        ("typrelid", _I),
+        ("typsubscript", _T),
+        ("typelem", _I),
+        ("typarray", _I),
+        ("typinput", _T),
+        ("typoutput", _T),
+        ("typreceive", _T),
+        ("typsend", _T),
+        ("typmodin", _T),
+        ("typmodout", _T),
+        ("typanalyze", _T),
+        ("typalign", _T),
+        ("typstorage", _T),
+        ("typnotnull", _B),
+        ("typbasetype", _I),
+        ("typtypmod", _I),
+        ("typndims", _I),
+        ("typcollation", _I),
+        ("typdefaultbin", _T),
+        ("typdefault", _T),
+        ("typacl", "VARCHAR[]"),
     ],
     "pg_index": [
-        ("indexrelid", _I), ("indrelid", _I), ("indnatts", _S), ("indnkeyatts", _S), ("indisunique", _B),
-        ("indnullsnotdistinct", _B), ("indisprimary", _B), ("indisexclusion", _B), ("indimmediate", _B),
-        ("indisclustered", _B), ("indisvalid", _B), ("indcheckxmin", _B), ("indisready", _B),
-        ("indislive", _B), ("indisreplident", _B), ("indkey", "BIGINT[]"), ("indcollation", "BIGINT[]"),
-        ("indclass", "BIGINT[]"), ("indoption", "BIGINT[]"), ("indexprs", _T), ("indpred", _T),
+        ("indexrelid", _I),
+        ("indrelid", _I),
+        ("indnatts", _S),
+        ("indnkeyatts", _S),
+        ("indisunique", _B),
+        ("indnullsnotdistinct", _B),
+        ("indisprimary", _B),
+        ("indisexclusion", _B),
+        ("indimmediate", _B),
+        ("indisclustered", _B),
+        ("indisvalid", _B),
+        ("indcheckxmin", _B),
+        ("indisready", _B),
+        ("indislive", _B),
+        ("indisreplident", _B),
+        ("indkey", "BIGINT[]"),
+        ("indcollation", "BIGINT[]"),
+        ("indclass", "BIGINT[]"),
+        ("indoption", "BIGINT[]"),
+        ("indexprs", _T),
+        ("indpred", _T),
     ],
     "pg_description": [("objoid", _I), ("classoid", _I), ("objsubid", _I), ("description", _T)],
     "pg_shdescription": [("objoid", _I), ("classoid", _I), ("description", _T)],
     "pg_settings": [
-        ("name", _T), ("setting", _T), ("unit", _T), ("category", _T), ("short_desc", _T), ("extra_desc", _T),
-        ("context", _T), ("vartype", _T), ("source", _T), ("min_val", _T), ("max_val", _T),
-        ("enumvals", "VARCHAR[]"), ("boot_val", _T), ("reset_val", _T), ("sourcefile", _T),
-        ("sourceline", _I), ("pending_restart", _B),
+        ("name", _T),
+        ("setting", _T),
+        ("unit", _T),
+        ("category", _T),
+        ("short_desc", _T),
+        ("extra_desc", _T),
+        ("context", _T),
+        ("vartype", _T),
+        ("source", _T),
+        ("min_val", _T),
+        ("max_val", _T),
+        ("enumvals", "VARCHAR[]"),
+        ("boot_val", _T),
+        ("reset_val", _T),
+        ("sourcefile", _T),
+        ("sourceline", _I),
+        ("pending_restart", _B),
     ],
     "pg_database": [
-        ("oid", _I), ("datname", _T), ("datdba", _I), ("encoding", _I), ("datlocprovider", _T),
-        ("datistemplate", _B), ("datallowconn", _B), ("datconnlimit", _I), ("datfrozenxid", _I),
-        ("datminmxid", _I), ("dattablespace", _I), ("datcollate", _T), ("datctype", _T),
-        ("daticulocale", _T), ("datcollversion", _T), ("datacl", "VARCHAR[]"),
+        ("oid", _I),
+        ("datname", _T),
+        ("datdba", _I),
+        ("encoding", _I),
+        ("datlocprovider", _T),
+        ("datistemplate", _B),
+        ("datallowconn", _B),
+        ("datconnlimit", _I),
+        ("datfrozenxid", _I),
+        ("datminmxid", _I),
+        ("dattablespace", _I),
+        ("datcollate", _T),
+        ("datctype", _T),
+        ("daticulocale", _T),
+        ("datcollversion", _T),
+        ("datacl", "VARCHAR[]"),
     ],
     "pg_roles": [
-        ("rolname", _T), ("rolsuper", _B), ("rolinherit", _B), ("rolcreaterole", _B), ("rolcreatedb", _B),
-        ("rolcanlogin", _B), ("rolreplication", _B), ("rolconnlimit", _I), ("rolpassword", _T),
-        ("rolvaliduntil", _T), ("rolbypassrls", _B), ("rolconfig", "VARCHAR[]"), ("oid", _I),
+        ("rolname", _T),
+        ("rolsuper", _B),
+        ("rolinherit", _B),
+        ("rolcreaterole", _B),
+        ("rolcreatedb", _B),
+        ("rolcanlogin", _B),
+        ("rolreplication", _B),
+        ("rolconnlimit", _I),
+        ("rolpassword", _T),
+        ("rolvaliduntil", _T),
+        ("rolbypassrls", _B),
+        ("rolconfig", "VARCHAR[]"),
+        ("oid", _I),
     ],
     "pg_user": [
-        ("usename", _T), ("usesysid", _I), ("usecreatedb", _B), ("usesuper", _B), ("userepl", _B),
-        ("usebypassrls", _B), ("passwd", _T), ("valuntil", _T), ("useconfig", "VARCHAR[]"),
+        ("usename", _T),
+        ("usesysid", _I),
+        ("usecreatedb", _B),
+        ("usesuper", _B),
+        ("userepl", _B),
+        ("usebypassrls", _B),
+        ("passwd", _T),
+        ("valuntil", _T),
+        ("useconfig", "VARCHAR[]"),
     ],
     "pg_auth_members": [("oid", _I), ("roleid", _I), ("member", _I), ("grantor", _I), ("admin_option", _B)],
     "pg_constraint": [
-        ("oid", _I), ("conname", _T), ("connamespace", _I), ("contype", _T), ("condeferrable", _B),
-        ("condeferred", _B), ("convalidated", _B), ("conrelid", _I), ("contypid", _I), ("conindid", _I),
-        ("conparentid", _I), ("confrelid", _I), ("confupdtype", _T), ("confdeltype", _T),
-        ("confmatchtype", _T), ("conislocal", _B), ("coninhcount", _I), ("connoinherit", _B),
-        ("conkey", "BIGINT[]"), ("confkey", "BIGINT[]"), ("conpfeqop", "BIGINT[]"), ("conppeqop", "BIGINT[]"),
-        ("conffeqop", "BIGINT[]"), ("confdelsetcols", "BIGINT[]"), ("conexclop", "BIGINT[]"), ("conbin", _T),
+        ("oid", _I),
+        ("conname", _T),
+        ("connamespace", _I),
+        ("contype", _T),
+        ("condeferrable", _B),
+        ("condeferred", _B),
+        ("convalidated", _B),
+        ("conrelid", _I),
+        ("contypid", _I),
+        ("conindid", _I),
+        ("conparentid", _I),
+        ("confrelid", _I),
+        ("confupdtype", _T),
+        ("confdeltype", _T),
+        ("confmatchtype", _T),
+        ("conislocal", _B),
+        ("coninhcount", _I),
+        ("connoinherit", _B),
+        ("conkey", "BIGINT[]"),
+        ("confkey", "BIGINT[]"),
+        ("conpfeqop", "BIGINT[]"),
+        ("conppeqop", "BIGINT[]"),
+        ("conffeqop", "BIGINT[]"),
+        ("confdelsetcols", "BIGINT[]"),
+        ("conexclop", "BIGINT[]"),
+        ("conbin", _T),
     ],
     "pg_attrdef": [("oid", _I), ("adrelid", _I), ("adnum", _S), ("adbin", _T)],
     "pg_am": [("oid", _I), ("amname", _T), ("amhandler", _T), ("amtype", _T)],
     "pg_inherits": [("inhrelid", _I), ("inhparent", _I), ("inhseqno", _I), ("inhdetachpending", _B)],
     "pg_proc": [
-        ("oid", _I), ("proname", _T), ("pronamespace", _I), ("proowner", _I), ("prolang", _I),
-        ("procost", _F), ("prorows", _F), ("provariadic", _I), ("prosupport", _T), ("prokind", _T),
-        ("prosecdef", _B), ("proleakproof", _B), ("proisstrict", _B), ("proretset", _B), ("provolatile", _T),
-        ("proparallel", _T), ("pronargs", _S), ("pronargdefaults", _S), ("prorettype", _I),
-        ("proargtypes", "BIGINT[]"), ("proallargtypes", "BIGINT[]"), ("proargmodes", "VARCHAR[]"),
-        ("proargnames", "VARCHAR[]"), ("proargdefaults", _T), ("prosrc", _T), ("probin", _T),
-        ("proconfig", "VARCHAR[]"), ("proacl", "VARCHAR[]"),
+        ("oid", _I),
+        ("proname", _T),
+        ("pronamespace", _I),
+        ("proowner", _I),
+        ("prolang", _I),
+        ("procost", _F),
+        ("prorows", _F),
+        ("provariadic", _I),
+        ("prosupport", _T),
+        ("prokind", _T),
+        ("prosecdef", _B),
+        ("proleakproof", _B),
+        ("proisstrict", _B),
+        ("proretset", _B),
+        ("provolatile", _T),
+        ("proparallel", _T),
+        ("pronargs", _S),
+        ("pronargdefaults", _S),
+        ("prorettype", _I),
+        ("proargtypes", "BIGINT[]"),
+        ("proallargtypes", "BIGINT[]"),
+        ("proargmodes", "VARCHAR[]"),
+        ("proargnames", "VARCHAR[]"),
+        ("proargdefaults", _T),
+        ("prosrc", _T),
+        ("probin", _T),
+        ("proconfig", "VARCHAR[]"),
+        ("proacl", "VARCHAR[]"),
     ],
     "pg_collation": [
-        ("oid", _I), ("collname", _T), ("collnamespace", _I), ("collowner", _I), ("collprovider", _T),
-        ("collisdeterministic", _B), ("collencoding", _I), ("collcollate", _T), ("collctype", _T),
+        ("oid", _I),
+        ("collname", _T),
+        ("collnamespace", _I),
+        ("collowner", _I),
+        ("collprovider", _T),
+        ("collisdeterministic", _B),
+        ("collencoding", _I),
+        ("collcollate", _T),
+        ("collctype", _T),
     ],
     "pg_tables": [
-        ("schemaname", _T), ("tablename", _T), ("tableowner", _T), ("tablespace", _T), ("hasindexes", _B),
-        ("hasrules", _B), ("hastriggers", _B), ("rowsecurity", _B),
+        ("schemaname", _T),
+        ("tablename", _T),
+        ("tableowner", _T),
+        ("tablespace", _T),
+        ("hasindexes", _B),
+        ("hasrules", _B),
+        ("hastriggers", _B),
+        ("rowsecurity", _B),
     ],
     "pg_views": [("schemaname", _T), ("viewname", _T), ("viewowner", _T), ("definition", _T)],
     "pg_matviews": [
-        ("schemaname", _T), ("matviewname", _T), ("matviewowner", _T), ("tablespace", _T),
-        ("hasindexes", _B), ("ispopulated", _B), ("definition", _T),
+        ("schemaname", _T),
+        ("matviewname", _T),
+        ("matviewowner", _T),
+        ("tablespace", _T),
+        ("hasindexes", _B),
+        ("ispopulated", _B),
+        ("definition", _T),
     ],
     "pg_indexes": [("schemaname", _T), ("tablename", _T), ("indexname", _T), ("tablespace", _T), ("indexdef", _T)],
     "pg_sequence": [
-        ("seqrelid", _I), ("seqtypid", _I), ("seqstart", _I), ("seqincrement", _I), ("seqmax", _I),
-        ("seqmin", _I), ("seqcache", _I), ("seqcycle", _B),
+        ("seqrelid", _I),
+        ("seqtypid", _I),
+        ("seqstart", _I),
+        ("seqincrement", _I),
+        ("seqmax", _I),
+        ("seqmin", _I),
+        ("seqcache", _I),
+        ("seqcycle", _B),
     ],
     "pg_trigger": [("oid", _I), ("tgrelid", _I), ("tgname", _T), ("tgisinternal", _B), ("tgenabled", _T)],
     "pg_rewrite": [("oid", _I), ("rulename", _T), ("ev_class", _I), ("ev_type", _T), ("is_instead", _B)],
     "pg_policy": [
-        ("oid", _I), ("polname", _T), ("polrelid", _I), ("polcmd", _T), ("polpermissive", _B),
-        ("polroles", "BIGINT[]"), ("polqual", _T), ("polwithcheck", _T),
+        ("oid", _I),
+        ("polname", _T),
+        ("polrelid", _I),
+        ("polcmd", _T),
+        ("polpermissive", _B),
+        ("polroles", "BIGINT[]"),
+        ("polqual", _T),
+        ("polwithcheck", _T),
     ],
     "pg_statistic_ext": [
-        ("oid", _I), ("stxrelid", _I), ("stxname", _T), ("stxnamespace", _I), ("stxowner", _I),
-        ("stxstattarget", _I), ("stxkeys", "BIGINT[]"), ("stxkind", "VARCHAR[]"),
+        ("oid", _I),
+        ("stxrelid", _I),
+        ("stxname", _T),
+        ("stxnamespace", _I),
+        ("stxowner", _I),
+        ("stxstattarget", _I),
+        ("stxkeys", "BIGINT[]"),
+        ("stxkind", "VARCHAR[]"),
     ],
     "pg_publication": [
-        ("oid", _I), ("pubname", _T), ("pubowner", _I), ("puballtables", _B), ("pubinsert", _B),
-        ("pubupdate", _B), ("pubdelete", _B), ("pubtruncate", _B), ("pubviaroot", _B),
+        ("oid", _I),
+        ("pubname", _T),
+        ("pubowner", _I),
+        ("puballtables", _B),
+        ("pubinsert", _B),
+        ("pubupdate", _B),
+        ("pubdelete", _B),
+        ("pubtruncate", _B),
+        ("pubviaroot", _B),
     ],
     "pg_publication_rel": [("oid", _I), ("prpubid", _I), ("prrelid", _I), ("prqual", _T), ("prattrs", "BIGINT[]")],
     "pg_publication_namespace": [("oid", _I), ("pnpubid", _I), ("pnnspid", _I)],
@@ -342,8 +553,13 @@ PG_RELATIONS: dict[str, list[tuple[str, str]]] = {
     "pg_extension": [("oid", _I), ("extname", _T), ("extowner", _I), ("extnamespace", _I), ("extversion", _T)],
     "pg_enum": [("oid", _I), ("enumtypid", _I), ("enumsortorder", _F), ("enumlabel", _T)],
     "pg_depend": [
-        ("classid", _I), ("objid", _I), ("objsubid", _I), ("refclassid", _I), ("refobjid", _I),
-        ("refobjsubid", _I), ("deptype", _T),
+        ("classid", _I),
+        ("objid", _I),
+        ("objsubid", _I),
+        ("refclassid", _I),
+        ("refobjid", _I),
+        ("refobjsubid", _I),
+        ("deptype", _T),
     ],
     "pg_range": [("rngtypid", _I), ("rngsubtype", _I)],
     "pg_opclass": [("oid", _I), ("opcmethod", _I), ("opcname", _T), ("opcnamespace", _I), ("opcdefault", _B)],
@@ -416,8 +632,7 @@ CATALOG_FUNCTIONS = {
     "pg_get_serial_sequence", "pg_tablespace_location", "pg_get_keywords", "version", "current_database",
     "pg_my_temp_schema", "pg_is_other_temp_schema", "pg_get_ruledef", "pg_sequence_parameters",
     "inet_server_addr", "inet_server_port", "pg_conf_load_time", "pg_current_logfile",
-    "pg_relation_is_publishable", "pg_get_publication_tables", "pg_get_triggerdef", "pg_get_userbyid",
-    "to_regtype", "to_regclass", "to_regnamespace", "pg_collation_is_visible", "pg_opclass_is_visible",
+    "pg_relation_is_publishable", "pg_get_publication_tables", "to_regtype", "to_regclass", "to_regnamespace", "pg_collation_is_visible", "pg_opclass_is_visible",
     "pg_conversion_is_visible", "pg_operator_is_visible", "pg_ts_config_is_visible",
 }  # fmt: skip
 _SESSION_FUNCTIONS = (exp.CurrentSchema, exp.CurrentUser, exp.CurrentSchemas, exp.CurrentDatabase)
@@ -446,7 +661,7 @@ def _name_of(table: exp.Table) -> tuple[str, str]:
     return (table.db or "").lower(), table.name.lower()
 
 
-def is_catalog_query(tree: exp.Expression) -> bool:
+def is_catalog_query(tree: exp.Expr) -> bool:
     """Whether a statement reads pg_catalog or information_schema (or asks only session functions)."""
     if not isinstance(tree, exp.Query):
         return False
@@ -490,10 +705,10 @@ class Catalog:
         self._rel_oids: dict[tuple[str, str], int] = {}
         self._ns_oids: dict[str, int] = {}
         self._session: SessionInfo | None = None
-        self._sub: Callable[[exp.Expression], exp.Expression] = lambda e: e
+        self._sub: Callable[[exp.Expr], exp.Expr] = lambda e: e
 
     # ---- answering a query ------------------------------------------------------------------------
-    def run(self, tree: exp.Expression, session: SessionInfo) -> tuple[list[str], list[int], list[tuple[Any, ...]]]:
+    def run(self, tree: exp.Expr, session: SessionInfo) -> tuple[list[str], list[int], list[tuple[Any, ...]]]:
         """Run a catalog query: (column names, type OIDs, rows)."""
         with self._lock:
             self._session = session
@@ -521,7 +736,7 @@ class Catalog:
         return names, oids, [tuple(_pg_value(v) for v in r) for r in rows]
 
     # ---- rewriting PostgreSQL into DuckDB ---------------------------------------------------------
-    def _rewrite(self, tree: exp.Expression, session: SessionInfo) -> exp.Expression:
+    def _rewrite(self, tree: exp.Expr, session: SessionInfo) -> exp.Expr:
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for t in list(tree.find_all(exp.Table)):
             if not isinstance(t.this, exp.Identifier):
@@ -551,12 +766,12 @@ class Catalog:
 
         # sqlglot does not descend into a node a transform replaced: replacements rewrite their own
         # children (sub) before they take the old node's place.
-        def sub(e: exp.Expression) -> exp.Expression:
+        def sub(e: exp.Expr) -> exp.Expr:
             return e.transform(fix)
 
         self._sub = sub
 
-        def fix(node: exp.Expression) -> exp.Expression:
+        def fix(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Column) and node.args.get("db") is not None:  # pg_catalog.pg_class.relname
                 schema = {"pg_catalog": _PGC, "information_schema": _ISC}.get(node.args["db"].name.lower())
                 if schema:
@@ -567,12 +782,17 @@ class Catalog:
                 if fname not in CATALOG_FUNCTIONS:
                     return sub(inner)
                 return _call(fname, [sub(a) for a in inner.expressions])
-            if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("json_build_object", "jsonb_build_object"):
+            if isinstance(node, exp.Anonymous) and str(node.this).lower() in (
+                "json_build_object",
+                "jsonb_build_object",
+            ):
                 return exp.Anonymous(this="json_object", expressions=[sub(a) for a in node.expressions])
             if isinstance(node, exp.Anonymous) and str(node.this).lower() in CATALOG_FUNCTIONS:
                 return _call(str(node.this).lower(), [sub(a) for a in node.expressions])
             if isinstance(node, exp.CurrentSchema):
-                existing = [s for s in session.search_path if s in self._ns_oids]  # as PostgreSQL: the first that exists
+                existing = [
+                    s for s in session.search_path if s in self._ns_oids
+                ]  # as PostgreSQL: the first that exists
                 return exp.Literal.string(existing[0]) if existing else exp.null()
             if isinstance(node, exp.CurrentSchemas):
                 implicit = bool(node.this) and node.this.name.lower() == "true"
@@ -595,6 +815,15 @@ class Catalog:
                 raise CatalogError(f"operator {op} is not supported in Shoal's catalog", "42883")
             if isinstance(node, exp.Cast):
                 return self._cast(node)
+            if isinstance(node, exp.Any):  # = ANY('{a,b}'): PostgreSQL's array text
+                arg = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
+                if arg.is_string and arg.name.startswith("{"):
+                    return exp.Any(this=_array_literal(arg.name))
+            if isinstance(node, exp.EQ | exp.NEQ):
+                # regproc columns hold function names here; PostgreSQL compares them with 0 ('-').
+                for a, b in ((node.this, node.expression), (node.expression, node.this)):
+                    if isinstance(a, exp.Column) and a.name.lower() in _REGPROC_COLUMNS and b.is_int and b.name == "0":
+                        b.replace(exp.Literal.string("-"))
             return node
 
         _name_columns(tree)
@@ -603,7 +832,7 @@ class Catalog:
         tree = tree.transform(lambda n: n.this if isinstance(n, exp.Collate) else n)
         return tree.transform(fix)
 
-    def _cast(self, node: exp.Cast) -> exp.Expression:
+    def _cast(self, node: exp.Cast) -> exp.Expr:
         """PostgreSQL casts to its catalog types, as DuckDB expressions."""
         kind = _type_name(node.to)
         raw = node.this
@@ -856,17 +1085,13 @@ class Catalog:
         for name, body in macros.items():
             if body is not None:
                 db.execute(f"CREATE MACRO shoal_{name}{body}")
+        db.create_function("shoal_format_type", format_type, ["BIGINT", "BIGINT"], "VARCHAR", null_handling="special")
+        # Read at call time: one catalog database serves all the connection's statements.
         db.create_function(
-            "shoal_format_type", format_type, ["BIGINT", "BIGINT"], "VARCHAR", null_handling="special"
+            "shoal_current_setting", self._current_setting, ["VARCHAR"], "VARCHAR", null_handling="special"
         )
-        session = lambda: self._session  # noqa: E731 - read at call time: one catalog serves many statements
-        db.create_function(
-            "shoal_current_setting",
-            lambda n: (session().settings if session() else {}).get(n, (session().settings if session() else {}).get(n.lower())),
-            ["VARCHAR"], "VARCHAR", null_handling="special",
-        )  # fmt: skip
-        db.create_function("shoal_pg_backend_pid", lambda: session().pid if session() else 0, [], "BIGINT")
-        db.create_function("shoal_version", lambda: session().version if session() else "", [], "VARCHAR")
+        db.create_function("shoal_pg_backend_pid", lambda: self._session.pid if self._session else 0, [], "BIGINT")
+        db.create_function("shoal_version", lambda: self._session.version if self._session else "", [], "VARCHAR")
         db.create_function("shoal_current_database", lambda: DATABASE, [], "VARCHAR")
         db.create_function("shoal_regclass_in", self._regclass_in, ["VARCHAR"], "BIGINT")
         db.create_function("shoal_regclass_out", self._regclass_out, ["BIGINT"], "VARCHAR")
@@ -882,7 +1107,10 @@ class Catalog:
             "shoal_to_regclass", _quiet(self._regclass_in), ["VARCHAR"], "BIGINT", null_handling="special"
         )
         db.create_function(
-            "shoal_to_regnamespace", _quiet(lambda s: self._ns_oids.get(_unquote(s))), ["VARCHAR"], "BIGINT",
+            "shoal_to_regnamespace",
+            _quiet(lambda s: self._ns_oids.get(_unquote(s))),
+            ["VARCHAR"],
+            "BIGINT",
             null_handling="special",
         )
         names = {o: n for n, o in self._ns_oids.items()}
@@ -890,6 +1118,10 @@ class Catalog:
         db.create_function("shoal_regproc_out", lambda o: str(o), ["BIGINT"], "VARCHAR")
         db.create_function("shoal_regprocedure_out", lambda o: str(o), ["BIGINT"], "VARCHAR")
         db.create_function("shoal_regrole_out", lambda o: "shoal" if o == OWNER_OID else str(o), ["BIGINT"], "VARCHAR")
+
+    def _current_setting(self, name: str | None) -> str | None:
+        settings = self._session.settings if self._session else {}
+        return None if name is None else settings.get(name, settings.get(name.lower()))
 
     def _regclass_in(self, text: str) -> int:
         """'schema.table' or 'table' (found through the search path), as PostgreSQL's regclass input."""
@@ -911,6 +1143,10 @@ class Catalog:
         return str(oid)
 
 
+_REGPROC_COLUMNS = {
+    "typinput", "typoutput", "typreceive", "typsend", "typmodin", "typmodout", "typanalyze", "typsubscript",
+    "amhandler", "prosupport",
+}  # fmt: skip
 _MISSING = re.compile(r'(relation|type) "[^"]*" does not exist')
 _REG_TYPES = {"regclass", "regtype", "regproc", "regprocedure", "regnamespace", "regrole"}
 _TEXT_TYPES = {"text", "varchar", "name", "character varying", "bpchar", "char", '"char"'}
@@ -924,7 +1160,7 @@ _CAST_TYPES = {
 }
 
 
-def _type_name(to: exp.Expression) -> str:
+def _type_name(to: exp.Expr) -> str:
     """A cast's target as PostgreSQL writes it, without `pg_catalog.` (`regclass`, `text`, `oid[]`)."""
     if isinstance(to, exp.ObjectIdentifier):
         return to.name.lower()
@@ -936,7 +1172,7 @@ def _type_name(to: exp.Expression) -> str:
     return {"character varying": "varchar", "char": "char"}.get(name, name)
 
 
-def _name_columns(tree: exp.Expression) -> None:
+def _name_columns(tree: exp.Expr) -> None:
     """Name the result's unnamed columns as PostgreSQL does (a function's name, a column's, else
     ?column?): the rewrite renames functions, and DuckDB would name the column after that."""
     select = tree
@@ -967,7 +1203,7 @@ def _name_columns(tree: exp.Expression) -> None:
         select.expressions[i] = exp.alias_(e, name, quoted=True)
 
 
-def _call(name: str, args: list[exp.Expression]) -> exp.Expression:
+def _call(name: str, args: list[exp.Expr]) -> exp.Expr:
     return exp.Anonymous(this=f"shoal_{name}", expressions=args)
 
 
@@ -1003,6 +1239,27 @@ def _regtype_in(text: str) -> int:
     if t is None:
         raise ValueError(f'type "{text}" does not exist')
     return t.oid
+
+
+def _array_literal(text: str) -> exp.Expr:
+    """PostgreSQL's array text ('{a,"b c",1}') as an array of string literals."""
+    items, cur, quoted, i, body = [], "", False, 0, text.strip()[1:-1]
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            cur += body[i + 1]
+            i += 1
+        elif ch == '"':
+            quoted = not quoted
+        elif ch == "," and not quoted:
+            items.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    if body.strip():
+        items.append(cur.strip())
+    return exp.Array(expressions=[exp.Literal.string(x) for x in items])
 
 
 def _quiet(fn: Callable[[str], int | None]) -> Callable[[str | None], int | None]:

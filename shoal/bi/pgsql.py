@@ -158,10 +158,20 @@ class PgSession:
             return [], [], [], "RESET"
         if word == "SHOW":
             return self.show(body)  # None for a Spark SHOW (SHOW TABLES ...) in the spark dialect
-        if word in ("SAVEPOINT", "RELEASE") or (word == "ROLLBACK" and re.match(r"(?is)^rollback\s+(work\s+|transaction\s+)?to\b", body)):
+        if word in ("SAVEPOINT", "RELEASE") or (
+            word == "ROLLBACK" and re.match(r"(?is)^rollback\s+(work\s+|transaction\s+)?to\b", body)
+        ):
             # Savepoints inside the (read-only) transaction: nothing to undo. psycopg sets one
             # around its type lookups; ROLLBACK TO must not end the transaction as ROLLBACK does.
             return [], [], [], "ROLLBACK" if word == "ROLLBACK" else word
+        if word == "COPY":
+            raise _pg_error(
+                "COPY is not supported by Shoal's PostgreSQL endpoint: run the query itself (SELECT ...)",
+                "0A000",
+                hint="the ADBC PostgreSQL driver reads with COPY by default: set the statement option "
+                "adbc.postgresql.use_copy to false (cursor.adbc_statement.set_options(**{'adbc.postgresql.use_copy': "
+                "'false'}))",
+            )
         if word == "DISCARD":
             self.settings = dict(self.defaults)
             return None  # the wire protocol also drops its prepared statements
@@ -243,7 +253,9 @@ class PgSession:
             self._set("client_encoding" if low.startswith("names") else "search_path", rest.split(None, 1)[1])
             return
         if low.startswith("role ") or low.startswith("session authorization"):
-            raise _pg_error("SET ROLE and SET SESSION AUTHORIZATION are not supported: sign in as that principal", "0A000")
+            raise _pg_error(
+                "SET ROLE and SET SESSION AUTHORIZATION are not supported: sign in as that principal", "0A000"
+            )
         v = _SET_VALUE.match(rest)
         if not v:
             raise _pg_error(f"cannot read this SET statement: {body[:200]}", "42601")
@@ -252,15 +264,14 @@ class PgSession:
     def _set(self, raw_name: str, raw_value: str) -> None:
         name = _norm(raw_name)
         value = _value(raw_value)
-        if name not in self.settings:
-            if "." not in name:
-                raise _pg_error(
-                    f'unrecognized configuration parameter "{name}"',
-                    "42704",
-                    hint="Shoal's PostgreSQL endpoint keeps the usual client settings only; see docs/bi.md",
-                )
-            # PostgreSQL accepts any two-part name (an extension's placeholder): kept for SHOW, no
-            # effect. So `SET spark.sql.x = ...` is remembered here and never reaches Spark.
+        # PostgreSQL accepts any two-part name (an extension's placeholder): kept for SHOW, no
+        # effect. So `SET spark.sql.x = ...` is remembered here and never reaches Spark.
+        if name not in self.settings and "." not in name:
+            raise _pg_error(
+                f'unrecognized configuration parameter "{name}"',
+                "42704",
+                hint="Shoal's PostgreSQL endpoint keeps the usual client settings only; see docs/bi.md",
+            )
         if name in _READ_ONLY:
             raise _pg_error(f'parameter "{name}" cannot be changed', "55P02")
         if value.upper() == "DEFAULT":
@@ -289,7 +300,7 @@ class PgSession:
         return [_DISPLAY.get(name, name)], [pgcatalog.TEXT], [(self.settings[name],)], "SHOW"
 
 
-def _schema_qualified_columns(tree: exp.Expression) -> None:
+def _schema_qualified_columns(tree: exp.Expr) -> None:
     """`hr.salaries.id` (SQLAlchemy writes columns so) -> `salaries.id` over `hr.salaries AS salaries`.
 
     Governance replaces each table with a subquery, which a schema-qualified column cannot
@@ -332,9 +343,7 @@ def _startup_options(options: str) -> dict[str, str]:
         w = words[i].replace("\x00", " ")
         if w == "-c" and i + 1 < len(words):
             w, i = words[i + 1].replace("\x00", " "), i + 1
-        elif w.startswith("-c"):
-            w = w[2:]
-        elif w.startswith("--"):
+        elif w.startswith("-c") or w.startswith("--"):
             w = w[2:]
         name, sep, value = w.partition("=")
         if sep:
@@ -343,7 +352,7 @@ def _startup_options(options: str) -> dict[str, str]:
     return out
 
 
-def _parse_postgres(sql: str) -> exp.Expression | None:
+def _parse_postgres(sql: str) -> exp.Expr | None:
     try:
         trees = sqlglot.parse(sql, read="postgres")
     except ParseError:

@@ -600,7 +600,9 @@ class Connection(socketserver.BaseRequestHandler):
         )
         self.principal = principal
         self.governed = GovernedSql(self.server.spark, self.server.settings, principal)
-        self.pg = PgSession.connect(self.server.spark, self.server.settings, principal, self.pid, SERVER_VERSION, params)
+        self.pg = PgSession.connect(
+            self.server.spark, self.server.settings, principal, self.pid, SERVER_VERSION, params
+        )
         self.session, _ = self.server.sessions.create(
             principal.name, token_id=token_id(password) if via == "token" else None
         )

@@ -197,9 +197,14 @@ def test_adbc_driver(server, lake, settings):
         assert lake.ops not in schemas
         tables = {t["table_name"]: t for t in schemas[lake.hr]["db_schema_tables"] or []}
         assert list(tables) == ["salaries"]
-        assert [c["column_name"] for c in tables["salaries"]["table_columns"]] == lake.columns
+        columns = sorted(tables["salaries"]["table_columns"], key=lambda c: c["ordinal_position"])
+        assert [c["column_name"] for c in columns] == lake.columns  # its query has no ORDER BY
+        query = f"SELECT id, email FROM {lake.hr}.salaries ORDER BY id"
+        with conn.cursor() as cur, pytest.raises(dbapi.Error, match="COPY is not supported"):
+            cur.execute(query)  # ADBC reads with COPY by default: refused, saying what to do instead
         with conn.cursor() as cur:
-            cur.execute(f"SELECT id, email FROM {lake.hr}.salaries ORDER BY id")
+            cur.adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
+            cur.execute(query)
             rows = cur.fetchall()
     assert rows == [(1, mask_hash(settings, "ann@eu.example")), (3, mask_hash(settings, "cy@eu.example"))]
 
