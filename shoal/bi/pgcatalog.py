@@ -24,6 +24,7 @@ import logging
 import re
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -707,6 +708,10 @@ class Catalog:
         self._session: SessionInfo | None = None
         self._sub: Callable[[exp.Expr], exp.Expr] = lambda e: e
 
+    def __del__(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
     # ---- answering a query ------------------------------------------------------------------------
     def run(self, tree: exp.Expr, session: SessionInfo) -> tuple[list[str], list[int], list[tuple[Any, ...]]]:
         """Run a catalog query: (column names, type OIDs, rows)."""
@@ -1022,6 +1027,9 @@ class Catalog:
 
     def _functions(self, db: Any) -> None:
         """The catalog functions: SQL macros over the relations, Python for names and types."""
+        # The Python functions reach this catalog through a weak reference: DuckDB holding them
+        # would otherwise keep the catalog (and its database) alive after the connection ends.
+        me = weakref.proxy(self)
         p = _PGC
         macros = {
             "format_type": None,
@@ -1088,32 +1096,32 @@ class Catalog:
         db.create_function("shoal_format_type", format_type, ["BIGINT", "BIGINT"], "VARCHAR", null_handling="special")
         # Read at call time: one catalog database serves all the connection's statements.
         db.create_function(
-            "shoal_current_setting", self._current_setting, ["VARCHAR"], "VARCHAR", null_handling="special"
+            "shoal_current_setting", lambda x: me._current_setting(x), ["VARCHAR"], "VARCHAR", null_handling="special"
         )
-        db.create_function("shoal_pg_backend_pid", lambda: self._session.pid if self._session else 0, [], "BIGINT")
-        db.create_function("shoal_version", lambda: self._session.version if self._session else "", [], "VARCHAR")
+        db.create_function("shoal_pg_backend_pid", lambda: me._session.pid if me._session else 0, [], "BIGINT")
+        db.create_function("shoal_version", lambda: me._session.version if me._session else "", [], "VARCHAR")
         db.create_function("shoal_current_database", lambda: DATABASE, [], "VARCHAR")
-        db.create_function("shoal_regclass_in", self._regclass_in, ["VARCHAR"], "BIGINT")
-        db.create_function("shoal_regclass_out", self._regclass_out, ["BIGINT"], "VARCHAR")
+        db.create_function("shoal_regclass_in", lambda x: me._regclass_in(x), ["VARCHAR"], "BIGINT")
+        db.create_function("shoal_regclass_out", lambda x: me._regclass_out(x), ["BIGINT"], "VARCHAR")
         db.create_function("shoal_regtype_in", _regtype_in, ["VARCHAR"], "BIGINT")
         db.create_function("shoal_regtype_out", lambda o: format_type(o, -1), ["BIGINT"], "VARCHAR")
         db.create_function("shoal_regproc_in", _regproc_in, ["VARCHAR"], "VARCHAR")
         db.create_function("shoal_regprocedure_in", _regproc_in, ["VARCHAR"], "VARCHAR")
-        db.create_function("shoal_regnamespace_in", lambda s: self._ns_oids.get(_unquote(s)), ["VARCHAR"], "BIGINT")
+        db.create_function("shoal_regnamespace_in", lambda s: me._ns_oids.get(_unquote(s)), ["VARCHAR"], "BIGINT")
         db.create_function("shoal_regrole_in", lambda s: OWNER_OID, ["VARCHAR"], "BIGINT")
         # to_reg*: NULL for an unknown name (the ::reg* casts raise instead).
         db.create_function("shoal_to_regtype", _quiet(_regtype_in), ["VARCHAR"], "BIGINT", null_handling="special")
         db.create_function(
-            "shoal_to_regclass", _quiet(self._regclass_in), ["VARCHAR"], "BIGINT", null_handling="special"
+            "shoal_to_regclass", _quiet(lambda x: me._regclass_in(x)), ["VARCHAR"], "BIGINT", null_handling="special"
         )
         db.create_function(
             "shoal_to_regnamespace",
-            _quiet(lambda s: self._ns_oids.get(_unquote(s))),
+            _quiet(lambda s: me._ns_oids.get(_unquote(s))),
             ["VARCHAR"],
             "BIGINT",
             null_handling="special",
         )
-        names = {o: n for n, o in self._ns_oids.items()}
+        names = {o: n for n, o in me._ns_oids.items()}
         db.create_function("shoal_regnamespace_out", lambda o: names.get(o, str(o)), ["BIGINT"], "VARCHAR")
         db.create_function("shoal_regproc_out", lambda o: str(o), ["BIGINT"], "VARCHAR")
         db.create_function("shoal_regprocedure_out", lambda o: str(o), ["BIGINT"], "VARCHAR")

@@ -26,6 +26,7 @@ from sqlglot.errors import ParseError
 
 from shoal.bi import pgcatalog
 from shoal.bi.pgcatalog import CatalogError, SessionInfo
+from shoal.exceptions import SqlError
 
 DIALECTS = ("postgres", "spark")
 DIALECT_SETTING = "shoal.dialect"
@@ -193,10 +194,9 @@ class PgSession:
         try:
             trees = sqlglot.parse(sql, read="postgres")
         except ParseError as exc:
-            message = str(exc).splitlines()[0]
-            raise _pg_error(
-                f"cannot read the statement as PostgreSQL SQL: {message}",
-                "42601",
+            # A SqlError: pgwire reports it as the statement's syntax error (42601), hint included.
+            raise SqlError(
+                f"cannot read SQL as PostgreSQL: {str(exc).splitlines()[0]}",
                 hint="to send Spark SQL instead, connect with options='-c shoal.dialect=spark' "
                 "or run SET shoal.dialect = spark",
             ) from exc

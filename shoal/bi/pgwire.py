@@ -16,8 +16,9 @@ Supported: the simple query protocol; the extended protocol (Parse, Bind, Descri
 Close, Sync, Flush) with parameters in text or binary format, substituted into the statement
 as typed SQL literals (rendered by sqlglot, never pasted as text); results in text format, or
 binary for fixed-size types; CancelRequest (cancels the connection's Spark jobs). Statements
-are Spark SQL (identifiers in backticks), not PostgreSQL's dialect; pg_catalog and
-information_schema do not exist, so a tool's catalog probes are refused like any other query.
+are PostgreSQL, translated to Spark SQL before governance (or Spark SQL with the startup option
+`-c shoal.dialect=spark`); SET/SHOW and catalog queries (pg_catalog, information_schema, governed)
+are answered by `shoal.bi.pgsql` (see docs/bi.md, "Catalog and SQL for BI tools").
 
 One thread per connection (socketserver.ThreadingTCPServer); `[server] pg_max_connections`,
 `pg_max_rows` (per statement) and `pg_idle_timeout_s` bound what clients can hold. A client's

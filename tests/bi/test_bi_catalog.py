@@ -242,8 +242,9 @@ def test_session_commands_and_dialects(server, lake, spark):
         ).fetchall() == [(3, __import__("datetime").date(2024, 5, 1))]
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="ssn"):
             conn.execute(f'SELECT "ssn" FROM {lake.hr}.salaries')
-        with pytest.raises(psycopg.errors.SyntaxError, match="shoal.dialect=spark"):
+        with pytest.raises(psycopg.errors.SyntaxError, match="as PostgreSQL") as err:
             conn.execute(f"SELECT `id` FROM {lake.hr}.salaries")
+        assert "shoal.dialect=spark" in (err.value.diag.message_hint or "")
         # Catalog queries see only what is granted.
         names = conn.execute(
             "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema NOT IN"
