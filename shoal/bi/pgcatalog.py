@@ -674,6 +674,8 @@ def is_catalog_query(tree: exp.Expr) -> bool:
             return True
     if any(not _name_of(t)[0] and _name_of(t)[1] not in ctes for t in tables) or any(_name_of(t)[0] for t in tables):
         return False
+    if any(_type_name(c.to) in _REG_TYPES for c in tree.find_all(exp.Cast)):  # 'hr.t'::regclass
+        return True
     for f in tree.find_all(exp.Func):
         if isinstance(f, _SESSION_FUNCTIONS):
             return True
@@ -745,7 +747,14 @@ class Catalog:
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         for t in list(tree.find_all(exp.Table)):
             if not isinstance(t.this, exp.Identifier):
-                if (t.db or "").lower() == "pg_catalog":  # pg_catalog.unnest(...) and other set-returning functions
+                # Set-returning functions: PostgreSQL's few that catalog queries use, nothing of DuckDB's
+                # own (file readers, settings), even though its file access is off.
+                fname = t.this.sql_name().lower() if isinstance(t.this, exp.Func) else ""
+                if isinstance(t.this, exp.Anonymous):
+                    fname = str(t.this.this).lower()
+                if fname not in _TABLE_FUNCTIONS:
+                    raise CatalogError(f"function {fname or t.sql()} is not available in Shoal's catalog", "42883")
+                if (t.db or "").lower() == "pg_catalog":  # pg_catalog.unnest(...)
                     t.set("db", None)
                 continue
             db, name = _name_of(t)
@@ -1151,6 +1160,7 @@ class Catalog:
         return str(oid)
 
 
+_TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "explode", "generate_subscripts"}
 _REGPROC_COLUMNS = {
     "typinput", "typoutput", "typreceive", "typsend", "typmodin", "typmodout", "typanalyze", "typsubscript",
     "amhandler", "prosupport",

@@ -22,7 +22,7 @@ from typing import Any
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
+from sqlglot.errors import SqlglotError
 
 from shoal.bi import pgcatalog
 from shoal.bi.pgcatalog import CatalogError, SessionInfo
@@ -122,6 +122,10 @@ class PgSession:
         self.settings = dict(self.defaults)
         for name, value in _startup_options(startup.get("options", "")).items():
             self._set(name, value)
+        # sqlglot reads PostgreSQL string literals as PostgreSQL does today (a backslash is a
+        # backslash); Spark reads it as an escape. Clients escape their literals by what this says.
+        self.defaults["standard_conforming_strings"] = "off" if self.dialect == "spark" else "on"
+        self.settings["standard_conforming_strings"] = self.defaults["standard_conforming_strings"]
         self.catalog = pgcatalog.Catalog(snapshot)
 
     @classmethod
@@ -193,7 +197,7 @@ class PgSession:
             return sql
         try:
             trees = sqlglot.parse(sql, read="postgres")
-        except ParseError as exc:
+        except SqlglotError as exc:
             # A SqlError: pgwire reports it as the statement's syntax error (42601), hint included.
             raise SqlError(
                 f"cannot read SQL as PostgreSQL: {str(exc).splitlines()[0]}",
@@ -213,6 +217,10 @@ class PgSession:
                     t.set("db", exp.to_identifier("default"))
             out.append(tree.sql(dialect="spark"))
         return ";\n".join(out)
+
+    def parameter_status(self) -> dict[str, str]:
+        """What the sign-in reports (ParameterStatus) that depends on the dialect chosen at startup."""
+        return {"standard_conforming_strings": self.settings["standard_conforming_strings"]}
 
     @property
     def literal_dialect(self) -> str:
@@ -355,7 +363,7 @@ def _startup_options(options: str) -> dict[str, str]:
 def _parse_postgres(sql: str) -> exp.Expr | None:
     try:
         trees = sqlglot.parse(sql, read="postgres")
-    except ParseError:
+    except SqlglotError:
         return None  # not PostgreSQL: not a catalog query either (Spark, or GovernedSql, says why)
     return trees[0] if len(trees) == 1 else None
 

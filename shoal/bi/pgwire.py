@@ -613,6 +613,7 @@ class Connection(socketserver.BaseRequestHandler):
             "application_name": params.get("application_name", ""),
             "session_authorization": principal.name,
             "is_superuser": "on" if principal.is_admin else "off",
+            **self.pg.parameter_status(),
         }
         for key, value in status.items():
             self.send(b"S", _cstr(key) + _cstr(value))

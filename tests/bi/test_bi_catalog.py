@@ -214,7 +214,9 @@ def test_session_commands_and_dialects(server, lake, spark):
     kw = {"host": host, "port": port, "user": lake.user, "password": PASSWORD, "dbname": "lake"}
     with psycopg.connect(autocommit=True, **kw) as conn:
         assert conn.execute("SHOW transaction isolation level").fetchone() == ("read committed",)
-        assert conn.execute("SHOW standard_conforming_strings").fetchone() == ("off",)
+        assert conn.execute("SHOW standard_conforming_strings").fetchone() == ("on",)
+        assert conn.info.parameter_status("standard_conforming_strings") == "on"
+        assert conn.execute("SELECT %s AS v", ("back\\slash 'q'",)).fetchone() == ("back\\slash 'q'",)
         conn.execute("SET SESSION application_name = 'dash'")
         assert conn.execute("SHOW application_name").fetchone() == ("dash",)
         assert conn.execute("SELECT current_setting('application_name')").fetchone() == ("dash",)
@@ -256,7 +258,16 @@ def test_session_commands_and_dialects(server, lake, spark):
             (f"{lake.hr}.salaries",),
         ).fetchall()
         assert [c[0] for c in cols] == lake.columns
+        # An ungranted table does not exist as far as the catalog knows.
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            conn.execute("SELECT %s::regclass", (f"{lake.hr}.{lake.secret}",))
+        # The catalog database reads no files, and catalog and lake tables are not joined.
+        with pytest.raises(psycopg.Error, match="read_text is not available"):
+            conn.execute("SELECT current_schema(), * FROM read_text('/etc/passwd')")
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="separate statements|separately"):
+            conn.execute(f"SELECT relname, id FROM pg_class, {lake.hr}.salaries")
     spark_kw = {**kw, "options": "-c shoal.dialect=spark"}
     with psycopg.connect(autocommit=True, **spark_kw) as conn:
         assert conn.execute("SHOW shoal.dialect").fetchone() == ("spark",)
+        assert conn.info.parameter_status("standard_conforming_strings") == "off"
         assert conn.execute(f"SELECT `id` FROM {lake.hr}.salaries ORDER BY id").fetchall() == [(1,), (3,)]
