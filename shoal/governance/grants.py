@@ -50,7 +50,7 @@ MASKS = {
     "last4": "concat(repeat('*', greatest(length(cast({c} AS string)) - 4, 0)), right(cast({c} AS string), 4))",
     "email": "regexp_replace(cast({c} AS string), '^[^@]+', '***')",
 }
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Functions that read files, reach the JVM or reveal where data lives: never in a filter.
 FORBIDDEN_FUNCTIONS = {"input_file_name", "input_file_block_start", "input_file_block_length", "reflect", "java_method"}
 
@@ -64,7 +64,7 @@ def forbidden_function(name: str) -> bool:
 
 def table_key(name: str) -> tuple[str, str]:
     parts = [p.strip("`").lower() for p in name.split(".")]
-    if len(parts) != 2 or not all(_IDENT.match(p) for p in parts):
+    if len(parts) != 2 or not all(IDENTIFIER.match(p) for p in parts):
         raise GovernanceError(f"invalid table name {name!r}", hint="use DATABASE.TABLE")
     return parts[0], parts[1]
 
@@ -221,7 +221,7 @@ class Governance:
         elif target_kind == "TABLE":
             target = ".".join(table_key(target))
         elif target_kind == "DATABASE":
-            if not _IDENT.match(target):
+            if not IDENTIFIER.match(target):
                 raise GovernanceError(f"invalid database name {target!r}")
             target = target.lower()
         else:
@@ -309,7 +309,7 @@ class Governance:
     # ---- tags -----------------------------------------------------------------------------------
     def create_tag(self, key: str, values: builtins.list[str]) -> None:
         key = key.lower()
-        if not _IDENT.match(key) or not values:
+        if not IDENTIFIER.match(key) or not values:
             raise GovernanceError("a tag needs a key (letters, digits, _) and at least one allowed value")
         with self.engine.begin() as conn:
             database.upsert(conn, tag_keys, {"key": key}, {"allowed_values": json.dumps(sorted(set(values)))})
