@@ -241,3 +241,42 @@ def test_token_expiry_moved_earlier_ends_the_connection(connect, lake, settings)
         db.execute(update(tokens).where(tokens.c.id == tid).values(expires_at=past))
     with pytest.raises(psycopg.OperationalError, match="expired"):
         conn.execute("SELECT 1")
+
+
+JDBC_PROBE = """
+import java.sql.*;
+import java.util.Properties;
+
+public class Probe {
+    public static void main(String[] args) throws Exception {
+        Properties p = new Properties();
+        p.setProperty("user", args[1]);
+        p.setProperty("password", args[2]);
+        try (Connection c = DriverManager.getConnection(args[0], p);
+             ResultSet r = c.createStatement().executeQuery("SELECT 40 + 2")) {
+            r.next();
+            System.out.println("answer=" + r.getInt(1));
+        }
+    }
+}
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("java") is None or not os.path.exists("/usr/share/java/postgresql.jar"),
+    reason="needs a JDK and Debian's libpostgresql-jdbc-java",
+)
+def test_pgjdbc_over_tls_and_with_scram(server, lake, tmp_path):
+    probe = tmp_path / "Probe.java"
+    probe.write_text(JDBC_PROBE)
+    host, port = server.address
+
+    def run(query: str, secret: str) -> subprocess.CompletedProcess:
+        url = f"jdbc:postgresql://{host}:{port}/lake?{query}"
+        cmd = ["java", "-cp", "/usr/share/java/postgresql.jar", str(probe), url, lake.analyst, secret]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    tls = run("sslmode=require", PASSWORD)
+    assert "answer=42" in tls.stdout, tls.stderr
+    scram = run("sslmode=disable", lake.token)  # pgjdbc's own SCRAM client
+    assert "answer=42" in scram.stdout, scram.stderr
