@@ -57,10 +57,15 @@ class Sessions:
         self.engine = database.engine(settings, state_tables)
         self.lifetime = dt.timedelta(hours=settings.server.session_hours)
 
-    def create(self, principal: str, *, token_id: str | None = None) -> tuple[str, Session]:
+    def create(
+        self, principal: str, *, token_id: str | None = None, not_after: dt.datetime | None = None
+    ) -> tuple[str, Session]:
+        """A new session; it ends after `[server] session_hours`, or at `not_after` if sooner
+        (the expiry of the token it signed in with: a session never outlives its credential)."""
         cookie = secrets.token_urlsafe(32)
         now = database.utcnow()
-        session = Session(principal, secrets.token_urlsafe(32), now + self.lifetime, token_id)
+        expires = now + self.lifetime if not_after is None else min(now + self.lifetime, not_after)
+        session = Session(principal, secrets.token_urlsafe(32), expires, token_id)
         with self.engine.begin() as conn:
             conn.execute(delete(sessions).where(sessions.c.expires_at < now))
             conn.execute(
