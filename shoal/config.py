@@ -240,12 +240,18 @@ class GovernanceSettings(Section):
     # HMAC key for signed raw-object URLs; default: <workspace>/secrets/signing.key (0600).
     signing_key: SecretStr | None = None
     signed_url_max_s: int = Field(default=24 * 3600, ge=1)
-    # Sign-in throttling (console passwords and tokens, API tokens, signed URLs): this many
-    # failures within `throttle_window_s` lock the account (or token) key; `throttle_client_failures`
-    # lock the client address. A lock lasts `throttle_lockout_s`, doubling with each lock in a
-    # row up to `throttle_lockout_max_s`; a success resets the account's counter.
+    # Sign-in throttling (console passwords and tokens, API tokens, the PostgreSQL endpoint; see
+    # shoal.governance.throttle). `throttle_account_failures` failures of one account from one
+    # client within `throttle_window_s` lock that (account, client) pair for `throttle_lockout_s`,
+    # doubling with each lock in a row up to `throttle_lockout_max_s`. Beyond
+    # `throttle_account_global_failures` failures of an account from anywhere, or
+    # `throttle_client_failures` from one client for any account, clients and accounts that have
+    # not signed in together within `throttle_known_days` are slowed down (a doubling delay);
+    # nobody else's failures lock an account's owner out of the client they use.
     throttle_account_failures: int = Field(default=5, ge=1)
+    throttle_account_global_failures: int = Field(default=50, ge=1)
     throttle_client_failures: int = Field(default=50, ge=1)
+    throttle_known_days: float = Field(default=30, gt=0)
     throttle_window_s: int = Field(default=15 * 60, ge=1)
     throttle_lockout_s: int = Field(default=60, ge=1)
     throttle_lockout_max_s: int = Field(default=3600, ge=1)

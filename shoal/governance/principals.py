@@ -28,7 +28,7 @@ from shoal.governance import scram
 from shoal.governance.errors import AuthError, GovernanceError
 from shoal.governance.sessions import end_sessions
 from shoal.governance.store import auth_failures, grants, members, principals, state_tables, table_info, tokens
-from shoal.governance.throttle import Throttle, account_key, client_key
+from shoal.governance.throttle import Throttle, account_key, account_prefixes
 from shoal.lake import database
 from shoal.lake.database import utcnow
 
@@ -112,7 +112,15 @@ class Principals:
             conn.execute(delete(grants).where(grants.c.grantee == name))
             conn.execute(update(table_info).where(table_info.c.owner == name).values(owner=None))
             conn.execute(delete(access.access_requests).where(access.access_requests.c.principal == name))
-            conn.execute(delete(auth_failures).where(auth_failures.c.key == account_key(name)))
+            account = account_key(name)
+            pairs, known = account_prefixes(account)
+            conn.execute(
+                delete(auth_failures).where(
+                    (auth_failures.c.key == account)
+                    | auth_failures.c.key.startswith(pairs, autoescape=True)
+                    | auth_failures.c.key.startswith(known, autoescape=True)
+                )
+            )
             for ap in conn.execute(select(access.access_points.c.name, access.access_points.c.principals)).all():
                 listed = json.loads(ap.principals)
                 if name in listed:
@@ -189,23 +197,24 @@ class Principals:
 
     # ---- credentials ---------------------------------------------------------------------------
     def check_password(self, name: str, password: str, *, client: str | None = None) -> Principal:
-        """The user, or AuthError; Throttled (before any hashing) while the account or client is locked."""
-        keys = (account_key(name), client_key(client))
-        self.throttle.check(*keys)
+        """The user, or AuthError; Throttled (before any hashing) while this account is locked
+        for this client, or slowed down for clients it has not signed in from lately."""
+        account = account_key(name)
+        self.throttle.check_login(account, client)
         try:
             row = self.get_row(name)
         except GovernanceError:
             _hasher.hash(password)  # same work whether or not the user exists
-            self.throttle.fail(*keys)
+            self.throttle.fail_login(account, client)
             raise AuthError("wrong user name or password") from None
         try:
             if not row.password_hash or row.kind != "user":
                 raise VerifyMismatchError
             _hasher.verify(row.password_hash, password)
         except (VerifyMismatchError, InvalidHashError):
-            self.throttle.fail(*keys)
+            self.throttle.fail_login(account, client)
             raise AuthError("wrong user name or password") from None
-        self.throttle.succeed(keys[0])
+        self.throttle.succeed_login(account, client)
         return self.principal(name)
 
     def create_token(
@@ -265,19 +274,19 @@ class Principals:
         ]
 
     def authenticate(self, token: str, *, client: str | None = None) -> Principal:
-        """The token's user, or AuthError; Throttled while the token id or the client is locked.
-        Wrong tokens count as failures; malformed ones (which cannot match any secret) and expired
-        or revoked ones (a real secret) do not."""
+        """The token's user, or AuthError; Throttled while the token id is locked for this client
+        (or slowed down for clients it has not been used from lately). Wrong secrets count as
+        failures; malformed tokens (which cannot match any secret) and expired or revoked ones
+        (a real secret) do not. Nobody's wrong secrets stop the real token elsewhere."""
         m = _TOKEN.match(token or "")
         if not m:
             raise AuthError("malformed token")
-        ckey = client_key(client)
         tkey = f"token:{m.group(1)}"
-        self.throttle.check(tkey, ckey)
+        self.throttle.check_login(tkey, client)
         with self.engine.connect() as conn:
             row = conn.execute(select(tokens).where(tokens.c.id == m.group(1))).first()
         if row is None or not hmac.compare_digest(row.secret_hash, _digest(m.group(2))):
-            self.throttle.fail(tkey, ckey)
+            self.throttle.fail_login(tkey, client)
             raise AuthError("invalid token")
         if row.revoked_at is not None:
             raise AuthError("token revoked")
@@ -285,7 +294,7 @@ class Principals:
             raise AuthError("token expired")
         with self.engine.begin() as conn:
             conn.execute(update(tokens).where(tokens.c.id == row.id).values(last_used_at=utcnow()))
-            conn.execute(delete(auth_failures).where(auth_failures.c.key == tkey))
+        self.throttle.succeed_login(tkey, client)
         return self.principal(row.principal)
 
     # ---- SCRAM-SHA-256 (the PostgreSQL endpoint) -------------------------------------------------
