@@ -317,7 +317,7 @@ class Principals:
     def scram_challenge(self, name: str, *, client: str | None = None) -> tuple[bytes, int]:
         """The salt and iteration count to send a SCRAM client for `name` (Throttled while locked).
         The same for unknown users and users without tokens, so the answer reveals nothing."""
-        self.throttle.check(account_key(name), client_key(client))
+        self.throttle.check_login(account_key(name), client)
         rows = self._scram_rows(name)
         if rows:  # the newest token's salt: all of a user's tokens share it unless the key changed
             return rows[0][1].salt, rows[0][1].iterations
@@ -328,8 +328,8 @@ class Principals:
     ) -> tuple[Principal, str, scram.Verifier]:
         """The user, the id of the token whose verifier the proof matches, and that verifier; or
         AuthError (counted against the account and the client, as a wrong password is)."""
-        keys = (account_key(name), client_key(client))
-        self.throttle.check(*keys)
+        account = account_key(name)
+        self.throttle.check_login(account, client)
         match = next(
             (
                 (tid, verifier)
@@ -339,12 +339,12 @@ class Principals:
             None,
         )
         if match is None:
-            self.throttle.fail(*keys)
+            self.throttle.fail_login(account, client)
             raise AuthError("wrong user name or token")
         tid, verifier = match
         with self.engine.begin() as conn:
             conn.execute(update(tokens).where(tokens.c.id == tid).values(last_used_at=utcnow()))
-        self.throttle.succeed(keys[0], f"token:{tid}")
+        self.throttle.succeed_login(account, client)
         return self.principal(name), tid, verifier
 
     def token_expires_at(self, token_id: str) -> dt.datetime | None:
