@@ -463,9 +463,10 @@ class GovernedSql:
         db, name = ref.namespace[0], ref.name
         access = self._access(full)
         if ref.suffixes:
-            if not access.unrestricted:
+            if not access.whole_table:
                 raise AccessDenied(
-                    f"{ref} (metadata, history, branch or tag of {full}) reveals more than {self.principal.name} may see"
+                    f"{ref} (metadata, history, branch or tag of {full}) reveals more than {self.principal.name} may see",
+                    hint="metadata tables and history need a grant on the whole table (no column list, filter or mask)",
                 )
             # Rewritten to the object that was checked, spelled so Spark cannot read it otherwise.
             table.set("catalog", exp.to_identifier(self.catalog, quoted=True))
@@ -474,7 +475,7 @@ class GovernedSql:
             table.meta[_GOVERNED] = True
             return
         version = table.args.get("version")
-        if version is not None and not access.unrestricted:
+        if version is not None and not access.whole_table:
             raise AccessDenied(
                 f"time travel on {full} is allowed only with access to the whole table (filters and masks apply to the current table)"
             )

@@ -117,14 +117,40 @@ def test_scram_is_negotiated_by_psycopg(spark, settings, lake):
 def test_tokens_made_before_scram_sign_in_over_tls_only(server, lake, settings):
     """Tokens without a verifier (made before migration 0004) cannot do SCRAM; inside TLS the
     password message carries them, as before."""
-    tid, token = Principals(settings).create_token(lake.analyst, description="legacy")
+    user = f"legacy_{uuid.uuid4().hex[:6]}"
+    p = Principals(settings)
+    p.add(user)
+    tid, token = p.create_token(user, description="legacy")
     engine = database.engine(settings)
     with engine.begin() as conn:
         conn.execute(update(tokens).where(tokens.c.id == tid).values(scram_verifier=None))
     with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
-        psycopg.connect(**dsn(server, lake.analyst, token, sslmode="disable"))
-    with psycopg.connect(**dsn(server, lake.analyst, token, sslmode="require")) as conn:
+        psycopg.connect(**dsn(server, user, token, sslmode="disable"))
+    with psycopg.connect(**dsn(server, user, token, sslmode="require")) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_a_suspended_portal_delivers_nothing_after_a_revoke(server, lake, settings):
+    """Rows a portal already holds are not sent once the token is revoked (found in review)."""
+    p = Principals(settings)
+    tid, token = p.create_token(lake.analyst, description="portal")
+    host, port = server.address
+    with socket.create_connection((host, port), timeout=30) as s:
+        assert rawpg.scram_sign_in(s, lake.analyst, token)[-1][0] == b"Z"
+        query = f"SELECT id FROM {lake.opps} ORDER BY id".encode() + b"\x00"
+        rawpg.send(s, b"P", b"\x00" + query + struct.pack("!h", 0))
+        rawpg.send(s, b"B", b"p1\x00\x00" + struct.pack("!hhh", 0, 0, 0))
+        rawpg.send(s, b"E", b"p1\x00" + struct.pack("!i", 1))
+        rawpg.send(s, b"H", b"")
+        kinds = []
+        while not kinds or kinds[-1] not in (b"s", b"C", b"E"):
+            kinds.append(rawpg.message(s)[0])
+        assert kinds[-2:] == [b"D", b"s"]  # one row sent, the portal suspended with more
+        p.revoke_token(tid)
+        rawpg.send(s, b"E", b"p1\x00" + struct.pack("!i", 1))
+        rawpg.send(s, b"S", b"")
+        kind, body = rawpg.message(s)
+        assert kind == b"E" and b"FATAL" in body, (kind, body)
 
 
 # ---- the handshake's limits --------------------------------------------------------------------------

@@ -591,3 +591,31 @@ def test_the_cli_refuses_a_nested_table_read_through_a_granted_name(lake, nested
     )
     assert code != 0 and CANARY_NESTED not in out + err
     assert "nested namespaces" in out + err
+
+
+def test_a_column_left_out_then_dropped_stays_out_of_history_and_metadata(spark, lake):
+    """A grant that lists or excludes columns covers every current column once the left-out one
+    is dropped; old snapshots, tags and file statistics still hold it (found in review)."""
+    db, canary = lake.db, f"CANARYDROPPED{U}"
+    spark.sql(f"CREATE TABLE {db}.people (id int, region string, ssn string) USING iceberg")
+    spark.sql(f"INSERT INTO {db}.people VALUES (1, 'EU', '{canary}')")
+    snap = spark.sql(f"SELECT snapshot_id FROM {db}.people.snapshots").first()[0]
+    spark.sql(f"ALTER TABLE {db}.people CREATE TAG before_drop")
+    admin, cols = lake.p.principal("admin"), ["id", "region", "ssn"]
+    listed, excluded = f"listed_{U}", f"excluded_{U}"
+    lake.p.add(listed)
+    lake.p.add(excluded)
+    lake.g.grant(admin, "SELECT", "TABLE", f"{db}.people", listed, columns=["id", "region"], table_columns=cols)
+    lake.g.grant(admin, "SELECT", "TABLE", f"{db}.people", excluded, exclude_columns=["ssn"], table_columns=cols)
+    spark.sql(f"ALTER TABLE {db}.people DROP COLUMN ssn")
+    for who in (listed, excluded):
+        for q in (
+            f"SELECT * FROM {db}.people.snapshot_id_{snap}",
+            f"SELECT * FROM {db}.people.tag_before_drop",
+            f"SELECT * FROM {db}.people.files",
+            f"SELECT * FROM {db}.people.all_data_files",
+            f"SELECT * FROM {db}.people VERSION AS OF {snap}",
+        ):
+            with pytest.raises(AccessDenied, match="reveals more|whole table"):
+                lake.sql(who, q)
+        assert lake.sql(who, f"SELECT * FROM {db}.people").rows == [(1, "EU")]

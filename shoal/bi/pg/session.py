@@ -324,7 +324,10 @@ class Connection(socketserver.BaseRequestHandler):
         return False
 
     def _auth_method(self) -> str:
-        """ "password" (a password message) or "scram": a secret crosses the wire only inside TLS."""
+        """ "password" (a password message) or "scram": a secret crosses the wire only inside TLS.
+        Inside TLS the client must check the certificate (sslmode=verify-ca/verify-full): with
+        sslmode=require a machine in the middle could present its own and read the password
+        message. `pg_auth = "scram-sha-256"` makes every sign-in SCRAM (tokens only)."""
         configured = self.server.settings.server.pg_auth
         if configured == "auto":
             return "password" if self.tls else "scram"
@@ -622,6 +625,9 @@ class Connection(socketserver.BaseRequestHandler):
 
     def _execute(self, r: Reader) -> None:
         name, max_rows = r.cstring(), r.int32()
+        # Every fetch, also of rows a suspended portal already holds: a revoke or an expiry
+        # ends delivery at once, not at the next statement.
+        self._check_signed_in()
         portal = self._portal(name)
         result = self._result(portal)
         if portal.statement.sql.strip() == "":
