@@ -240,12 +240,18 @@ class GovernanceSettings(Section):
     # HMAC key for signed raw-object URLs; default: <workspace>/secrets/signing.key (0600).
     signing_key: SecretStr | None = None
     signed_url_max_s: int = Field(default=24 * 3600, ge=1)
-    # Sign-in throttling (console passwords and tokens, API tokens, signed URLs): this many
-    # failures within `throttle_window_s` lock the account (or token) key; `throttle_client_failures`
-    # lock the client address. A lock lasts `throttle_lockout_s`, doubling with each lock in a
-    # row up to `throttle_lockout_max_s`; a success resets the account's counter.
+    # Sign-in throttling (console passwords and tokens, API tokens, the PostgreSQL endpoint; see
+    # shoal.governance.throttle). `throttle_account_failures` failures of one account from one
+    # client within `throttle_window_s` lock that (account, client) pair for `throttle_lockout_s`,
+    # doubling with each lock in a row up to `throttle_lockout_max_s`. Beyond
+    # `throttle_account_global_failures` failures of an account from anywhere, or
+    # `throttle_client_failures` from one client for any account, clients and accounts that have
+    # not signed in together within `throttle_known_days` are slowed down (a doubling delay);
+    # nobody else's failures lock an account's owner out of the client they use.
     throttle_account_failures: int = Field(default=5, ge=1)
+    throttle_account_global_failures: int = Field(default=50, ge=1)
     throttle_client_failures: int = Field(default=50, ge=1)
+    throttle_known_days: float = Field(default=30, gt=0)
     throttle_window_s: int = Field(default=15 * 60, ge=1)
     throttle_lockout_s: int = Field(default=60, ge=1)
     throttle_lockout_max_s: int = Field(default=3600, ge=1)
@@ -280,12 +286,27 @@ class ServerSettings(Section):
     port: int = Field(default=8080, ge=1, le=65535)
     thrift_host: str = "127.0.0.1"
     thrift_port: int = Field(default=10000, ge=1, le=65535)
-    # The PostgreSQL wire-protocol endpoint. Passwords and tokens arrive in cleartext: keep it on
-    # loopback, or behind a proxy that terminates TLS.
+    # The PostgreSQL wire-protocol endpoint (docs/bi.md says what each client needs).
     pg_host: str = "127.0.0.1"
     pg_port: int = Field(default=5433, ge=1, le=65535)
-    # Open client connections at most; more are refused (SQLSTATE 53300).
+    # Signed-in client connections at most; more are refused (SQLSTATE 53300). A connection
+    # takes its slot only once signed in.
     pg_max_connections: int = Field(default=32, ge=1)
+    # Connections still in startup or sign-in at most; more are refused on accept.
+    pg_max_pending: int = Field(default=64, ge=1)
+    # Startup, TLS and sign-in together must finish within this many seconds.
+    pg_handshake_timeout_s: float = Field(default=10, gt=0)
+    # Answer SSLRequest with TLS. The certificate and key (PEM) are pg_tls_cert / pg_tls_key, or
+    # a self-signed pair made on first start in <workspace>/secrets/pg-tls/.
+    pg_tls: bool = True
+    pg_tls_cert: str | None = None
+    pg_tls_key: str | None = None
+    # Refuse connections without TLS unless they come from a loopback address.
+    pg_require_tls_non_loopback: bool = True
+    # How clients sign in: "auto" (a password message inside TLS; SCRAM-SHA-256 with an API token
+    # on a plain connection), "scram-sha-256" (always SCRAM: tokens only), or "password" (always a
+    # password message, even without TLS: for old clients on loopback).
+    pg_auth: Literal["auto", "scram-sha-256", "password"] = "auto"
     # Rows one statement returns at most; a longer result is cut, with a warning to the client.
     pg_max_rows: int = Field(default=100_000, ge=1)
     # Close a connection idle (no message from the client) this long.

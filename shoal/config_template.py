@@ -35,6 +35,8 @@ _EXAMPLES: dict[str, str] = {
     "governance.signing_key": '"..."',
     "search.index_dir": '"/srv/shoal/search"',
     "server.dashboards_dir": '"/srv/shoal/dashboards"',
+    "server.pg_tls_cert": '"/etc/shoal/pg.crt"',
+    "server.pg_tls_key": '"/etc/shoal/pg.key"',
     "extract.media.model_cache": '"~/.cache/shoal/models"',
     "extract.media.speech_language": '"en"',
     "workflows.failure_topic": '"ops"',

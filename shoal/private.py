@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shoal.config import Settings
 
 
 def private_dir(path: Path) -> Path:
@@ -15,6 +19,19 @@ def private_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     _tighten(path, 0o700)
     return path
+
+
+def scratch_path(settings: Settings, name: str) -> Path:
+    """`<workspace>/tmp/<name>`: where Shoal's scratch files go instead of the system temp
+    folder, which other users can list and, for files made with a loose umask, read."""
+    return settings.workspace_dir / "tmp" / name
+
+
+def scratch_dir(settings: Settings, name: str) -> Path:
+    """`scratch_path`, created 0700 (the workspace and its tmp folder too)."""
+    private_dir(settings.workspace_dir)
+    private_dir(settings.workspace_dir / "tmp")
+    return private_dir(scratch_path(settings, name))
 
 
 def private_file(path: Path) -> Path:

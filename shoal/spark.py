@@ -17,7 +17,7 @@ from pathlib import Path
 
 from shoal.config import Settings
 from shoal.exceptions import DependencyError
-from shoal.private import private_dir, private_file
+from shoal.private import private_dir, private_file, scratch_dir, scratch_path
 
 ICEBERG_RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
 _lock = threading.Lock()
@@ -226,7 +226,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={ws} -Dlog4j2.level=error",
+        # The JVM's own temporary files go to the workspace's private scratch folder too.
+        "spark.driver.extraJavaOptions": (
+            f"-Dderby.system.home={ws} -Dlog4j2.level=error -Djava.io.tmpdir={scratch_path(settings, 'jvm')}"
+        ),
         # Workflow branches share this session: FAIR pools keep one branch's big job from
         # starving the others (each branch thread submits to a pool of its own).
         "spark.scheduler.mode": "FAIR",
@@ -250,6 +253,10 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         conf["spark.authenticate"] = "true"
     # Table files written through Hadoop's local file system: owner only, like their folder.
     conf.setdefault("spark.hadoop.fs.permissions.umask-mode", "077")
+    # Shuffle and spill files hold table rows (whatever governance filtered later): they go to
+    # the 0700 workspace, not the shared system temp folder. An operator may point them at a
+    # bigger disk with [spark] conf; that folder's modes are then theirs to keep private.
+    conf.setdefault("spark.local.dir", str(scratch_path(settings, "spark")))
     return conf
 
 
@@ -272,10 +279,21 @@ def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
             private_file(settings.catalog_sqlite_file)
         if "://" not in settings.warehouse_uri:
             private_dir(Path(settings.warehouse_uri))
+        conf = spark_conf(settings)
+        scratch_dir(settings, "spark")
+        scratch_dir(settings, "jvm")
+        for folder in conf["spark.local.dir"].split(","):  # an operator's folders, made private too
+            private_dir(Path(folder))
         builder = SparkSession.builder
-        for key, value in spark_conf(settings).items():
+        for key, value in conf.items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        # The JVM (and the Python workers it starts) inherit the umask at launch: 077 makes
+        # every blockmgr folder 0700 and every shuffle, spill and broadcast file 0600.
+        old_umask = os.umask(0o077)
+        try:
+            spark = builder.getOrCreate()
+        finally:
+            os.umask(old_umask)
         spark.sparkContext.setLogLevel(settings.spark.log_level)
         if settings.catalog.type == "sqlite":
             renew_catalog_connections(spark, settings)

@@ -1,2 +1,2 @@
-"""Endpoints for BI tools: the governed PostgreSQL-protocol server (`pgwire`) and Spark's Thrift
+"""Endpoints for BI tools: the governed PostgreSQL-protocol server (`pg`) and Spark's Thrift
 JDBC/ODBC server (`thrift`, not governed). They sit above `sql` and `governance`, which they use."""

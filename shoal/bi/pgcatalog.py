@@ -162,7 +162,7 @@ def database_name(schema: str) -> str:
 
 def _column_type(spark_type: str) -> tuple[int, int]:
     """The (type OID, typmod) a Spark column is reported as: the OID the wire protocol sends it with."""
-    from shoal.bi.pgwire import pg_type
+    from shoal.bi.pg.codec import pg_type
 
     oid = pg_type(spark_type)
     if oid == NUMERIC:
@@ -497,6 +497,11 @@ class Catalog:
         self._ns_oids: dict[str, int] = {}
         self._session: SessionInfo | None = None
         self._sub: Callable[[exp.Expr], exp.Expr] = lambda e: e
+
+    def invalidate(self) -> None:
+        """Build the catalog again at the next query (the principal changed)."""
+        with self._lock:
+            self._built = float("-inf")
 
     def __del__(self) -> None:
         if self._db is not None:

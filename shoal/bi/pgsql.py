@@ -1,6 +1,6 @@
 """PostgreSQL sessions for BI tools: session commands, the governed catalog, and dialect translation.
 
-`PgSession` is one connection's PostgreSQL side; the wire protocol (pgwire.Connection) asks it two
+`PgSession` is one connection's PostgreSQL side; the wire protocol (shoal.bi.pg.session.Connection) asks it two
 things:
 
 - `answer(sql)`: a statement answered without Spark, or None. SET/RESET/SHOW (settings kept per
@@ -56,7 +56,7 @@ DEFAULTS: dict[str, str] = {
     "max_identifier_length": "63",
     "search_path": '"$user", public',
     "server_encoding": "UTF8",
-    "server_version": "",  # filled from pgwire
+    "server_version": "",  # filled from the endpoint
     "server_version_num": "150000",
     "standard_conforming_strings": "off",
     "statement_timeout": "0",
@@ -133,13 +133,20 @@ class PgSession:
         cls, spark: Any, settings: Any, principal: Any, pid: int, server_version: str, startup: dict[str, str]
     ) -> PgSession:
         """The session of a connection that just signed in (startup: its startup parameters)."""
-        return cls(
+        session = cls(
             principal,
             pid=pid,
             server_version=server_version,
             startup=startup,
-            snapshot=lambda: pgcatalog.governed_snapshot(spark, settings, principal),
+            snapshot=lambda: pgcatalog.governed_snapshot(spark, settings, session.principal),
         )
+        return session
+
+    def set_principal(self, principal: Any) -> None:
+        """The principal as re-read for a statement (groups, admin): the catalog is rebuilt for it."""
+        if principal != self.principal:
+            self.principal = principal
+            self.catalog.invalidate()
 
     @property
     def dialect(self) -> str:
@@ -369,7 +376,7 @@ def _parse_postgres(sql: str) -> exp.Expr | None:
 
 
 def _pg_error(message: str, code: str, hint: str | None = None) -> Exception:
-    # Imported here: pgwire imports this module, and its PgError is what the client sees.
-    from shoal.bi.pgwire import PgError
+    # Imported here: the endpoint (shoal.bi.pg) imports this module; its PgError is what the client sees.
+    from shoal.bi.pg.codec import PgError
 
     return PgError(message, code, hint=hint)

@@ -64,13 +64,14 @@ def serve(
                 f"JDBC: {url}  (e.g. beeline -u {url}); it does not apply Shoal's grants (trusted operators only)"
             )
         if pg or pg_only:
-            from shoal.bi import pgwire
+            from shoal.bi.pg import PgServer
 
-            pg_server = pgwire.PgServer(s, port=pg_port).start()
+            pg_server = PgServer(s, port=pg_port).start()
             pg_host, bound = pg_server.address
             output.err.print(
                 f"PostgreSQL endpoint (governed) on {pg_host}:{bound}: "
-                f'psql "host={pg_host} port={bound} user=USER dbname=lake" (a password or an API token)'
+                f'psql "host={pg_host} port={bound} user=USER dbname=lake sslmode=require"'
+                " (a password or an API token; docs/bi.md)"
             )
         if thrift_only or (pg_only and proc is not None):
             assert proc is not None

@@ -27,6 +27,7 @@ from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
 from shoal.glue import bookmarks, runs
 from shoal.glue.runtime import DEFAULT_CATALOG_ALIASES, GlueError, GlueRun, activate
+from shoal.private import scratch_dir
 
 COMPAT_DIR = str(Path(__file__).parent / "compat")
 
@@ -130,7 +131,8 @@ def run_defined_job(
             f"job {job_name}: cannot read its script {script}: {first_line(exc)}",
             hint="point Command.ScriptLocation at the script and register the job again",
         ) from exc
-    with tempfile.TemporaryDirectory(prefix="shoal-glue-") as folder:
+    # The script is the customer's code: a private folder in the workspace, not the shared /tmp.
+    with tempfile.TemporaryDirectory(prefix="shoal-glue-", dir=scratch_dir(settings, "glue")) as folder:
         local = Path(folder) / Path(script.rstrip("/")).name
         local.write_bytes(text)
         return run_script(settings, str(local), job_name, argv, bookmark_option=bookmark_option, conf=conf, say=say)

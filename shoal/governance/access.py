@@ -28,7 +28,7 @@ from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text,
 from shoal import storage
 from shoal.config import Settings
 from shoal.governance.audit import AuditLog
-from shoal.governance.errors import AccessDenied, GovernanceError
+from shoal.governance.errors import AccessDenied, GovernanceError, NotFound
 from shoal.governance.grants import Governance
 from shoal.governance.keys import signing_key
 from shoal.governance.principals import Principal, Principals
@@ -357,14 +357,28 @@ class AccessRequests:
         return [r for r in rows if r["principal"] == principal.name or self.gov.owner(r["table"]) == principal.name]
 
     def decide(self, by: Principal, request_id: int, *, approve: bool, note: str | None = None) -> dict[str, Any]:
-        req = self.get(request_id)
+        """Approve or reject a pending request: its table's owner or an admin only.
+
+        Authorisation comes first, and every request the caller may not decide (someone else's
+        table, their own request, an id that does not exist) gets the same answer, so deciding
+        cannot be used to learn which requests exist, for which table, or in which state."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(access_requests).where(access_requests.c.id == request_id)).first()
+        req = _req(row) if row is not None else None
+        if req is None or not (by.is_admin or self.gov.owner(req["table"]) == by.name):
+            # The audit names the id only: the table is what the caller must not learn (admins
+            # reading the log can look the request up).
+            self.audit.record(
+                by.name,
+                "access.decide",
+                None,
+                False,
+                reason="no such request for this principal",
+                request_id=request_id,
+            )
+            raise NotFound(f"no access request {request_id}", hint="list yours with `shoal access list`")
         if req["status"] != "pending":
             raise GovernanceError(f"request {request_id} is already {req['status']}")
-        if not (by.is_admin or self.gov.owner(req["table"]) == by.name):
-            self.audit.record(
-                by.name, "access.decide", req["table"], False, reason="not the owner", request_id=request_id
-            )
-            raise AccessDenied(f"only the owner of {req['table']} or an admin may decide request {request_id}")
         grant_id = None
         if approve:
             grant_id = self.gov.grant(by, "SELECT", "TABLE", req["table"], req["principal"]).id

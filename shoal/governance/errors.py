@@ -19,3 +19,7 @@ class AccessDenied(ShoalError):
     """The principal lacks a privilege, or the request is never allowed (file reads, SET, ...)."""
 
     exit_code = 4
+
+
+class NotFound(GovernanceError):
+    """No such thing for this principal: what exists but may not be seen is answered alike."""

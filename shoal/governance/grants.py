@@ -50,7 +50,7 @@ MASKS = {
     "last4": "concat(repeat('*', greatest(length(cast({c} AS string)) - 4, 0)), right(cast({c} AS string), 4))",
     "email": "regexp_replace(cast({c} AS string), '^[^@]+', '***')",
 }
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Functions that read files, reach the JVM or reveal where data lives: never in a filter.
 FORBIDDEN_FUNCTIONS = {"input_file_name", "input_file_block_start", "input_file_block_length", "reflect", "java_method"}
 
@@ -64,7 +64,7 @@ def forbidden_function(name: str) -> bool:
 
 def table_key(name: str) -> tuple[str, str]:
     parts = [p.strip("`").lower() for p in name.split(".")]
-    if len(parts) != 2 or not all(_IDENT.match(p) for p in parts):
+    if len(parts) != 2 or not all(IDENTIFIER.match(p) for p in parts):
         raise GovernanceError(f"invalid table name {name!r}", hint="use DATABASE.TABLE")
     return parts[0], parts[1]
 
@@ -143,6 +143,9 @@ class CellRule:
     columns: set[str]
     row_filter: str | None
     masks: dict[str, str]
+    # The grant covers the table as a whole, so also every column it ever had: the table's
+    # history (snapshots, tags, branches, metadata tables) holds columns dropped since.
+    whole: bool = False
 
 
 @dataclass
@@ -160,6 +163,14 @@ class TableAccess:
     def unrestricted(self) -> bool:
         """Every column, every row, nothing masked (what metadata tables and time travel need)."""
         return any(r.row_filter is None and not r.masks and r.columns >= set(self.all_columns) for r in self.rules)
+
+    @property
+    def whole_table(self) -> bool:
+        """Granted the table as a whole (admin, owner, a database grant, a table grant without
+        column lists, filters or masks, a tag grant the table's own tags satisfy): what reading
+        its history and metadata needs. Covering today's columns is not enough: a column left
+        out of a grant and then dropped is still in old snapshots and in file statistics."""
+        return any(r.whole for r in self.rules)
 
     def projection(self) -> tuple[list[str], str | None]:
         """Select-list expressions (one per visible column) and the row predicate."""
@@ -221,7 +232,7 @@ class Governance:
         elif target_kind == "TABLE":
             target = ".".join(table_key(target))
         elif target_kind == "DATABASE":
-            if not _IDENT.match(target):
+            if not IDENTIFIER.match(target):
                 raise GovernanceError(f"invalid database name {target!r}")
             target = target.lower()
         else:
@@ -309,7 +320,7 @@ class Governance:
     # ---- tags -----------------------------------------------------------------------------------
     def create_tag(self, key: str, values: builtins.list[str]) -> None:
         key = key.lower()
-        if not _IDENT.match(key) or not values:
+        if not IDENTIFIER.match(key) or not values:
             raise GovernanceError("a tag needs a key (letters, digits, _) and at least one allowed value")
         with self.engine.begin() as conn:
             database.upsert(conn, tag_keys, {"key": key}, {"allowed_values": json.dumps(sorted(set(values)))})
@@ -383,6 +394,20 @@ class Governance:
                 column_tags[r.column_name][r.key] = r.value
         return table_tags, column_tags
 
+    def _column_tagged(self, table: str) -> bool:
+        db, tbl = table_key(table)
+        with self.engine.connect() as conn:
+            return (
+                conn.execute(
+                    select(tag_assignments.c.key).where(
+                        tag_assignments.c.database == db,
+                        tag_assignments.c.table_name == tbl,
+                        tag_assignments.c.column_name != "",
+                    )
+                ).first()
+                is not None
+            )
+
     # ---- ownership ----------------------------------------------------------------------------
     def set_owner(self, table: str, owner: str | None = None, description: str | None = None) -> None:
         self._set_info(".".join(table_key(table)), owner, description)
@@ -442,7 +467,7 @@ class Governance:
     def access(self, principal: Principal, table: str, columns: builtins.list[str]) -> TableAccess:
         cols = [c.lower() for c in columns]
         if principal.is_admin or self.owner(table) == principal.name:
-            return TableAccess(table, cols, [CellRule(set(cols), None, {})])
+            return TableAccess(table, cols, [CellRule(set(cols), None, {}, whole=True)])
         db, _ = table_key(table)
         rules: list[CellRule] = []
         column_tags: dict[str, dict[str, str]] | None = None
@@ -450,11 +475,14 @@ class Governance:
             if g.privilege not in ("SELECT", "ALL"):
                 continue
             if g.target_kind == "DATABASE" and g.target == db:
-                rules.append(CellRule(set(cols), None, {}))
+                rules.append(CellRule(set(cols), None, {}, whole=True))
             elif g.target_kind == "TABLE" and g.target == table:
                 visible = set(g.columns) if g.columns else set(cols) - set(g.exclude_columns or [])
+                whole = not (g.columns or g.exclude_columns or g.row_filter or g.masks)
                 rules.append(
-                    CellRule(visible & set(cols), g.row_filter, {c: m for c, m in g.masks.items() if c in cols})
+                    CellRule(
+                        visible & set(cols), g.row_filter, {c: m for c, m in g.masks.items() if c in cols}, whole=whole
+                    )
                 )
             elif g.target_kind == "TAGS":
                 if column_tags is None:
@@ -462,7 +490,10 @@ class Governance:
                 expression = json.loads(g.target)
                 visible = {c for c in cols if _satisfies(column_tags[c], expression)}
                 if visible:
-                    rules.append(CellRule(visible, None, {}))
+                    # Whole only when the table's own tags satisfy it and no column is tagged
+                    # apart (a column tagged otherwise, even one dropped since, stays out).
+                    whole = _satisfies(self.tags_of(table, [])[0], expression) and not self._column_tagged(table)
+                    rules.append(CellRule(visible, None, {}, whole=whole))
         return TableAccess(table, cols, [r for r in rules if r.columns])
 
     def workflow_privileges(self, principal: Principal, workflow: str) -> set[str]:

@@ -24,10 +24,11 @@ from argon2.exceptions import InvalidHashError, VerifyMismatchError
 from sqlalchemy import delete, insert, select, update
 
 from shoal.config import Settings
+from shoal.governance import scram
 from shoal.governance.errors import AuthError, GovernanceError
 from shoal.governance.sessions import end_sessions
 from shoal.governance.store import auth_failures, grants, members, principals, state_tables, table_info, tokens
-from shoal.governance.throttle import Throttle, account_key, client_key
+from shoal.governance.throttle import Throttle, account_key, account_prefixes
 from shoal.lake import database
 from shoal.lake.database import utcnow
 
@@ -111,7 +112,15 @@ class Principals:
             conn.execute(delete(grants).where(grants.c.grantee == name))
             conn.execute(update(table_info).where(table_info.c.owner == name).values(owner=None))
             conn.execute(delete(access.access_requests).where(access.access_requests.c.principal == name))
-            conn.execute(delete(auth_failures).where(auth_failures.c.key == account_key(name)))
+            account = account_key(name)
+            pairs, known = account_prefixes(account)
+            conn.execute(
+                delete(auth_failures).where(
+                    (auth_failures.c.key == account)
+                    | auth_failures.c.key.startswith(pairs, autoescape=True)
+                    | auth_failures.c.key.startswith(known, autoescape=True)
+                )
+            )
             for ap in conn.execute(select(access.access_points.c.name, access.access_points.c.principals)).all():
                 listed = json.loads(ap.principals)
                 if name in listed:
@@ -188,23 +197,24 @@ class Principals:
 
     # ---- credentials ---------------------------------------------------------------------------
     def check_password(self, name: str, password: str, *, client: str | None = None) -> Principal:
-        """The user, or AuthError; Throttled (before any hashing) while the account or client is locked."""
-        keys = (account_key(name), client_key(client))
-        self.throttle.check(*keys)
+        """The user, or AuthError; Throttled (before any hashing) while this account is locked
+        for this client, or slowed down for clients it has not signed in from lately."""
+        account = account_key(name)
+        self.throttle.check_login(account, client)
         try:
             row = self.get_row(name)
         except GovernanceError:
             _hasher.hash(password)  # same work whether or not the user exists
-            self.throttle.fail(*keys)
+            self.throttle.fail_login(account, client)
             raise AuthError("wrong user name or password") from None
         try:
             if not row.password_hash or row.kind != "user":
                 raise VerifyMismatchError
             _hasher.verify(row.password_hash, password)
         except (VerifyMismatchError, InvalidHashError):
-            self.throttle.fail(*keys)
+            self.throttle.fail_login(account, client)
             raise AuthError("wrong user name or password") from None
-        self.throttle.succeed(keys[0])
+        self.throttle.succeed_login(account, client)
         return self.principal(name)
 
     def create_token(
@@ -215,7 +225,11 @@ class Principals:
             raise GovernanceError(f"{name!r} is a group; tokens belong to users")
         token_id = secrets.token_hex(8)
         secret = secrets.token_urlsafe(32)
+        token = f"shoal_{token_id}_{secret}"
         expires = utcnow() + dt.timedelta(days=expires_in_days) if expires_in_days else None
+        # The PostgreSQL endpoint checks SCRAM proofs against this verifier: the token itself is
+        # never stored, so this is the only moment a verifier can be made.
+        verifier = scram.make_verifier(token, scram.user_salt(self.settings, name))
         with self.engine.begin() as conn:
             conn.execute(
                 insert(tokens).values(
@@ -225,9 +239,10 @@ class Principals:
                     description=description,
                     created_at=utcnow(),
                     expires_at=expires,
+                    scram_verifier=str(verifier),
                 )
             )
-        return token_id, f"shoal_{token_id}_{secret}"
+        return token_id, token
 
     def revoke_token(self, token_id: str) -> None:
         """Revoke a token; console sessions signed in with it end too."""
@@ -259,19 +274,19 @@ class Principals:
         ]
 
     def authenticate(self, token: str, *, client: str | None = None) -> Principal:
-        """The token's user, or AuthError; Throttled while the token id or the client is locked.
-        Wrong tokens count as failures; malformed ones (which cannot match any secret) and expired
-        or revoked ones (a real secret) do not."""
+        """The token's user, or AuthError; Throttled while the token id is locked for this client
+        (or slowed down for clients it has not been used from lately). Wrong secrets count as
+        failures; malformed tokens (which cannot match any secret) and expired or revoked ones
+        (a real secret) do not. Nobody's wrong secrets stop the real token elsewhere."""
         m = _TOKEN.match(token or "")
         if not m:
             raise AuthError("malformed token")
-        ckey = client_key(client)
         tkey = f"token:{m.group(1)}"
-        self.throttle.check(tkey, ckey)
+        self.throttle.check_login(tkey, client)
         with self.engine.connect() as conn:
             row = conn.execute(select(tokens).where(tokens.c.id == m.group(1))).first()
         if row is None or not hmac.compare_digest(row.secret_hash, _digest(m.group(2))):
-            self.throttle.fail(tkey, ckey)
+            self.throttle.fail_login(tkey, client)
             raise AuthError("invalid token")
         if row.revoked_at is not None:
             raise AuthError("token revoked")
@@ -279,8 +294,79 @@ class Principals:
             raise AuthError("token expired")
         with self.engine.begin() as conn:
             conn.execute(update(tokens).where(tokens.c.id == row.id).values(last_used_at=utcnow()))
-            conn.execute(delete(auth_failures).where(auth_failures.c.key == tkey))
+        self.throttle.succeed_login(tkey, client)
         return self.principal(row.principal)
+
+    # ---- SCRAM-SHA-256 (the PostgreSQL endpoint) -------------------------------------------------
+    def _scram_rows(self, name: str) -> builtins.list[tuple[str, scram.Verifier]]:
+        """The user's usable tokens (not revoked, not expired) that have a SCRAM verifier."""
+        now = utcnow()
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(tokens.c.id, tokens.c.scram_verifier, tokens.c.expires_at)
+                .where(tokens.c.principal == name, tokens.c.revoked_at.is_(None))
+                .order_by(tokens.c.created_at.desc())
+            ).all()
+        out = []
+        for r in rows:
+            v = scram.parse_verifier(r.scram_verifier)
+            if v is not None and (r.expires_at is None or r.expires_at > now):
+                out.append((r.id, v))
+        return out
+
+    def scram_challenge(self, name: str, *, client: str | None = None) -> tuple[bytes, int]:
+        """The salt and iteration count to send a SCRAM client for `name` (Throttled while locked).
+        The same for unknown users and users without tokens, so the answer reveals nothing."""
+        self.throttle.check_login(account_key(name), client)
+        rows = self._scram_rows(name)
+        if rows:  # the newest token's salt: all of a user's tokens share it unless the key changed
+            return rows[0][1].salt, rows[0][1].iterations
+        return scram.user_salt(self.settings, name), scram.ITERATIONS
+
+    def authenticate_scram(
+        self, name: str, salt: bytes, auth_message: bytes, proof: bytes, *, client: str | None = None
+    ) -> tuple[Principal, str, scram.Verifier]:
+        """The user, the id of the token whose verifier the proof matches, and that verifier; or
+        AuthError (counted against the account and the client, as a wrong password is)."""
+        account = account_key(name)
+        self.throttle.check_login(account, client)
+        match = next(
+            (
+                (tid, verifier)
+                for tid, verifier in self._scram_rows(name)
+                if verifier.salt == salt and scram.proof_matches(verifier, auth_message, proof)
+            ),
+            None,
+        )
+        if match is None:
+            self.throttle.fail_login(account, client)
+            raise AuthError("wrong user name or token")
+        tid, verifier = match
+        with self.engine.begin() as conn:
+            conn.execute(update(tokens).where(tokens.c.id == tid).values(last_used_at=utcnow()))
+        self.throttle.succeed_login(account, client)
+        return self.principal(name), tid, verifier
+
+    def token_expires_at(self, token_id: str) -> dt.datetime | None:
+        with self.engine.connect() as conn:
+            return conn.execute(select(tokens.c.expires_at).where(tokens.c.id == token_id)).scalar()
+
+    def signed_in(self, name: str, token_id: str | None) -> Principal:
+        """The principal as it is now, for a sign-in that stays open (a PostgreSQL connection):
+        groups re-read; AuthError when the user was removed or the token revoked or expired."""
+        if token_id is not None:
+            with self.engine.connect() as conn:
+                row = conn.execute(select(tokens).where(tokens.c.id == token_id)).first()
+            if row is None or row.principal != name:
+                raise AuthError("the token no longer exists")
+            if row.revoked_at is not None:
+                raise AuthError("the token was revoked")
+            if row.expires_at is not None and row.expires_at <= utcnow():
+                raise AuthError("the token expired")
+        try:
+            return self.principal(name)
+        except GovernanceError:
+            raise AuthError(f"the principal {name!r} no longer exists") from None
 
 
 def token_id(token: str) -> str | None:

@@ -15,9 +15,11 @@ time travel unless the principal sees the whole table.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
@@ -27,7 +29,7 @@ from shoal.config import Settings
 from shoal.exceptions import SqlError, first_line
 from shoal.governance.audit import AuditLog
 from shoal.governance.errors import AccessDenied, GovernanceError
-from shoal.governance.grants import Governance, TableAccess, forbidden_function, table_key
+from shoal.governance.grants import IDENTIFIER, Governance, TableAccess, forbidden_function, table_key
 from shoal.governance.masks import register_mask_functions
 from shoal.governance.principals import Principal
 from shoal.sql import QueryResult, run, split_statements
@@ -65,6 +67,89 @@ _INSERT_REFUSED = {
 _ALTER_ACTIONS = (exp.ColumnDef, exp.Schema, exp.Drop, exp.RenameColumn, exp.AlterColumn)
 
 
+# ---- names --------------------------------------------------------------------------------------
+# Iceberg's Spark catalog reads `ns.table.<suffix>` as a metadata table (these names, any case), a
+# changelog (`changes`) or a snapshot selector; it tries the whole name as a table first. So one
+# multi-part name can mean several objects, and the check must know which one Spark will read.
+_METADATA_TABLES = frozenset(
+    {
+        "entries",
+        "files",
+        "data_files",
+        "delete_files",
+        "history",
+        "metadata_log_entries",
+        "snapshots",
+        "refs",
+        "manifests",
+        "partitions",
+        "all_data_files",
+        "all_delete_files",
+        "all_files",
+        "all_manifests",
+        "all_entries",
+        "position_deletes",
+        "changes",
+    }
+)
+_SELECTOR = re.compile(r"^(at_timestamp_\d+|snapshot_id_\d+|branch_.+|tag_.+)$", re.I)
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """One catalog object a name resolved to: a table, or what a suffix reads of it (a metadata
+    table, a branch, a tag, a snapshot)."""
+
+    namespace: tuple[str, ...]
+    name: str
+    suffixes: tuple[str, ...] = ()
+
+    @property
+    def table(self) -> str:
+        return ".".join((*self.namespace, self.name))
+
+    def __str__(self) -> str:
+        return ".".join((*self.namespace, self.name, *self.suffixes))
+
+
+def _is_suffix(part: str) -> bool:
+    return part.lower() in _METADATA_TABLES or bool(_SELECTOR.match(part))
+
+
+def name_parts(table: exp.Table) -> list[str]:
+    """Every part of a table name, in order (`a.b.c.d.e` parses into catalog, db and a Dot chain)."""
+    parts: list[str] = []
+
+    def walk(node: exp.Expr | None) -> None:
+        if node is None:
+            return
+        if isinstance(node, exp.Dot):
+            walk(node.this)
+            walk(node.expression)
+        elif isinstance(node, exp.Identifier):
+            parts.append(node.name)
+        else:
+            raise AccessDenied(f"a table name part {node.sql(dialect='spark')[:60]} is not a plain name")
+
+    for key in ("catalog", "db", "this"):
+        walk(table.args.get(key))
+    return parts
+
+
+def candidates(parts: list[str]) -> list[TableRef]:
+    """Each reading Iceberg's catalog may give the parts (after the catalog): the whole name as a
+    table, or a table followed by one or two suffixes (`t.files`, `t.branch_b`, `t.files.tag_x`)."""
+    out: list[TableRef] = []
+    if len(parts) == 1:
+        return [TableRef(("default",), parts[0].lower())]
+    for n_suffix in (0, 1, 2):
+        if len(parts) - n_suffix < 2 or not all(_is_suffix(p) for p in parts[len(parts) - n_suffix :]):
+            continue
+        head, suffixes = parts[: len(parts) - n_suffix], parts[len(parts) - n_suffix :]
+        out.append(TableRef(tuple(p.lower() for p in head[:-1]), head[-1].lower(), tuple(s.lower() for s in suffixes)))
+    return out
+
+
 class GovernedSql:
     def __init__(self, spark, settings: Settings, principal: Principal) -> None:
         self.spark = spark
@@ -74,6 +159,7 @@ class GovernedSql:
         self.audit = AuditLog(settings)
         self.catalog = settings.catalog.name.lower()
         self._ctes = itertools.count(1)
+        self._listings: dict[tuple[str, ...], set[str]] = {}
         register_mask_functions(spark, settings)
 
     def execute(self, sql: str, *, limit: int | None = None) -> QueryResult:
@@ -119,6 +205,7 @@ class GovernedSql:
     # ---- one statement --------------------------------------------------------------------------
     def _planned(self, sql: str, limit: int | None) -> _Plan:
         plan = _Plan(sql)
+        self._listings.clear()  # the catalog as it is now, for this statement's names
         try:
             try:
                 if _nesting(sql) > MAX_NESTING:
@@ -367,44 +454,40 @@ class GovernedSql:
                 table.meta[_GOVERNED] = True
                 return
             raise AccessDenied(f"table function {fname or table.sql()} is not allowed")
-        catalog = table.text("catalog").lower()
         db = table.text("db").lower()
-        meta = None
-        if isinstance(table.this, exp.Dot):  # catalog.db.table.metadata
-            name, meta = table.this.this.name.lower(), table.this.expression.name.lower()
-        else:
-            name = table.name
-        if db in FILE_SOURCES and (table.this.args.get("quoted") or "/" in name or ":" in name):
+        if db in FILE_SOURCES and (table.this.args.get("quoted") or "/" in table.name or ":" in table.name):
             raise AccessDenied(f"direct file reads ({db}.`...`) are not allowed; query tables")
-        if catalog and catalog not in (self.catalog, "spark_catalog") and meta is None:
-            # db.table.metadata parses as catalog.db.table
-            catalog, db, name, meta = "", catalog, db, name.lower()
-        elif catalog and catalog not in (self.catalog, "spark_catalog"):
-            raise AccessDenied(f"unknown catalog {catalog}")
-        db = db or "default"
-        full = f"{db}.{name.lower()}"
-        table_key(full)  # a valid identifier pair, or refuse
-        tables.append(full + (f".{meta}" if meta else ""))
+        ref = self.resolve(table)
+        tables.append(str(ref))
+        full = ref.table
+        db, name = ref.namespace[0], ref.name
         access = self._access(full)
-        if meta is not None:
-            if not access.unrestricted:
-                raise AccessDenied(f"metadata tables of {full} reveal more than {self.principal.name} may see")
+        if ref.suffixes:
+            if not access.whole_table:
+                raise AccessDenied(
+                    f"{ref} (metadata, history, branch or tag of {full}) reveals more than {self.principal.name} may see",
+                    hint="metadata tables and history need a grant on the whole table (no column list, filter or mask)",
+                )
+            # Rewritten to the object that was checked, spelled so Spark cannot read it otherwise.
+            table.set("catalog", exp.to_identifier(self.catalog, quoted=True))
+            table.set("db", exp.to_identifier(db, quoted=True))
+            table.set("this", exp.Dot.build([exp.to_identifier(p, quoted=True) for p in (name, *ref.suffixes)]))
             table.meta[_GOVERNED] = True
             return
         version = table.args.get("version")
-        if version is not None and not access.unrestricted:
+        if version is not None and not access.whole_table:
             raise AccessDenied(
                 f"time travel on {full} is allowed only with access to the whole table (filters and masks apply to the current table)"
             )
         select, where = access.projection()
-        source = f"{self.catalog}.`{db}`.`{name.lower()}`"
+        source = f"{self.catalog}.`{db}`.`{name}`"
         inner = sqlglot.parse_one(
             f"SELECT {', '.join(select)} FROM {source}" + (f" WHERE {where}" if where else ""), read="spark"
         )
         inner.args["from_"].this.meta[_GOVERNED] = True
         if version is not None:
             inner.args["from_"].this.set("version", version.copy())
-        alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name.lower()))
+        alias = table.args.get("alias") or exp.TableAlias(this=exp.to_identifier(name))
         sub = exp.Subquery(this=inner, alias=alias)
         for key in ("pivots", "laterals", "joins"):
             if table.args.get(key):
@@ -429,12 +512,74 @@ class GovernedSql:
             return None
 
     def _real_name(self, table: exp.Expr) -> str:
+        """The DATABASE.TABLE a statement writes to or describes: the whole name, never a suffix
+        reading (Iceberg would take `t.branch_b` as a branch of `t` when no such table exists)."""
         if not isinstance(table, exp.Table) or not table.name:
             raise AccessDenied("the statement's target is not a table name")
-        catalog = table.text("catalog").lower()
-        if catalog and catalog != self.catalog:
-            raise AccessDenied(f"unknown catalog {catalog}")
-        return ".".join(table_key(f"{table.text('db') or 'default'}.{table.name}"))
+        return self.resolve(table, suffixes=False).table
+
+    def resolve(self, table: exp.Table, *, suffixes: bool = True) -> TableRef:
+        """The one catalog object a table name reads, or a refusal.
+
+        Every reading Iceberg's catalog may give the name is looked up; none existing is "no
+        such table", more than one is ambiguous and refused. Tables in nested namespaces cannot
+        be granted (grants name DATABASE.TABLE), so they resolve for nobody but admins. With
+        `suffixes=False` (a write or DDL target) the whole name is the table, unchecked here.
+        """
+        parts = name_parts(table)
+        if len(parts) > 1 and parts[0].lower() in (self.catalog, "spark_catalog"):
+            parts = parts[1:]
+            if len(parts) == 1:  # `catalog.t`: Spark reads a table with no namespace
+                raise AccessDenied(f"{parts[0]} has no database; write DATABASE.TABLE")
+        elif len(parts) > 1 and parts[0].lower() in self._catalogs():
+            raise AccessDenied(f"unknown catalog {parts[0]}")
+        for part in parts:
+            if not IDENTIFIER.match(part):
+                raise AccessDenied(f"invalid table name part {part!r}", hint="names are letters, digits and _")
+        options = [c for c in candidates(parts) if suffixes or not c.suffixes]
+        spelled = ".".join(parts)
+        if suffixes:
+            found = [c for c in options if self._exists(c)]
+            if len(found) > 1:
+                raise AccessDenied(
+                    f"{spelled} is ambiguous: it names {' and '.join(str(c) for c in found)}",
+                    hint="rename the table in the nested namespace, or ask an admin",
+                )
+            options = found
+        if not options:
+            raise AccessDenied(
+                f"{self.principal.name} has no SELECT on {spelled} (or it does not exist)",
+                hint=f"ask for it: shoal access request {spelled} --reason ...",
+            )
+        ref = options[0]
+        if len(ref.namespace) != 1:
+            raise AccessDenied(
+                f"{self.principal.name} has no access to {ref.table} (or it does not exist)",
+                hint="grants name DATABASE.TABLE; tables in nested namespaces are read by admins only",
+            )
+        table_key(ref.table)  # a valid identifier pair, or refuse
+        return ref
+
+    def _exists(self, ref: TableRef) -> bool:
+        """Whether the namespace lists the table by this exact name (a listing never reads a
+        suffix as a metadata table, unlike loading the table)."""
+        if not ref.namespace:
+            return False
+        if ref.namespace not in self._listings:
+            ns = ".".join(f"`{p}`" for p in ref.namespace)
+            names: set[str] = set()
+            for kind in ("TABLES", "VIEWS"):
+                with contextlib.suppress(SqlError):  # no such namespace, or no views: nothing listed
+                    names |= {str(r[1]).lower() for r in run(self.spark, f"SHOW {kind} IN {self.catalog}.{ns}").rows}
+            self._listings[ref.namespace] = names
+        return ref.name in self._listings[ref.namespace]
+
+    def _catalogs(self) -> set[str]:
+        """Catalog names this session knows besides the lake's (a name starting with one reads it)."""
+        conf = self.spark.sparkContext.getConf().getAll()
+        return {k.split(".")[3].lower() for k, _ in conf if re.match(r"spark\.sql\.catalog\.[^.]+$", k)} | {
+            "spark_catalog"
+        }
 
     def _qualify(self, table: exp.Table, full: str) -> None:
         db, name = full.split(".")
@@ -442,8 +587,7 @@ class GovernedSql:
         table.set("db", exp.to_identifier(db))
         table.set("this", exp.to_identifier(name))
 
-    @staticmethod
-    def _collect_tables(tree: exp.Expr, plan: _Plan) -> None:
+    def _collect_tables(self, tree: exp.Expr, plan: _Plan) -> None:
         """An admin's statement runs as written; the audit still names what it touches."""
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         target = tree.this if isinstance(tree, exp.Insert | exp.Drop | exp.Alter | exp.Create | exp.Merge) else None
@@ -456,7 +600,13 @@ class GovernedSql:
         for t in tree.find_all(exp.Table):
             if not t.name or (not t.text("db") and t.name.lower() in ctes):
                 continue
-            name = ".".join(p for p in (t.text("db"), t.name) if p)
+            try:  # the name as written, every part of it (nested namespaces, suffixes)
+                parts = name_parts(t)
+            except AccessDenied:
+                parts = [t.sql(dialect="spark")]
+            if len(parts) > 1 and parts[0].lower() == self.catalog:
+                parts = parts[1:]
+            name = ".".join(parts)
             bucket = plan.writes if id(t) in written else plan.reads
             if name not in bucket:
                 bucket.append(name)

@@ -45,6 +45,8 @@ tokens = Table(
     Column("expires_at", DateTime),
     Column("revoked_at", DateTime),
     Column("last_used_at", DateTime),
+    # SCRAM-SHA-256 verifier of the token (PostgreSQL endpoint); NULL for tokens made before 0004.
+    Column("scram_verifier", Text),
 )
 grants = Table(
     "shoal_grants",

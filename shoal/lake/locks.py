@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from shoal.config import Settings
 from shoal.exceptions import ShoalError
+from shoal.private import private_dir
 
 
 def _busy(table: str, where: str) -> ShoalError:
@@ -32,10 +34,10 @@ def table_lock(settings: Settings, table: str, *, timeout_s: float = 600) -> Ite
         with _advisory_lock(settings, table, timeout_s):
             yield
         return
-    lock_dir = settings.workspace_dir / "locks"
-    lock_dir.mkdir(parents=True, exist_ok=True)
+    lock_dir = private_dir(settings.workspace_dir / "locks")
     path = lock_dir / f"{table}.lock"
-    with open(path, "w") as handle:
+    # 0600 like the rest of the workspace (open() would use the process umask).
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
         deadline = time.monotonic() + timeout_s
         while True:
             try:

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from shoal.config import Settings
+from shoal.private import private_dir, private_file
 from shoal.progress import spark_tasks
 
 SCHEMA = """
@@ -124,8 +125,10 @@ class SearchIndex:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.root = index_root(settings)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.db_path = self.root / "chunks.db"
+        # The index holds document text: owner only, like the rest of the workspace. SQLite
+        # gives its WAL and journal files the database file's mode.
+        private_dir(self.root)
+        self.db_path = private_file(self.root / "chunks.db")
         self.faiss_path = self.root / "vectors.faiss"
         with self.connect() as conn:
             conn.executescript(SCHEMA)
@@ -348,7 +351,7 @@ class SearchIndex:
     def _write_lock(self) -> Iterator[None]:
         # One writer at a time: two runs would each add to their own copy of the graph.
         # The lock dies with its holder, so a killed run never leaves it held.
-        with open(self.root / ".write.lock", "w") as handle:
+        with os.fdopen(os.open(self.root / ".write.lock", os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield

@@ -37,6 +37,7 @@ from shoal.governance import (
     Principals,
 )
 from shoal.governance.access import AccessRequests, RawAccess
+from shoal.governance.errors import NotFound
 from shoal.governance.throttle import Throttled
 from shoal.sql import to_json_value
 from shoal.web import resources
@@ -265,6 +266,11 @@ def create_app(settings: Settings) -> FastAPI:
     @app.exception_handler(AccessDenied)
     async def _denied(_request: Request, exc: AccessDenied) -> JSONResponse:
         return JSONResponse({"detail": str(exc).splitlines()[0], "hint": exc.hint}, status_code=403)
+
+    @app.exception_handler(NotFound)
+    async def _not_found(_request: Request, exc: NotFound) -> JSONResponse:
+        # Missing and not-yours are one answer: a 403 would confirm the thing exists.
+        return JSONResponse({"detail": str(exc).splitlines()[0], "hint": exc.hint}, status_code=404)
 
     @app.exception_handler(GovernanceError)
     async def _invalid(_request: Request, exc: GovernanceError) -> JSONResponse:

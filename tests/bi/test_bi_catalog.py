@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from shoal.bi import pgwire
+from shoal.bi import pg as pgwire
 from shoal.governance import Governance, Principals
 from shoal.governance.masks import mask_hash
 
@@ -82,7 +82,7 @@ def test_psql_lists_and_describes_only_what_is_granted(server, lake, settings):
         pytest.skip("psql (postgresql-client) is not installed")
     host, port = server.address
     env = {**os.environ, "PGPASSWORD": PASSWORD, "PGCONNECT_TIMEOUT": "20"}
-    dsn = f"host={host} port={port} user={lake.user} dbname=lake"
+    dsn = f"host={host} port={port} user={lake.user} dbname=lake sslmode=require"
 
     def psql(*commands: str) -> str:
         args = ["psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", dsn]
@@ -113,7 +113,7 @@ def test_sqlalchemy_inspect_and_pandas(server, lake, settings):
     sqlalchemy = pytest.importorskip("sqlalchemy")
     pd = pytest.importorskip("pandas")
     host, port = server.address
-    engine = sqlalchemy.create_engine(f"postgresql+psycopg://{lake.user}:{PASSWORD}@{host}:{port}/lake")
+    engine = sqlalchemy.create_engine(f"postgresql+psycopg://{lake.user}:{PASSWORD}@{host}:{port}/lake?sslmode=require")
     try:
         insp = sqlalchemy.inspect(engine)
         schemas = insp.get_schema_names()
@@ -154,7 +154,7 @@ def test_pgjdbc_database_metadata(server, lake, settings):
             "-cp",
             str(JAR),
             str(program),
-            f"jdbc:postgresql://{host}:{port}/lake",
+            f"jdbc:postgresql://{host}:{port}/lake?sslmode=require",
             lake.user,
             PASSWORD,
             lake.hr,
@@ -190,7 +190,7 @@ def test_pgjdbc_database_metadata(server, lake, settings):
 def test_adbc_driver(server, lake, settings):
     dbapi = pytest.importorskip("adbc_driver_postgresql.dbapi")
     host, port = server.address
-    uri = f"postgresql://{lake.user}:{PASSWORD}@{host}:{port}/lake"
+    uri = f"postgresql://{lake.user}:{PASSWORD}@{host}:{port}/lake?sslmode=require"
     with dbapi.connect(uri) as conn:
         objects = conn.adbc_get_objects(depth="columns").read_all().to_pylist()
         schemas = {s["db_schema_name"]: s for c in objects for s in c["catalog_db_schemas"] or []}
@@ -211,7 +211,7 @@ def test_adbc_driver(server, lake, settings):
 
 def test_session_commands_and_dialects(server, lake, spark):
     host, port = server.address
-    kw = {"host": host, "port": port, "user": lake.user, "password": PASSWORD, "dbname": "lake"}
+    kw = {"host": host, "port": port, "user": lake.user, "password": PASSWORD, "dbname": "lake", "sslmode": "require"}
     with psycopg.connect(autocommit=True, **kw) as conn:
         assert conn.execute("SHOW transaction isolation level").fetchone() == ("read committed",)
         assert conn.execute("SHOW standard_conforming_strings").fetchone() == ("on",)

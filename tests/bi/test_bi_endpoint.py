@@ -14,97 +14,15 @@ import struct
 import subprocess
 import threading
 import time
-import uuid
 
 import psycopg
 import pytest
 
-from shoal.bi import pgwire
-from shoal.governance import AuditLog, Governance, Principals
+from shoal.bi import pg as pgwire
+from shoal.governance import AuditLog, Principals
 from shoal.governance.masks import mask_hash
-
-CANARY_NOTE = "CANARY-NOTE-7f3e"  # in a column analyst may not see
-CANARY_US = "canary-us@hidden.example"  # in a row analyst's filter excludes
-CANARY_SSN = "CANARY-SSN-91c2"  # in a table analyst has no grant on
-CANARIES = (CANARY_NOTE, CANARY_US, CANARY_SSN)
-ROWS = [
-    (1, "EU", 10.0, "ann@eu.example", CANARY_NOTE),
-    (2, "US", 20.0, CANARY_US, CANARY_NOTE),
-    (3, "EU", 30.0, "cy@eu.example", CANARY_NOTE),
-]
-PASSWORD = "s3cret-Passw0rd"
-
-
-class Lake:
-    def __init__(self, spark, settings) -> None:
-        u = uuid.uuid4().hex[:6]
-        self.db = f"bi_{u}"
-        self.opps, self.hr = f"{self.db}.opps", f"{self.db}.hr"
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {self.db}")
-        schema = "id int, region string, revenue double, email string, notes string"
-        spark.sql(f"CREATE TABLE {self.opps} ({schema}) USING iceberg")
-        spark.createDataFrame(ROWS, schema).writeTo(self.opps).append()
-        spark.sql(f"CREATE TABLE {self.hr} (id int, ssn string) USING iceberg")
-        spark.sql(f"INSERT INTO {self.hr} VALUES (1, '{CANARY_SSN}')")
-        spark.sql(f"CREATE TABLE {self.db}.inbox (id int, email string) USING iceberg")
-        self.analyst = f"analyst_{u}"
-        self.other = f"other_{u}"
-        p = Principals(settings)
-        p.add(self.analyst, password=PASSWORD)
-        p.add(self.other, password="other-password")
-        _, self.token = p.create_token(self.analyst, description="bi test")
-        _, self.other_token = p.create_token(self.other)
-        g = Governance(settings)
-        admin = p.principal("admin")
-        g.grant(
-            admin,
-            "SELECT",
-            "TABLE",
-            self.opps,
-            self.analyst,
-            columns=["id", "region", "revenue", "email"],
-            row_filter="region = 'EU'",
-            masks={"email": "hash"},
-            table_columns=["id", "region", "revenue", "email", "notes"],
-        )
-        g.grant(admin, "INSERT", "TABLE", f"{self.db}.inbox", self.analyst)
-        g.grant(admin, "SELECT", "TABLE", f"{self.db}.inbox", self.analyst)
-
-
-@pytest.fixture(scope="module")
-def lake(spark, settings):
-    return Lake(spark, settings)
-
-
-@pytest.fixture(scope="module")
-def server(spark, settings):
-    srv = pgwire.PgServer(settings, spark=spark, host="127.0.0.1", port=0).start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def connect(server, lake):
-    opened: list[psycopg.Connection] = []
-
-    def _connect(user: str | None = None, password: str = PASSWORD, autocommit: bool = True) -> psycopg.Connection:
-        host, port = server.address
-        conn = psycopg.connect(
-            host=host,
-            port=port,
-            user=user or lake.analyst,
-            password=password,
-            dbname="lake",
-            autocommit=autocommit,
-            connect_timeout=20,
-            options="-c shoal.dialect=spark",  # these tests send Spark SQL (PostgreSQL's: test_bi_catalog.py)
-        )
-        opened.append(conn)
-        return conn
-
-    yield _connect
-    for c in opened:
-        c.close()
+from tests.bi import rawpg
+from tests.bi.conftest import CANARIES, CANARY_NOTE, CANARY_US, PASSWORD
 
 
 def no_canary(*outputs) -> None:
@@ -240,17 +158,13 @@ def test_wrong_password_is_28p01_and_audited(connect, lake, settings):
 
 
 def test_sqlstate_of_a_bad_login_on_the_wire(server, lake):
-    """psycopg reports only the text of a startup error: read the SQLSTATE from the raw reply."""
+    """psycopg reports only the text of a startup error: read the SQLSTATE from the raw reply.
+    A plain (non-TLS) connection signs in with SCRAM: a wrong token is 28P01 after the exchange."""
     host, port = server.address
     with socket.create_connection((host, port), timeout=20) as s:
-        body = struct.pack("!i", pgwire.PROTOCOL_3) + b"user\x00" + lake.analyst.encode() + b"\x00\x00"
-        s.sendall(struct.pack("!i", len(body) + 4) + body)
-        assert s.recv(9)[:1] == b"R"
-        s.sendall(b"p" + struct.pack("!i", 4 + 6) + b"wrong\x00")
-        reply = b""
-        while chunk := s.recv(4096):
-            reply += chunk
-    assert reply[:1] == b"E" and b"C28P01\x00" in reply and b"SFATAL" in reply
+        wrong = lake.token[:-4] + ("AAAA" if not lake.token.endswith("AAAA") else "BBBB")
+        seen = rawpg.scram_sign_in(s, lake.analyst, wrong)
+    assert seen == [(b"R", 10), (b"R", 11), (b"E", None), (b"28P01", None)]
 
 
 def test_token_login_and_session_probes(connect, lake):
@@ -276,8 +190,10 @@ def test_non_autocommit_client_and_protocol_garbage(connect, server):
         s.sendall(b"\x00\x00\x00\x08garbage-that-is-not-a-startup-packet")
         s.recv(4096)
     with socket.create_connection((host, port), timeout=20) as s:
+        s.sendall(struct.pack("!ii", 8, pgwire.GSSENC_REQUEST))
+        assert s.recv(1) == b"N"  # no GSSAPI encryption
         s.sendall(struct.pack("!ii", 8, pgwire.SSL_REQUEST))
-        assert s.recv(1) == b"N"
+        assert s.recv(1) == b"S"  # TLS is on by default (a self-signed certificate)
     assert conn.execute("SELECT 3").fetchone() == (3,)  # the server and other connections go on
 
 
@@ -289,6 +205,7 @@ def test_row_cap_and_connection_limit(spark, settings, lake):
     try:
         host, port = srv.address
         kw = {"host": host, "port": port, "user": lake.analyst, "password": PASSWORD, "dbname": "lake"}
+        kw["sslmode"] = "require"
         kw["options"] = "-c shoal.dialect=spark"
         with psycopg.connect(autocommit=True, **kw) as conn:
             notices: list[str] = []
@@ -305,7 +222,7 @@ def test_row_cap_and_connection_limit(spark, settings, lake):
 def test_psql_client(server, lake):
     host, port = server.address
     env = {**os.environ, "PGPASSWORD": PASSWORD, "PGCONNECT_TIMEOUT": "20"}
-    dsn = f"host={host} port={port} user={lake.analyst} dbname=lake"
+    dsn = f"host={host} port={port} user={lake.analyst} dbname=lake sslmode=require"
 
     def psql(sql: str) -> subprocess.CompletedProcess:
         return subprocess.run(

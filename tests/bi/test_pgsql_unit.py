@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from shoal.bi import pgcatalog
+from shoal.bi.pg.codec import PgError
 from shoal.bi.pgsql import PgSession, _parse_postgres, _startup_options
-from shoal.bi.pgwire import PgError
 from shoal.exceptions import SqlError
 
 

@@ -545,58 +545,78 @@ def test_removing_a_principal_leaves_nothing_for_a_namesake(settings):
     assert [r for r in AccessRequests(settings).list(admin) if r["principal"] == name] == []
 
 
-def test_sign_in_throttling(settings, monkeypatch):
+def _spy_hasher(monkeypatch):
+    """Replace the password hasher with one that records any hashing work."""
     from shoal.governance import principals as principals_module
-    from shoal.governance.throttle import Throttle, Throttled
 
-    p = Principals(settings)
-    u = uuid.uuid4().hex[:6]
-    name, client = f"thr_{u}", f"198.51.100.{int(u[:2], 16) % 250 + 1}"
-    p.add(name, password="correct horse battery")
-    # Five failures lock the account: even the right password is refused, before any hashing.
-    for _ in range(settings.governance.throttle_account_failures):
-        with pytest.raises(AuthError, match="wrong user name or password"):
-            p.check_password(name, "guess", client=client)
-    verified = []
+    verified: list[tuple] = []
 
-    class Spy:  # records any hashing work
+    class Spy:
         def verify(self, *a):
             verified.append(a)
 
         hash = verify
 
     monkeypatch.setattr(principals_module, "_hasher", Spy())
-    with pytest.raises(Throttled) as locked:
-        p.check_password(name, "correct horse battery", client=client)
-    assert verified == [] and 1 <= locked.value.retry_after <= settings.governance.throttle_lockout_s + 1
+    return verified
+
+
+def test_sign_in_throttling(settings, monkeypatch):
+    from shoal.governance.throttle import Throttle, Throttled
+
+    p = Principals(settings)
+    g = settings.governance
+    u = uuid.uuid4().hex[:6]
+    n = int(u[:2], 16) % 200 + 1
+    name, attacker, owner = f"thr_{u}", f"198.51.100.{n}", f"192.0.2.{n}"
+    p.add(name, password="correct horse battery")
+    # The attacker's guesses from one address lock that address for this account...
+    for _ in range(g.throttle_account_failures):
+        with pytest.raises(AuthError, match="wrong user name or password"):
+            p.check_password(name, "guess", client=attacker)
+    verified = _spy_hasher(monkeypatch)
+    for _ in range(20):  # ... refused before any hashing, even with the right password
+        with pytest.raises(Throttled) as locked:
+            p.check_password(name, "correct horse battery", client=attacker)
+    assert verified == [] and 1 <= locked.value.retry_after <= g.throttle_lockout_s + 1
     monkeypatch.undo()
-    # Another account from the same client is not locked by this one.
+    # ... and not the account: its owner signs in from their own client.
+    assert p.check_password(name, "correct horse battery", client=owner).name == name
+    # Another account from the attacker's address is not locked by this one either.
     other = f"thr2_{u}"
     p.add(other, password="correct horse battery")
-    assert p.check_password(other, "correct horse battery", client=client).name == other
+    assert p.check_password(other, "correct horse battery", client=attacker).name == other
 
-    # Once the lock has passed, a success resets the account's counter.
+    # Wrong secrets for a token id lock that id for the guesser's address only.
+    _tid, token = p.create_token(name)
+    wrong = token[:-1] + ("A" if token[-1] != "A" else "B")
+    for _ in range(g.throttle_account_failures):
+        with pytest.raises(AuthError, match="invalid token"):
+            p.authenticate(wrong, client=attacker)
+    with pytest.raises(Throttled):
+        p.authenticate(token, client=attacker)
+    assert p.authenticate(token, client=owner).name == name
+
+    # Once the lock has passed, a success resets the pair's counter.
     throttle = Throttle(settings)
     with throttle.engine.begin() as conn:
-        conn.execute(
-            text("UPDATE shoal_auth_failures SET locked_until = NULL WHERE key = :k"), {"k": f"account:{name}"}
-        )
-    assert p.check_password(name, "correct horse battery", client=client).name == name
-    for _ in range(settings.governance.throttle_account_failures - 1):
+        conn.execute(text("UPDATE shoal_auth_failures SET locked_until = NULL WHERE key LIKE :k"), {"k": "pair:%"})
+    assert p.check_password(name, "correct horse battery", client=attacker).name == name
+    for _ in range(g.throttle_account_failures - 1):
         with pytest.raises(AuthError, match="wrong"):
-            p.check_password(name, "guess", client=client)
-    assert p.check_password(name, "correct horse battery", client=client).name == name
+            p.check_password(name, "guess", client=attacker)
+    assert p.check_password(name, "correct horse battery", client=attacker).name == name
 
     # Locks in a row grow: the second lock lasts twice the first.
-    key = f"account:lock_{u}"
-    for _ in range(settings.governance.throttle_account_failures):
+    key = f"pair:account:lock_{u}|{attacker}"
+    for _ in range(g.throttle_account_failures):
         throttle.fail(key)
     with throttle.engine.begin() as conn:
         first = conn.execute(
             text("SELECT locked_until, window_start FROM shoal_auth_failures WHERE key = :k"), {"k": key}
         ).one()
         conn.execute(text("UPDATE shoal_auth_failures SET locked_until = NULL WHERE key = :k"), {"k": key})
-    for _ in range(settings.governance.throttle_account_failures):
+    for _ in range(g.throttle_account_failures):
         throttle.fail(key)
     with throttle.engine.connect() as conn:
         second = conn.execute(
@@ -609,15 +629,43 @@ def test_sign_in_throttling(settings, monkeypatch):
 
     assert second[2] == 2 and span(second) == pytest.approx(2 * span(first), abs=1)
 
-    # Per client: many accounts guessed from one address lock the address for every account.
-    bad_client = f"203.0.113.{int(u[2:4], 16) % 250 + 1}"
-    for i in range(settings.governance.throttle_client_failures):
+
+def test_spread_out_guessing_is_slowed_but_never_locks_the_owner_out(settings):
+    """Guesses from many addresses slow an account down for new clients; guesses for many
+    accounts from one address (a shared proxy) slow that address down for accounts new to it.
+    Neither refuses an account from a client it has signed in from."""
+    from shoal.governance.throttle import Throttled
+
+    p = Principals(settings)
+    g = settings.governance
+    u = uuid.uuid4().hex[:6]
+    n = int(u[:2], 16) % 200 + 1
+    name, home, fresh = f"spread_{u}", f"192.0.2.{n}", f"192.0.2.{n + 1}"
+    p.add(name, password="correct horse battery")
+    assert p.check_password(name, "correct horse battery", client=home).name == name  # home is now known
+    for i in range(g.throttle_account_global_failures + 1):
+        with pytest.raises(AuthError, match="wrong"):
+            p.check_password(name, "guess", client=f"10.{n}.{i // 250}.{i % 250 + 1}")
+    with pytest.raises(Throttled):  # a client new to the account waits ...
+        p.check_password(name, "correct horse battery", client=fresh)
+    assert p.check_password(name, "correct horse battery", client=home).name == name  # ... its owner does not
+
+    # One address spraying many accounts: the address is slowed for accounts new to it.
+    proxy = f"203.0.113.{n}"
+    regular, newcomer = f"regular_{u}", f"newcomer_{u}"
+    p.add(regular, password="correct horse battery")
+    p.add(newcomer, password="correct horse battery")
+    assert p.check_password(regular, "correct horse battery", client=proxy).name == regular
+    for i in range(g.throttle_client_failures + 1):
         with pytest.raises(AuthError):
-            p.check_password(f"nobody{i}_{u}", "guess", client=bad_client)
+            p.check_password(f"nobody{i}_{u}", "guess", client=proxy)
     with pytest.raises(Throttled):
-        p.check_password(other, "correct horse battery", client=bad_client)
+        p.check_password(newcomer, "correct horse battery", client=proxy)
     with pytest.raises(Throttled):
-        p.authenticate("shoal_0123456789abcdef_" + "A" * 43, client=bad_client)
+        p.authenticate("shoal_0123456789abcdef_" + "A" * 43, client=proxy)
+    assert p.check_password(regular, "correct horse battery", client=proxy).name == regular
+    # The newcomer is only slowed at that address, not elsewhere.
+    assert p.check_password(newcomer, "correct horse battery", client=home).name == newcomer
 
 
 def test_workflow_grants(w):
@@ -648,3 +696,84 @@ def test_workflow_grants(w):
     w.p.add(ops)
     w.p.add_member(OPERATORS, ops)
     assert w.g.workflow_privileges(w.p.principal(ops), wf) == {"SELECT", "EXECUTE"}
+
+
+def test_a_token_session_ends_when_its_token_expires(settings):
+    from shoal.governance.sessions import Sessions
+    from shoal.lake.database import utcnow
+
+    p, s = Principals(settings), Sessions(settings)
+    name = f"exp_{uuid.uuid4().hex[:6]}"
+    p.add(name)
+    token_id, _token = p.create_token(name, expires_in_days=1 / 24)  # one hour, less than a session
+    cookie, session = s.create(name, token_id=token_id)
+    token_expiry = dt.datetime.fromisoformat(p.list_tokens(name)[0]["expires_at"].removesuffix("Z"))
+    assert session.expires_at <= token_expiry  # capped at the credential's expiry
+    assert s.get(cookie) is not None
+    # The clock passes the token's expiry (moved through its stored expiry): the session ends.
+    with p.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE shoal_tokens SET expires_at = :t WHERE id = :i"),
+            {"t": utcnow() - dt.timedelta(seconds=1), "i": token_id},
+        )
+    assert s.get(cookie) is None and s.count(name) == 0
+    with pytest.raises(AuthError, match="no longer valid"):  # and no new session opens with it
+        s.create(name, token_id=token_id)
+    password_session, _ = s.create(name)  # sessions without a token are not affected
+    assert s.get(password_session) is not None
+
+
+def test_deciding_a_request_reveals_nothing_to_those_who_may_not(settings):
+    from shoal.governance.access import AccessRequests
+    from shoal.governance.errors import NotFound
+
+    p, g, requests = Principals(settings), Governance(settings), AccessRequests(settings)
+    u = uuid.uuid4().hex[:6]
+    owner, requester, stranger = f"own_{u}", f"req_{u}", f"str_{u}"
+    for n in (owner, requester, stranger):
+        p.add(n)
+    table = f"probe_{u}.secret_plans"
+    g.set_owner(table, owner)
+    made = requests.request(p.principal(requester), table, "needed for the quarterly review")
+    missing_id = 2**31 - 7
+
+    def refusal(who: str, request_id: int) -> str:
+        with pytest.raises(NotFound) as refused:
+            requests.decide(p.principal(who), request_id, approve=True)
+        return str(refused.value).replace(str(request_id), "N")
+
+    for who in (stranger, requester):  # the requester may see their request, not decide it
+        assert refusal(who, made["id"]) == refusal(who, missing_id)
+        assert "secret_plans" not in refusal(who, made["id"])
+    denied = AuditLog(settings).list(principal=stranger, decision="deny", limit=5)
+    assert denied and all("secret_plans" not in json.dumps(e) for e in denied)
+    assert requests.get(made["id"])["status"] == "pending"  # nothing was decided
+
+    assert requests.decide(p.principal(owner), made["id"], approve=False)["status"] == "rejected"
+    # Decided: still no different from a missing id for the stranger (no "already rejected").
+    assert refusal(stranger, made["id"]) == refusal(stranger, missing_id)
+
+
+def test_spark_scratch_files_stay_private_inside_the_workspace(spark, settings):
+    """Shuffle, spill and broadcast files hold table rows: they live under the 0700 workspace,
+    owner-only, and none of this session's scratch goes to the shared system temp folder. (The
+    folder itself is not compared before and after: other processes use it too.)"""
+    from pathlib import Path
+
+    ws = settings.workspace_dir
+    local = Path(spark.sparkContext.getConf().get("spark.local.dir"))
+    assert local.resolve().is_relative_to(ws)
+    counts = spark.range(0, 5000).selectExpr("id % 7 AS k").groupBy("k").count().collect()  # a shuffle
+    assert len(counts) == 7
+    disk = spark.sparkContext._jsc.sc().env().blockManager().diskBlockManager()
+    block_dirs = [Path(d.getPath()) for d in disk.localDirs()]
+    assert block_dirs and all(d.resolve().is_relative_to(local.resolve()) for d in block_dirs)
+    assert Path(spark.sparkContext._temp_dir).resolve().is_relative_to(local.resolve())  # PySpark's own
+    assert Path(spark._jvm.System.getProperty("java.io.tmpdir")).resolve().is_relative_to(ws)
+    files = [local, *local.rglob("*")]
+    assert any(f.name.startswith("shuffle_") for f in files), "the shuffle wrote elsewhere"
+    # Nothing readable or writable by group or others. (Spark itself adds a+x to the jars it
+    # copies to userFiles-*: execute-only, inside the 0700 folder, reveals nothing.)
+    loose = [f"{oct(f.stat().st_mode & 0o777)} {f}" for f in files if f.stat().st_mode & 0o066]
+    assert not loose, loose
+    assert ws.stat().st_mode & 0o777 == 0o700 and (ws / "tmp").stat().st_mode & 0o777 == 0o700

@@ -70,6 +70,7 @@ def test_a_0_1_0_catalog_upgrades_and_keeps_its_data(old_settings) -> None:
     with eng.connect() as conn:
         tables = set(inspect(conn).get_table_names())
         assert "shoal_web_sessions" not in tables  # migration 0002
+        assert "shoal_web_queries" not in tables  # migration 0005
         assert conn.execute(text("SELECT name FROM shoal_principals")).scalars().all() == ["olduser"]
         assert conn.execute(text("SELECT count(*) FROM shoal_audit")).scalar() == 1
     # The audit log is still append-only after the upgrade (its triggers survive).

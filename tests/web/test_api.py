@@ -187,13 +187,23 @@ def test_access_request_flow(api):
     req = bob.post("/api/v1/access-requests", json={"table": f"{api.db}.deals", "reason": "quarterly revenue review"})
     assert req.status_code == 201 and req.json()["status"] == "pending"
     rid = req.json()["id"]
-    assert alice.post(f"/api/v1/access-requests/{rid}/approve").status_code == 403  # not the owner
+    # Not the owner: answered exactly like an id that does not exist, naming neither table nor state.
+    probe = alice.post(f"/api/v1/access-requests/{rid}/approve")
+    missing = alice.post("/api/v1/access-requests/2147483000/approve")
+    assert probe.status_code == missing.status_code == 404
+    assert probe.json()["detail"].replace(str(rid), "N") == missing.json()["detail"].replace("2147483000", "N")
+    assert api.db not in probe.text and "pending" not in probe.text
+    # The requester cannot decide their own request either.
+    assert bob.post(f"/api/v1/access-requests/{rid}/approve").status_code == 404
     assert any(r["id"] == rid for r in carol.get("/api/v1/access-requests", params={"status": "pending"}).json())
     approved = carol.post(f"/api/v1/access-requests/{rid}/approve", json={"note": "ok for Q3"})
     assert approved.status_code == 200 and approved.json()["grant_id"]
     rows = bob.post("/api/v1/query", json={"sql": f"SELECT count(*) FROM {api.db}.deals"}).json()["rows"]
     assert rows == [[2]]
     assert carol.post(f"/api/v1/access-requests/{rid}/reject").status_code == 400  # already decided
+    # A decided request is no more visible to a stranger than a pending one.
+    late = alice.post(f"/api/v1/access-requests/{rid}/reject")
+    assert late.status_code == 404 and "approved" not in late.text and api.db not in late.text
 
 
 def test_audit_over_http(api):

@@ -440,3 +440,182 @@ def test_ingest_never_follows_a_link(spark, settings, tmp_path):
     assert result["skipped"] == 2 and result["new"] == 1
     raw = Path(settings.warehouse_uri) / "raw" / f"links{U}"
     assert not any(CANARY_TABLE in p.read_text(errors="replace") for p in raw.rglob("*") if p.is_file())
+
+
+# ---- names: nested namespaces, metadata, branch and tag suffixes (issue 29, finding 1) ------------
+
+CANARY_NESTED = f"CANARYNESTED{U}"  # in tables whose names look like a granted table plus more
+
+
+@pytest.fixture(scope="module")
+def nested(spark, lake):
+    """`{db}.x.public` (a nested namespace), `{db}.public.files` (a nested table named like a
+    metadata table of the granted table), each with a branch and a tag; and one grantee per
+    grant shape on `{db}.public`: whole table, through a group, a database grant, columns,
+    a row filter, masks."""
+    import pyarrow as pa
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    db, settings = lake.db, lake.settings
+    # Spark refuses to create `db.public.files` (it reads the name as the metadata table of
+    # `db.public`); Iceberg's catalog API, which other engines use, does not.
+    catalog = SqlCatalog(settings.catalog.name, uri=settings.catalog_sqlalchemy_uri, warehouse=settings.warehouse_uri)
+    schema = pa.schema([pa.field("id", pa.int32()), pa.field("secret", pa.string())])
+    for ns, table in ((f"{db}.x", "public"), (f"{db}.public", "files"), (f"{db}.public", "branch_main")):
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {ns}")
+        catalog.create_table((*ns.split("."), table), schema=schema)
+        spark.sql(f"INSERT INTO {ns}.{table} VALUES (7, '{CANARY_NESTED}')")
+        spark.sql(f"ALTER TABLE {ns}.{table} CREATE TAG t1")
+    spark.sql(f"ALTER TABLE {db}.public CREATE TAG t1")
+    admin = lake.p.principal("admin")
+    shapes = {
+        "whole": {},
+        "group": {},
+        "database": {},
+        "tags": {},
+        "columns": {"columns": ["id", "region"]},
+        "rows": {"row_filter": "region = 'EU'"},
+        "masks": {"masks": {"pin": "hash", "secret": "redact"}},
+    }
+    cols = ["id", "region", "secret", "pin"]
+    who: dict[str, str] = {}
+    for shape, kwargs in shapes.items():
+        name = f"n{shape}_{U}"
+        lake.p.add(name)
+        who[shape] = name
+        if shape == "group":
+            lake.p.add(f"g_{U}", kind="group")
+            lake.p.add_member(f"g_{U}", name)
+            lake.g.grant(admin, "SELECT", "TABLE", f"{db}.public", f"g_{U}")
+        elif shape == "database":
+            lake.g.grant(admin, "SELECT", "DATABASE", db, name)
+        elif shape == "tags":
+            lake.g.create_tag(f"area{U}", ["open"])
+            lake.g.assign_tag(f"area{U}", "open", table=f"{db}.public")
+            lake.g.grant(admin, "SELECT", "TAGS", f"area{U}=open", name)
+        else:
+            lake.g.grant(admin, "SELECT", "TABLE", f"{db}.public", name, table_columns=cols, **kwargs)
+    return who
+
+
+def _name_forms() -> list[str]:
+    """Every spelling of the nested tables, and suffixes of the granted table, as a SELECT; the
+    nested reads also inside a CTE, a join, a scalar subquery and an INSERT's source."""
+    bodies = [
+        "{db}.x.public",
+        "`{db}`.`x`.`public`",
+        "{db}.x.public.branch_main",
+        "{db}.x.public.tag_t1",
+        "{db}.x.public.files",
+        "{db}.x.public.snapshots",
+        "{db}.x.public.history",
+        "{db}.x.public.entries",
+        "{db}.x.public.all_files",
+        "{db}.x.public.refs",
+        "{db}.x.public.files.branch_main",
+        "{db}.public.files",  # a nested table, and the granted table's metadata: ambiguous
+        "{db}.public.branch_main",  # a nested table, and a branch of the granted table
+        "{db}.public.files.tag_t1",
+        "{db}.public.tag_t1",
+        "{db}.public.snapshots",
+        "{db}.public.refs",
+        "`{db}.x`.public",
+        "`{db}.public`.files",
+    ]
+    names = [p + b for p in ("", "lake.") for b in bodies] + [f"spark_catalog.{b}" for b in bodies[:3]]
+    queries = [f"SELECT * FROM {n}" for n in names]
+    for n in ("lake.{db}.x.public.branch_main", "{db}.public.files", "{db}.public.branch_main"):
+        queries += [
+            f"WITH c AS (SELECT * FROM {n}) SELECT * FROM c",
+            f"SELECT p.id, q.* FROM {{db}}.public p JOIN {n} q ON true",
+            f"SELECT (SELECT max(secret) FROM {n}) AS s",
+            f"INSERT INTO {{db}}.scratch SELECT 1, CAST(s AS string) FROM (SELECT * FROM {n}) s",
+        ]
+    return queries
+
+
+NAME_FORMS = _name_forms()
+
+
+def _nested_leaks(value: object) -> bool:
+    return CANARY_NESTED.lower() in json.dumps(value, default=str).lower()
+
+
+@pytest.mark.parametrize("shape", ["whole", "group", "database", "tags", "columns", "rows", "masks"])
+def test_no_name_form_reads_a_nested_table_through_a_granted_name(lake, nested, shape, spark):
+    who = nested[shape]
+    ran = refused = failed = 0
+    before = lake.denials(who)
+    for query in NAME_FORMS:
+        q = query.format(db=lake.db)
+        try:
+            result = GovernedSql(lake.spark, lake.settings, lake.p.principal(who)).execute(q)
+        except (AccessDenied, SqlError) as exc:
+            assert not _nested_leaks(str(exc)), q
+            refused += isinstance(exc, AccessDenied)
+            failed += 1
+        else:
+            ran += 1
+            assert not _nested_leaks(result.rows), f"{shape} read a nested table with {q}: {result.rows}"
+    assert before + refused <= lake.denials(who) <= before + failed, "a refusal without its audit row"
+    rows = spark.sql(f"SELECT count(*) FROM {lake.db}.scratch WHERE val LIKE '%{CANARY_NESTED}%'").first()[0]
+    assert rows == 0, "an INSERT copied a nested table's rows"
+    if shape in ("whole", "group", "database", "tags"):
+        assert ran > 0  # the granted table's own suffixes (tag_t1, snapshots) still read
+
+
+def test_a_suffix_needs_the_whole_table_and_is_audited_as_the_object_read(lake, nested):
+    whole, rows_only = nested["whole"], nested["rows"]
+    db = lake.db
+    result = GovernedSql(lake.spark, lake.settings, lake.p.principal(whole)).execute(
+        f"SELECT count(*) FROM lake.{db}.public.tag_t1"
+    )
+    assert result.rows == [(3,)]
+    last = AuditLog(lake.settings).list(principal=whole, limit=1)[0]
+    assert f"{db}.public.tag_t1" in json.dumps(last, default=str)
+    with pytest.raises(AccessDenied, match="reveals more"):
+        GovernedSql(lake.spark, lake.settings, lake.p.principal(rows_only)).execute(f"SELECT * FROM {db}.public.tag_t1")
+    with pytest.raises(AccessDenied, match="ambiguous"):
+        GovernedSql(lake.spark, lake.settings, lake.p.principal(whole)).execute(f"SELECT * FROM {db}.public.files")
+    with pytest.raises(AccessDenied, match="nested namespaces"):
+        GovernedSql(lake.spark, lake.settings, lake.p.principal(whole)).execute(f"SELECT * FROM lake.{db}.x.public")
+    denied = AuditLog(lake.settings).list(principal=whole, decision="deny", limit=1)[0]
+    assert f"{db}.x.public" in json.dumps(denied, default=str)
+
+
+def test_the_cli_refuses_a_nested_table_read_through_a_granted_name(lake, nested, cli_env, capsys, monkeypatch):
+    code, out, err = run_cli(
+        ["sql", f"SELECT * FROM lake.{lake.db}.x.public.branch_main", "--as", nested["whole"], "--json"],
+        capsys,
+        monkeypatch,
+    )
+    assert code != 0 and CANARY_NESTED not in out + err
+    assert "nested namespaces" in out + err
+
+
+def test_a_column_left_out_then_dropped_stays_out_of_history_and_metadata(spark, lake):
+    """A grant that lists or excludes columns covers every current column once the left-out one
+    is dropped; old snapshots, tags and file statistics still hold it (found in review)."""
+    db, canary = lake.db, f"CANARYDROPPED{U}"
+    spark.sql(f"CREATE TABLE {db}.people (id int, region string, ssn string) USING iceberg")
+    spark.sql(f"INSERT INTO {db}.people VALUES (1, 'EU', '{canary}')")
+    snap = spark.sql(f"SELECT snapshot_id FROM {db}.people.snapshots").first()[0]
+    spark.sql(f"ALTER TABLE {db}.people CREATE TAG before_drop")
+    admin, cols = lake.p.principal("admin"), ["id", "region", "ssn"]
+    listed, excluded = f"listed_{U}", f"excluded_{U}"
+    lake.p.add(listed)
+    lake.p.add(excluded)
+    lake.g.grant(admin, "SELECT", "TABLE", f"{db}.people", listed, columns=["id", "region"], table_columns=cols)
+    lake.g.grant(admin, "SELECT", "TABLE", f"{db}.people", excluded, exclude_columns=["ssn"], table_columns=cols)
+    spark.sql(f"ALTER TABLE {db}.people DROP COLUMN ssn")
+    for who in (listed, excluded):
+        for q in (
+            f"SELECT * FROM {db}.people.snapshot_id_{snap}",
+            f"SELECT * FROM {db}.people.tag_before_drop",
+            f"SELECT * FROM {db}.people.files",
+            f"SELECT * FROM {db}.people.all_data_files",
+            f"SELECT * FROM {db}.people VERSION AS OF {snap}",
+        ):
+            with pytest.raises(AccessDenied, match="reveals more|whole table"):
+                lake.sql(who, q)
+        assert lake.sql(who, f"SELECT * FROM {db}.people").rows == [(1, "EU")]

@@ -20,6 +20,7 @@ import httpx
 import pytest
 import uvicorn
 from PIL import Image
+from sqlalchemy import text
 
 from shoal import workflows
 from shoal.extract import run_extract
@@ -376,11 +377,117 @@ def test_sql_editor_errors_are_audited_and_csv_headers_defused(site, settings, m
     assert r.status_code == 303
     page = analyst.get(r.headers["location"])
     assert page.status_code == 200 and "the query failed" in page.text and "foresaw" not in page.text
-    assert analyst.get(f"/sql/{query_id}.csv").status_code == 400
+    failed_id = r.headers["location"].split("q=")[1]
+    assert analyst.get(f"/sql/{failed_id}.csv").status_code == 400
+    # The first query's CSV is its kept result: nothing runs again, so the failure cannot reach it.
+    assert analyst.get(f"/sql/{query_id}.csv").status_code == 200
     errors = [
         e for e in AuditLog(settings).list(principal=site.users["analyst"], limit=10) if e["action"] == "api.error"
     ]
     assert errors and errors[0]["decision"] == "deny"
+
+
+def test_sql_editor_runs_a_statement_once_and_views_replay_its_kept_result(site, settings, spark):
+    """Run is the only thing that executes: the page it redirects to, later views and the CSV
+    show the result kept from that run (no SQL, no audit rows), and only to its author."""
+    from shoal.governance import AuditLog
+
+    admin_name = site.users["admin"]
+    admin = signin(site, admin_name)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', admin.get("/sql").text).group(1)
+    table = f"{site.db}.once_{uuid.uuid4().hex[:6]}"
+    assert admin.post("/sql", data={"csrf": csrf, "sql": f"CREATE TABLE {table} (n INT) USING iceberg"}).is_redirect
+    r = admin.post("/sql", data={"csrf": csrf, "sql": f"INSERT INTO {table} VALUES (1), (2)"})
+    assert r.status_code == 303
+    assert admin.get(r.headers["location"]).status_code == 200  # the redirect, followed
+    assert spark.sql(f"SELECT count(*) FROM {table}").first()[0] == 2  # inserted once, not twice
+
+    r = admin.post("/sql", data={"csrf": csrf, "sql": f"SELECT n, 'x' AS tag FROM {table} ORDER BY n"})
+    location = r.headers["location"]
+    query_id = location.split("q=")[1]
+    assert len(query_id) >= 20 and not query_id.isdigit()  # random, not a sequence number
+    audit = AuditLog(settings)
+    before = audit.list(principal=admin_name, limit=10_000)
+    for _ in range(2):
+        page = admin.get(location)
+        assert page.status_code == 200 and 'id="sql-kept"' in page.text
+        csv_text = admin.get(f"/sql/{query_id}.csv").text
+        assert csv_text.splitlines() == ["n,tag", "1,x", "2,x"]
+    assert admin.get(f"/sql?q={query_id}&page=2").status_code == 200
+    assert audit.list(principal=admin_name, limit=10_000) == before  # views ran nothing
+    assert spark.sql(f"SELECT count(*) FROM {table}").first()[0] == 2
+
+    # Another user gets exactly what a missing id gets.
+    other = signin(site, site.users["analyst"])
+    for path in (location, f"/sql/{query_id}.csv", "/sql?q=no-such-query", "/sql/no-such-query.csv"):
+        r = other.get(path)
+        assert r.status_code == 404 and table not in r.text, path
+    assert other.get(location).text.count("no such query") == other.get("/sql?q=nope").text.count("no such query")
+    # A GET can no longer run anything, whatever its parameters.
+    assert other.get("/sql", params={"sql": f"INSERT INTO {table} VALUES (3)"}).status_code == 200
+    assert spark.sql(f"SELECT count(*) FROM {table}").first()[0] == 2
+
+
+def test_sign_in_page_shows_only_its_own_messages(site):
+    spoof = "Your account is suspended. Call +1 555 0100 with your password"
+    r = httpx.get(site.base + "/login", params={"error": spoof})
+    assert r.status_code == 200 and "suspended" not in r.text and 'id="login-error"' not in r.text
+    r = httpx.get(site.base + "/login", params={"error": "throttled"})
+    assert "Too many failed sign-ins" in r.text
+    # A failed sign-in redirects with a code, not with text.
+    client = httpx.Client(base_url=site.base, timeout=120)
+    client.get("/login")
+    r = client.post(
+        "/login",
+        data={"csrf": client.cookies["shoal_login_csrf"], "user": site.users["guest"], "password": "nope"},
+        follow_redirects=False,
+    )
+    assert "error=password" in r.headers["location"]
+    assert "wrong user name or password" in client.get(r.headers["location"]).text
+
+
+def test_a_console_session_ends_when_its_token_expires(site, settings):
+    from shoal.lake.database import utcnow
+
+    p = Principals(settings)
+    token_id, token = p.create_token(site.users["guest"], expires_in_days=1 / 24)
+    client = httpx.Client(base_url=site.base, timeout=120, follow_redirects=False)
+    client.get("/login")
+    r = client.post("/login", data={"csrf": client.cookies["shoal_login_csrf"], "method": "token", "token": token})
+    max_age = int(re.search(r"shoal_session=[^;]+;.*?Max-Age=(\d+)", r.headers["set-cookie"], re.I).group(1))
+    assert 0 < max_age <= 3600  # the cookie ends with the token, not after session_hours
+    assert signed_in(client)
+    with p.engine.begin() as conn:  # the clock passes the token's expiry
+        conn.execute(
+            text("UPDATE shoal_tokens SET expires_at = :t WHERE id = :i"),
+            {"t": utcnow() - dt.timedelta(seconds=1), "i": token_id},
+        )
+    assert not signed_in(client)
+
+
+def test_deciding_a_request_in_the_console_reveals_nothing(site, settings):
+    from shoal.governance.access import AccessRequests
+
+    made = AccessRequests(settings).request(
+        Principals(settings).principal(site.users["guest"]), f"{site.db}.deals", "for the probe test"
+    )
+    analyst = signin(site, site.users["analyst"])  # neither owner nor admin
+    csrf = re.search(r'name="csrf" value="([^"]+)"', analyst.get("/governance").text).group(1)
+
+    def answer(request_id: int) -> str:
+        r = analyst.post(f"/governance/requests/{request_id}/approve", data={"csrf": csrf})
+        assert r.status_code == 303
+        return analyst.get(r.headers["location"]).text
+
+    probe, missing = answer(made["id"]), answer(2**31 - 9)
+    assert f"no access request {made['id']}" in probe and "no access request 2147483639" in missing
+    assert "deals" not in probe.split('id="gov-message"')[1].split("</")[0]
+    assert AccessRequests(settings).get(made["id"])["status"] == "pending"
+    # The governance page's notices are chosen by a code too: no text from the URL is shown.
+    spoof = analyst.get("/governance", params={"message": "Call +1 555 0100", "done": "Call +1 555 0100"}).text
+    assert "555 0100" not in spoof and 'id="gov-message"' not in spoof
+    named = analyst.get("/governance", params={"done": "sent", "id": made["id"]}).text
+    assert 'id="gov-message"' not in named  # a request the viewer may not see is never named
 
 
 def test_catalog_and_table_pages_differ_by_user(browser, site):

@@ -18,7 +18,6 @@ from shoal.web.console import sessions as sess
 
 HERE = Path(__file__).resolve().parent.parent
 PAGE_SIZE = 50
-MAX_QUERY_ROWS = 10_000
 # Pictures the console shows inline; anything else is only downloaded.
 INLINE_IMAGES = {"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"}
 CSP = (

@@ -1,7 +1,17 @@
-"""SQL editor history: each principal's queries, kept in the catalog database."""
+"""SQL editor history: each principal's statements and the results they returned, kept in the
+catalog database.
+
+A statement runs once, when its author presses Run (a POST carrying the session's CSRF token).
+What it returned is kept with it, bounded to the first `MAX_KEPT_ROWS` rows, and every later
+view of the entry (paging, the CSV download) reads the kept result: a GET never runs SQL, so a
+link, a reload or a prefetch cannot repeat an INSERT. Entry ids are random (unguessable) and an
+entry is only ever found for its author: anyone else is answered exactly as for a missing id.
+"""
 
 from __future__ import annotations
 
+import json
+import secrets
 from typing import Any
 
 from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Table, Text, delete, insert, select
@@ -9,52 +19,97 @@ from sqlalchemy import Boolean, Column, DateTime, Integer, MetaData, String, Tab
 from shoal.config import Settings
 from shoal.lake import database
 
+# Rows kept per statement: what the result pages and the CSV download show. A query needing
+# more is better served by the API or the PostgreSQL endpoint than by a browser.
+MAX_KEPT_ROWS = 10_000
+MAX_KEPT_BYTES = 16 << 20  # and at most this much JSON, whatever the width of the rows
+ID_BYTES = 16  # 128 random bits: ids cannot be guessed or enumerated
+
 state_tables = MetaData()
+# Replaces `shoal_web_queries` (sequential ids, no kept result), dropped by migration 0005.
 queries = Table(
-    "shoal_web_queries",
+    "shoal_console_queries",
     state_tables,
-    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("id", String(32), primary_key=True),
     Column("principal", String(200), nullable=False, index=True),
     Column("sql", Text, nullable=False),
     Column("ok", Boolean, nullable=False),
-    Column("rows", Integer),
+    Column("rows", Integer),  # rows kept (at most MAX_KEPT_ROWS)
+    Column("truncated", Boolean, nullable=False, default=False),  # the statement returned more
+    Column("result", Text),  # JSON {"columns": [...], "types": [...], "rows": [[...], ...]}
     Column("error", Text),
     Column("duration_ms", Integer, nullable=False),
-    Column("ran_at", DateTime, nullable=False),
+    Column("ran_at", DateTime, nullable=False, index=True),
 )
+
+
+def new_id() -> str:
+    return secrets.token_urlsafe(ID_BYTES)
 
 
 class QueryHistory:
     def __init__(self, settings: Settings) -> None:
         self.engine = database.engine(settings, state_tables)
 
-    def add(self, principal: str, sql: str, *, ok: bool, rows: int | None, error: str | None, duration_ms: int) -> int:
+    def add(
+        self,
+        principal: str,
+        sql: str,
+        *,
+        ok: bool,
+        result: dict[str, Any] | None,
+        truncated: bool = False,
+        error: str | None,
+        duration_ms: int,
+    ) -> str:
+        """Keep a statement that has just run and what it returned; the entry's random id."""
+        query_id = new_id()
+        rows = result["rows"][:MAX_KEPT_ROWS] if result else None
+        text = None
+        if result is not None and rows is not None:
+            text = json.dumps({**result, "rows": rows}, default=str)
+            while len(text) > MAX_KEPT_BYTES and rows:  # wide rows: keep fewer of them
+                rows = rows[: len(rows) // 2]
+                truncated = True
+                text = json.dumps({**result, "rows": rows}, default=str)
         with self.engine.begin() as conn:
-            result = conn.execute(
+            conn.execute(
                 insert(queries).values(
+                    id=query_id,
                     principal=principal,
                     sql=sql,
                     ok=ok,
-                    rows=rows,
+                    rows=len(rows) if rows is not None else None,
+                    truncated=truncated,
+                    result=text,
                     error=error,
                     duration_ms=duration_ms,
                     ran_at=database.utcnow(),
                 )
             )
-            return database.inserted_id(result)
+        return query_id
 
-    def get(self, principal: str, query_id: int) -> dict[str, Any] | None:
-        """Only the principal's own queries: history is private."""
+    def get(self, principal: str, query_id: str) -> dict[str, Any] | None:
+        """The principal's own entry with its kept result, or None (also for another's entry:
+        history is private, and its ids must not be confirmable by anyone else)."""
+        if not query_id or len(query_id) > 64:
+            return None
         with self.engine.connect() as conn:
             row = conn.execute(
                 select(queries).where(queries.c.id == query_id, queries.c.principal == principal)
             ).first()
-        return dict(row._mapping) if row else None
+        if row is None:
+            return None
+        entry = dict(row._mapping)
+        entry["result"] = json.loads(row.result) if row.result else None
+        return entry
 
     def list(self, principal: str, limit: int = 30) -> list[dict[str, Any]]:
+        """The principal's latest entries, without their results (the list only shows the SQL)."""
+        cols = [c for c in queries.c if c.name != "result"]
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(queries).where(queries.c.principal == principal).order_by(queries.c.id.desc()).limit(limit)
+                select(*cols).where(queries.c.principal == principal).order_by(queries.c.ran_at.desc()).limit(limit)
             )
             return [dict(r._mapping) for r in rows]
 

@@ -15,9 +15,19 @@ from shoal.exceptions import first_line
 from shoal.governance import AuthError, GovernanceError
 from shoal.governance.principals import token_id
 from shoal.governance.throttle import Throttled
+from shoal.lake.database import utcnow
 from shoal.web.console import sessions as sess
 from shoal.web.console.base import CSP, HERE, Console, CsrfFailed, LoginRequired, _safe_next
 from shoal.web.console.pages import boards, catalog, governance, query, workflows
+
+# What the sign-in page may say, by the code in its `?error=`; any other code shows nothing.
+# Token failures share one message: whether a token exists, expired or was revoked is the
+# owner's to learn from `shoal token list`, not a stranger's from the sign-in page.
+LOGIN_ERRORS = {
+    "password": "wrong user name or password",
+    "token": "That token is not valid (wrong, expired or revoked).",
+    "throttled": "Too many failed sign-ins. Try again later.",
+}
 
 
 def mount(app: FastAPI, settings: Settings) -> None:
@@ -53,7 +63,10 @@ def mount(app: FastAPI, settings: Settings) -> None:
     @router.get("/login")
     def login_form(request: Request, next: str | None = None, error: str | None = None) -> Response:
         token = request.cookies.get(sess.LOGIN_COOKIE) or secrets.token_urlsafe(24)
-        response = c.page(request, "login.html", None, None, login_csrf=token, next=_safe_next(next), error=error)
+        # Only a message of ours, chosen by its code: the URL is anyone's to write, so text
+        # taken from it would let a link put words in the console's mouth.
+        message = LOGIN_ERRORS.get(error or "")
+        response = c.page(request, "login.html", None, None, login_csrf=token, next=_safe_next(next), error=message)
         response.set_cookie(
             sess.LOGIN_COOKIE, token, httponly=True, samesite="strict", secure=c.settings.server.secure_cookies
         )
@@ -90,20 +103,26 @@ def mount(app: FastAPI, settings: Settings) -> None:
                 client=client,
                 via=method,
             )
-            message = "Too many failed sign-ins. Try again later." if throttled else first_line(exc)
+            code = "throttled" if throttled else ("token" if method == "token" else "password")
+            return RedirectResponse("/login?" + urlencode({"next": _safe_next(next), "error": code}), status_code=303)
+        try:
+            cookie, session = c.sessions.create(who.name, token_id=token_id(token) if method == "token" else None)
+        except AuthError as exc:  # the token expired or was revoked in between
+            c.audit.record(who.name, "console.login", None, False, reason=first_line(exc), client=client, via=method)
             return RedirectResponse(
-                "/login?" + urlencode({"next": _safe_next(next), "error": message}), status_code=303
+                "/login?" + urlencode({"next": _safe_next(next), "error": "token"}), status_code=303
             )
-        cookie, _session = c.sessions.create(who.name, token_id=token_id(token) if method == "token" else None)
         c.audit.record(who.name, "console.login", None, True, client=client, via=method)
         response = RedirectResponse(_safe_next(next), status_code=303)
+        # The cookie lasts no longer than the session (capped at its token's expiry).
+        left = (session.expires_at - utcnow()).total_seconds()
         response.set_cookie(
             sess.COOKIE,
             cookie,
             httponly=True,
             samesite="lax",
             secure=c.settings.server.secure_cookies,
-            max_age=int(c.settings.server.session_hours * 3600),
+            max_age=max(1, int(left)),
         )
         response.delete_cookie(sess.LOGIN_COOKIE)
         return response

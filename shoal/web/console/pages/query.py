@@ -1,4 +1,4 @@
-"""The SQL editor (paging, CSV, history) and the search page."""
+"""The SQL editor (run once, kept results, paging, CSV, history) and the search page."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from fastapi.responses import RedirectResponse, Response
 from shoal.exceptions import ShoalError, SqlError, first_line
 from shoal.governance import AccessDenied, Principal
 from shoal.web.console import views
-from shoal.web.console.base import MAX_QUERY_ROWS, PAGE_SIZE, Console
-from shoal.web.console.history import QueryHistory
+from shoal.web.console.base import PAGE_SIZE, Console
+from shoal.web.console.history import MAX_KEPT_ROWS, QueryHistory
 
 
 def add(router: APIRouter, c: Console) -> None:
@@ -41,34 +41,55 @@ def add(router: APIRouter, c: Console) -> None:
             int((time.monotonic() - started) * 1000),
         )
 
+    # A statement runs only in sql_run (a POST with the CSRF token). The result page and the
+    # CSV read what that run kept: GETs never execute SQL (a reload, a prefetch or a link
+    # from another site would otherwise repeat writes).
+    def _not_found(request: Request, who: Principal, session: Any) -> Response:
+        # Same answer for a missing id and another principal's: ids are not confirmable.
+        return c.page(
+            request,
+            "sql.html",
+            who,
+            session,
+            status=404,
+            sql="",
+            result=None,
+            error="no such query in your history",
+            query_id=None,
+            page=1,
+            history=QueryHistory(c.settings).list(who.name),
+        )
+
     @router.get("/sql")
     def sql_page(
         request: Request,
-        q: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+        q: Annotated[str | None, Query(max_length=64)] = None,
         page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1,
     ) -> Response:
         who, session = c.viewer(request)
         history = QueryHistory(c.settings)
-        entry = history.get(who.name, q) if q else None
         ctx: dict[str, Any] = {"sql": "", "result": None, "error": None, "query_id": None, "page": page_no}
-        if q and entry is None:
-            ctx["error"] = f"no query {q} in {who.name}'s history"
-        if entry:
-            upto = min(page_no * PAGE_SIZE + 1, MAX_QUERY_ROWS)
-            result, error, ms = _run_sql(who, entry["sql"], upto)
-            rows = result["rows"]
+        if q:
+            entry = history.get(who.name, q)
+            if entry is None:
+                return _not_found(request, who, session)
+            kept = entry["result"] or {"columns": [], "rows": []}
+            rows = kept["rows"]
             ctx.update(
                 sql=entry["sql"],
                 query_id=entry["id"],
-                error=error,
-                ms=ms,
+                error=entry["error"],
+                ms=entry["duration_ms"],
+                ran_at=entry["ran_at"],
+                truncated=entry["truncated"],
+                kept=len(rows),
                 result={
-                    "columns": result["columns"],
+                    "columns": kept["columns"],
                     "rows": rows[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE],
                     "first": (page_no - 1) * PAGE_SIZE + 1,
                     "has_next": len(rows) > page_no * PAGE_SIZE,
                 }
-                if not error
+                if entry["ok"]
                 else None,
             )
         ctx["history"] = history.list(who.name)
@@ -80,30 +101,38 @@ def add(router: APIRouter, c: Console) -> None:
     ) -> Response:
         who, session = c.viewer(request)
         c.check_csrf(request, session, csrf)
-        result, error, ms = _run_sql(who, sql, PAGE_SIZE + 1)
+        # One more row than is kept tells whether the result was cut short.
+        result, error, ms = _run_sql(who, sql, MAX_KEPT_ROWS + 1)
+        truncated = len(result["rows"]) > MAX_KEPT_ROWS
         qid = QueryHistory(c.settings).add(
-            who.name, sql, ok=error is None, rows=None if error else len(result["rows"]), error=error, duration_ms=ms
+            who.name,
+            sql,
+            ok=error is None,
+            result=None if error else result,
+            truncated=truncated,
+            error=error,
+            duration_ms=ms,
         )
         return RedirectResponse(f"/sql?q={qid}", status_code=303)
 
     @router.get("/sql/{query_id}.csv")
-    def sql_csv(request: Request, query_id: int) -> Response:
+    def sql_csv(request: Request, query_id: str) -> Response:
         who, _session = c.viewer(request)
         entry = QueryHistory(c.settings).get(who.name, query_id)
         if entry is None:
-            return Response(f"no query {query_id} in {who.name}'s history", status_code=404)
-        result, error, _ms = _run_sql(who, entry["sql"], 100_000)
-        if error:
-            return Response(error, status_code=400, media_type="text/plain")
+            return Response("no such query in your history", status_code=404, media_type="text/plain")
+        if not entry["ok"]:
+            return Response(entry["error"] or "the query failed", status_code=400, media_type="text/plain")
+        kept = entry["result"] or {"columns": [], "rows": []}
         buf = io.StringIO()
         writer = csv.writer(buf)
-        writer.writerow([views.csv_safe(name) for name in result["columns"]])
-        for row in result["rows"]:
+        writer.writerow([views.csv_safe(name) for name in kept["columns"]])
+        for row in kept["rows"]:
             writer.writerow([views.csv_safe(v if not isinstance(v, dict | list) else json.dumps(v)) for v in row])
         return Response(
             buf.getvalue(),
             media_type="text/csv; charset=utf-8",
-            headers={"Content-Disposition": f'attachment; filename="query-{query_id}.csv"'},
+            headers={"Content-Disposition": f'attachment; filename="query-{entry["id"]}.csv"'},
         )
 
     # ---- search --------------------------------------------------------------------------

@@ -1,0 +1,379 @@
+"""The PostgreSQL v3 wire codec: type OIDs, values in text and binary format, bound parameters
+as typed SQL literals, and the reader for one message's body.
+
+Nothing here touches a socket or a principal: it is the pure part of the protocol, shared by
+the connection state machine (`session`) and the catalog emulation that answers statements
+locally.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+import re
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from sqlglot import exp
+
+from shoal.exceptions import SqlError, first_line
+
+PROTOCOL_3 = 196608
+SSL_REQUEST = 80877103
+GSSENC_REQUEST = 80877104
+CANCEL_REQUEST = 80877102
+# Before sign-in a client is a stranger: its startup packet and password/SASL messages are
+# small in every real client, so anything bigger is refused before it is read into memory.
+MAX_STARTUP = 10 * 1024
+MAX_AUTH_MESSAGE = 10 * 1024
+MAX_MESSAGE = 64 * 1024 * 1024
+SERVER_VERSION = "15.0 (Shoal)"
+
+# Type OIDs.
+BOOL, BYTEA, INT8, INT2, INT4, TEXT, FLOAT4, FLOAT8 = 16, 17, 20, 21, 23, 25, 700, 701
+VARCHAR, BPCHAR, NAME, UNKNOWN, JSON, JSONB = 1043, 1042, 19, 705, 114, 3802
+DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC, UUID, OID = 1082, 1114, 1184, 1700, 2950, 26
+TYPE_SIZE = {BOOL: 1, INT2: 2, INT4: 4, INT8: 8, FLOAT4: 4, FLOAT8: 8, DATE: 4, TIMESTAMP: 8, TIMESTAMPTZ: 8}
+_PG_EPOCH = dt.datetime(2000, 1, 1)
+_PG_EPOCH_DATE = dt.date(2000, 1, 1)
+
+
+class ProtocolError(Exception):
+    """The client broke the protocol: its connection is closed."""
+
+
+class SessionEnded(Exception):
+    """The connection's sign-in no longer holds (token revoked or expired, password changed,
+    principal removed): the connection is closed with this message."""
+
+    def __init__(self, reason: str = "the credentials it signed in with were revoked or changed; sign in again"):
+        super().__init__(reason)
+
+
+class PgError(Exception):
+    """An error reported to the client as an ErrorResponse."""
+
+    def __init__(self, message: str, code: str = "XX000", *, severity: str = "ERROR", hint: str | None = None):
+        super().__init__(message)
+        self.code, self.severity, self.hint = code, severity, hint
+
+
+def sqlstate(exc: BaseException) -> str:
+    """The SQLSTATE for an error from GovernedSql or Spark."""
+    from shoal.governance import AccessDenied, AuthError
+
+    text = str(exc)
+    if isinstance(exc, AccessDenied):
+        if text.startswith(("cannot parse the statement", "the statement cannot be checked")):
+            return "42601"
+        return "42501"
+    if isinstance(exc, AuthError):
+        return "28P01"
+    if isinstance(exc, SqlError):
+        if re.search(r"PARSE_SYNTAX_ERROR|Syntax error|cannot read SQL", text, re.I):
+            return "42601"
+        if "TABLE_OR_VIEW_NOT_FOUND" in text:
+            return "42P01"
+    return "XX000"
+
+
+# ---- values and literals ------------------------------------------------------------------------
+def pg_type(spark_type: str) -> int:
+    """The type OID a Spark type (its simpleString) is reported as."""
+    t = spark_type.lower()
+    if t.startswith("decimal"):
+        return NUMERIC
+    return {
+        "boolean": BOOL,
+        "tinyint": INT2,
+        "smallint": INT2,
+        "int": INT4,
+        "bigint": INT8,
+        "float": FLOAT4,
+        "double": FLOAT8,
+        "date": DATE,
+        "timestamp": TIMESTAMPTZ,
+        "timestamp_ntz": TIMESTAMP,
+        "binary": BYTEA,
+    }.get(t, TEXT)
+
+
+def _float_text(v: float, oid: int) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    if oid == FLOAT4:  # the shortest text that reads back as the same 32-bit float
+        f32 = struct.unpack("!f", struct.pack("!f", v))[0]
+        for digits in range(1, 10):
+            s = f"{v:.{digits}g}"
+            if struct.unpack("!f", struct.pack("!f", float(s)))[0] == f32:
+                return s
+    return repr(v)
+
+
+def text_value(value: Any, oid: int) -> bytes:
+    """One non-NULL value in PostgreSQL's text format."""
+    from shoal.sql import to_json_value
+
+    if isinstance(value, bool):
+        s = "t" if value else "f"
+    elif isinstance(value, float):
+        s = _float_text(value, oid)
+    elif isinstance(value, decimal.Decimal):
+        s = format(value, "f")
+    elif isinstance(value, dt.datetime):
+        if oid == TIMESTAMPTZ:
+            if value.tzinfo is not None:
+                value = value.astimezone(dt.UTC).replace(tzinfo=None)
+            s = value.isoformat(sep=" ") + "+00"  # the session time zone is UTC
+        else:
+            s = value.replace(tzinfo=None).isoformat(sep=" ")
+    elif isinstance(value, dt.date):
+        s = value.isoformat()
+    elif isinstance(value, bytes | bytearray):
+        s = "\\x" + bytes(value).hex()
+    elif isinstance(value, str):
+        s = value
+    elif isinstance(value, int):
+        s = str(value)
+    else:  # arrays, maps, structs: JSON text
+        s = json.dumps(to_json_value(value), ensure_ascii=False, default=str)
+    return s.encode("utf-8")
+
+
+def binary_value(value: Any, oid: int) -> bytes:
+    """One non-NULL value in PostgreSQL's binary format (fixed-size types, text and bytea)."""
+    if oid == BOOL:
+        return b"\x01" if value else b"\x00"
+    if oid in (INT2, INT4, INT8):
+        return struct.pack({INT2: "!h", INT4: "!i", INT8: "!q"}[oid], int(value))
+    if oid in (FLOAT4, FLOAT8):
+        return struct.pack("!f" if oid == FLOAT4 else "!d", float(value))
+    if oid == DATE:
+        return struct.pack("!i", (value - _PG_EPOCH_DATE).days)
+    if oid in (TIMESTAMP, TIMESTAMPTZ):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        delta = value - _PG_EPOCH
+        return struct.pack("!q", (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+    if oid == BYTEA:
+        return bytes(value)
+    if oid == TEXT:
+        return text_value(value, oid)
+    raise PgError(f"binary results are not supported for type {oid}; ask for text", "0A000")
+
+
+def _numeric_from_binary(data: bytes) -> decimal.Decimal:
+    ndigits, weight, sign, dscale = struct.unpack("!hhHH", data[:8])
+    if sign == 0xC000:
+        return decimal.Decimal("NaN")
+    digits = struct.unpack(f"!{ndigits}H", data[8 : 8 + 2 * ndigits])
+    value = decimal.Decimal(0)
+    for i, d in enumerate(digits):
+        value += decimal.Decimal(d).scaleb(4 * (weight - i))
+    value = value.quantize(decimal.Decimal(1).scaleb(-dscale)) if dscale else value
+    return -value if sign == 0x4000 else value
+
+
+def literal(raw: bytes | None, oid: int, fmt: int) -> exp.Expression:
+    """A bound parameter as a typed SQL expression (never text pasted into the statement)."""
+    if raw is None:
+        return exp.Null()
+    try:
+        if fmt == 1:
+            return _binary_literal(raw, oid)
+        text = raw.decode("utf-8")
+        if "\x00" in text:
+            raise PgError("a parameter contains a NUL character", "22021")
+        if oid in (INT2, INT4, INT8, OID):
+            return exp.Literal.number(int(text.strip()))
+        if oid in (FLOAT4, FLOAT8, NUMERIC):
+            number = decimal.Decimal(text.strip())
+            if not number.is_finite():
+                word = "NaN" if number.is_nan() else ("Infinity" if number > 0 else "-Infinity")
+                return exp.cast(exp.Literal.string(word), "DOUBLE")
+            if oid == NUMERIC:
+                return exp.Literal.number(format(number, "f"))
+            return exp.cast(exp.Literal.number(format(number, "f")), "FLOAT" if oid == FLOAT4 else "DOUBLE")
+        if oid == BOOL:
+            t = text.strip().lower()
+            if t in ("t", "true", "1", "yes", "on", "y"):
+                return exp.true()
+            if t in ("f", "false", "0", "no", "off", "n"):
+                return exp.false()
+            raise ValueError(text)
+        if oid == DATE:
+            return exp.cast(exp.Literal.string(dt.date.fromisoformat(text.strip()).isoformat()), "DATE")
+        if oid in (TIMESTAMP, TIMESTAMPTZ):
+            ts = dt.datetime.fromisoformat(text.strip())
+            if ts.tzinfo is not None:
+                ts = ts.astimezone(dt.UTC).replace(tzinfo=None)
+            return exp.cast(
+                exp.Literal.string(ts.isoformat(sep=" ")), "TIMESTAMP" if oid == TIMESTAMPTZ else "TIMESTAMP_NTZ"
+            )
+        if oid == BYTEA:
+            data = bytes.fromhex(text[2:]) if text.startswith("\\x") else text.encode("utf-8")
+            return _bytes_literal(data)
+        return exp.Literal.string(text)  # text, varchar, unknown (0) and the rest
+    except PgError:
+        raise
+    except (ValueError, ArithmeticError, UnicodeDecodeError, struct.error) as exc:
+        raise PgError(f"invalid parameter value for type {oid}: {first_line(exc)}", "22P02") from exc
+
+
+def _binary_literal(raw: bytes, oid: int) -> exp.Expression:
+    if oid == BOOL:
+        return exp.true() if raw != b"\x00" else exp.false()
+    if oid in (INT2, INT4, INT8, OID):
+        fmt = {INT2: "!h", INT4: "!i", INT8: "!q", OID: "!I"}[oid]
+        return exp.Literal.number(struct.unpack(fmt, raw)[0])
+    if oid in (FLOAT4, FLOAT8):
+        v = struct.unpack("!f" if oid == FLOAT4 else "!d", raw)[0]
+        if math.isnan(v) or math.isinf(v):
+            return exp.cast(exp.Literal.string(_float_text(v, oid)), "DOUBLE")
+        return exp.cast(exp.Literal.number(repr(v)), "FLOAT" if oid == FLOAT4 else "DOUBLE")
+    if oid == NUMERIC:
+        number = _numeric_from_binary(raw)
+        if number.is_nan():
+            return exp.cast(exp.Literal.string("NaN"), "DOUBLE")
+        return exp.Literal.number(format(number, "f"))
+    if oid == DATE:
+        days = struct.unpack("!i", raw)[0]
+        return exp.cast(exp.Literal.string((_PG_EPOCH_DATE + dt.timedelta(days=days)).isoformat()), "DATE")
+    if oid in (TIMESTAMP, TIMESTAMPTZ):
+        us = struct.unpack("!q", raw)[0]
+        ts = _PG_EPOCH + dt.timedelta(microseconds=us)
+        return exp.cast(
+            exp.Literal.string(ts.isoformat(sep=" ")), "TIMESTAMP" if oid == TIMESTAMPTZ else "TIMESTAMP_NTZ"
+        )
+    if oid == BYTEA:
+        return _bytes_literal(raw)
+    if oid == UUID and len(raw) == 16:
+        return exp.Literal.string(str(uuid.UUID(bytes=raw)))
+    if oid in (TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN, JSON, 0):
+        text = raw.decode("utf-8")
+        if "\x00" in text:
+            raise PgError("a parameter contains a NUL character", "22021")
+        return exp.Literal.string(text)
+    raise PgError(f"binary parameters of type {oid} are not supported; send text", "0A000")
+
+
+def _bytes_literal(data: bytes) -> exp.Expression:
+    return exp.HexString(this=data.hex()) if data else exp.cast(exp.Literal.string(""), "BINARY")
+
+
+def substitute(sql: str, params: list[exp.Expression], dialect: str = "spark") -> str:
+    """Replace $1..$n outside strings, quoted identifiers and comments with the rendered literals."""
+
+    def render(k: int) -> str:
+        if not 1 <= k <= len(params):
+            raise PgError(f"there is no parameter ${k}", "42P02")
+        return " " + params[k - 1].sql(dialect=dialect) + " "
+
+    return _scan(sql, render)
+
+
+def placeholders(sql: str) -> list[int]:
+    """The parameter numbers ($1 -> 1) a statement uses, in order of appearance."""
+    found: list[int] = []
+
+    def note(k: int) -> str:
+        found.append(k)
+        return ""
+
+    _scan(sql, note)
+    return found
+
+
+def _scan(sql: str, render: Callable[[int], str]) -> str:
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch in "'\"`":
+            j = i + 1
+            while j < n and sql[j] != ch:
+                j += 2 if sql[j] == "\\" and ch != "`" else 1
+            out.append(sql[i : j + 1])
+            i = j + 1
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i)
+            j = n if j < 0 else j
+            out.append(sql[i:j])
+            i = j
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(sql[i:j])
+            i = j
+        elif (
+            ch == "$" and i + 1 < n and sql[i + 1].isdigit() and not (i and (sql[i - 1].isalnum() or sql[i - 1] == "_"))
+        ):
+            j = i + 1
+            while j < n and sql[j].isdigit():
+                j += 1
+            out.append(render(int(sql[i + 1 : j])))
+            i = j
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+class Reader:
+    """Reads the fields of one message body; a short body is a ProtocolError."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def int16(self) -> int:
+        v = struct.unpack_from("!h", self.data, self.pos)[0]
+        self.pos += 2
+        return v
+
+    def int32(self) -> int:
+        v = struct.unpack_from("!i", self.data, self.pos)[0]
+        self.pos += 4
+        return v
+
+    def cstring(self) -> str:
+        end = self.data.index(b"\x00", self.pos)
+        s = self.data[self.pos : end].decode("utf-8")
+        self.pos = end + 1
+        return s
+
+    def take(self, n: int) -> bytes:
+        if n < 0 or self.pos + n > len(self.data):
+            raise ProtocolError("message shorter than it says")
+        v = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return v
+
+
+def cstr(s: str) -> bytes:
+    return s.replace("\x00", "").encode("utf-8") + b"\x00"
+
+
+def format_for(formats: list[int], i: int) -> int:
+    if not formats:
+        return 0
+    return formats[0] if len(formats) == 1 else formats[i]
+
+
+def error_fields(severity: str, code: str, message: str, hint: str | None = None) -> bytes:
+    """The body of an ErrorResponse or NoticeResponse."""
+    out = b"S" + cstr(severity) + b"V" + cstr(severity) + b"C" + cstr(code) + b"M" + cstr(message)
+    if hint:
+        out += b"H" + cstr(hint)
+    return out + b"\x00"
+
+
+def error_message(severity: str, code: str, message: str) -> bytes:
+    """A whole ErrorResponse message, for answering a socket without a Connection."""
+    body = error_fields(severity, code, message)
+    return b"E" + struct.pack("!i", len(body) + 4) + body
