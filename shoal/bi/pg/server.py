@@ -110,6 +110,12 @@ class PgServer(socketserver.ThreadingTCPServer):
             self._forget(request)
             raise
 
+    def shutdown_request(self, request: Any) -> None:
+        # Whatever ended the connection (even a setup() that raised before handle() ran), it no
+        # longer holds a handshake place.
+        self._forget(request)
+        super().shutdown_request(request)
+
     def _forget(self, request: socket.socket) -> None:
         with self._lock:
             self._pending.discard(id(request))

@@ -493,12 +493,12 @@ class Connection(socketserver.BaseRequestHandler):
                 f"the token it signed in with expired at {self.expires_at.isoformat(timespec='seconds')}Z;"
                 " sign in again with a valid token"
             )
-        if self.server.sessions.get(self.session) is None:
-            raise SessionEnded()
-        try:
+        try:  # first: it says why (token expired, revoked, principal removed)
             principal = self.server.principals.signed_in(self.principal.name, self.token_id)
         except AuthError as exc:
             raise SessionEnded(f"{exc}; sign in again") from None
+        if self.server.sessions.get(self.session) is None:
+            raise SessionEnded()
         if principal != self.principal:
             self.principal = principal
             self.governed = GovernedSql(self.server.spark, self.server.settings, principal)
