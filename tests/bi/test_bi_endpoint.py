@@ -264,11 +264,11 @@ def test_revoking_the_token_or_changing_the_password_ends_open_connections(conne
         assert by_token.execute(f"SELECT count(*) FROM {lake.opps}").fetchone() == (2,)
         assert by_password.execute(f"SELECT count(*) FROM {lake.opps}").fetchone() == (2,)
         p.revoke_token(tid)
-        with pytest.raises(psycopg.OperationalError, match="revoked or changed"):
+        with pytest.raises(psycopg.OperationalError, match="revoked"):
             by_token.execute(f"SELECT count(*) FROM {lake.opps}")
         assert by_password.execute("SELECT 1").fetchone() == (1,)  # another sign-in is untouched
         p.set_password(lake.analyst, PASSWORD)  # same text, new hash: a password change all the same
-        with pytest.raises(psycopg.OperationalError, match="revoked or changed"):
+        with pytest.raises(psycopg.OperationalError, match="revoked|changed"):
             by_password.execute(f"SELECT count(*) FROM {lake.opps}")
     with connect() as again:
         assert again.execute(f"SELECT count(*) FROM {lake.opps}").fetchone() == (2,)
