@@ -47,9 +47,9 @@ METADATA_TABLES = {
     "key_metadata, split_offsets, equality_ids, sort_order_id",
     "snapshots": "committed_at, snapshot_id, parent_id, operation, manifest_list, summary",
     "history": "made_current_at, snapshot_id, parent_id, is_current_ancestor",
-    "manifests": "path, length, partition_spec_id, added_snapshot_id, added_data_files_count, added_rows_count, "
-    "existing_data_files_count, existing_rows_count, deleted_data_files_count, deleted_rows_count, "
-    "partition_summaries",
+    # Athena's row counts per manifest are not in Iceberg's Spark table.
+    "manifests": "path, length, partition_spec_id, added_snapshot_id, added_data_files_count, "
+    "existing_data_files_count, deleted_data_files_count, partition_summaries",
     "refs": "name, type, snapshot_id, max_reference_age_in_ms, min_snapshots_to_keep, max_snapshot_age_in_ms",
 }
 _ATHENA_DDL_TYPES = {"string": "string", "int": "int", "bigint": "bigint", "double": "double", "float": "float"}
@@ -154,6 +154,8 @@ def show_create_table(runner: SqlRunner, raw: str) -> QueryResult:
         key, value = (r[0] or "").strip(), (r[1] or "").strip()
         if not key:
             continue
+        if key == "# col_name":  # the header of a section's rows
+            continue
         if key.startswith("#"):
             section = key
             continue
@@ -161,6 +163,8 @@ def show_create_table(runner: SqlRunner, raw: str) -> QueryResult:
             columns.append((key, value))
         elif section == "# Partitioning" and key.startswith("Part "):
             transforms.append(value)
+        elif section == "# Partition Information":  # identity partitions only
+            transforms.append(key)
         else:
             info[key] = value
     provider = info.get("Provider", "").lower()
@@ -213,7 +217,8 @@ def optimize(runner: SqlRunner, sql: str) -> QueryResult:
     if not m:
         raise SqlError("not supported in Shoal: OPTIMIZE other than OPTIMIZE t REWRITE DATA USING BIN_PACK [WHERE ...]")
     name, _ = _table_name(runner, m.group(1))
-    args = f"table => '{name}', strategy => 'binpack'"
+    # Athena merges every small file of a partition: two are enough for a rewrite.
+    args = f"table => '{name}', strategy => 'binpack', options => map('min-input-files', '2')"
     if m.group(2):
         # The filter in Spark SQL, translated like any Athena expression.
         where = runner.translate(f"SELECT * FROM {m.group(1)} WHERE {m.group(2)}")
@@ -284,6 +289,31 @@ def execute(runner: SqlRunner, sql: str, limit: int | None) -> QueryResult:
     return runner.statement(tree.sql(dialect="athena"), limit=limit)
 
 
+def with_properties(options: str) -> dict[str, exp.Expr]:
+    """`format = 'JSON', partitioned_by = ARRAY['c']` as Athena's CTAS reads its WITH (...)."""
+    props: dict[str, exp.Expr] = {}
+    if not options.strip():
+        return props
+    try:
+        tree = sqlglot.parse_one(f"CREATE TABLE x WITH ({options}) AS SELECT 1", read="athena")
+    except ParseError as exc:
+        raise SqlError(f"cannot read WITH ({options}): {str(exc).splitlines()[0]}") from exc
+    for prop in (tree.args.get("properties") or exp.Properties(expressions=[])).expressions:
+        if isinstance(prop, exp.FileFormatProperty):
+            props["format"] = prop.this
+        elif isinstance(prop, exp.PartitionedByProperty):
+            props["partitioned_by"] = prop.this
+        elif isinstance(prop, exp.Property):
+            props[prop.name.lower()] = prop.args.get("value")
+    return props
+
+
+def _text(node: exp.Expr | str) -> str:
+    if isinstance(node, str):
+        return node
+    return node.name if isinstance(node, exp.Literal | exp.Var | exp.Identifier | exp.Column) else node.sql()
+
+
 def unload(runner: SqlRunner, sql: str) -> QueryResult:
     """UNLOAD (query) TO 'location' WITH (format, compression, field_delimiter, partitioned_by)."""
     from shoal.sql.external import _is_empty, run_df, table_location
@@ -292,22 +322,8 @@ def unload(runner: SqlRunner, sql: str) -> QueryResult:
     if not m:
         raise SqlError("UNLOAD (SELECT ...) TO 'location' WITH (format = '...')")
     query, location, options = m.group(1), table_location(m.group(2)), m.group(3) or ""
-    props: dict[str, exp.Expr] = {}
-    if options.strip():
-        try:
-            tuple_ = sqlglot.parse_one(f"SELECT ({options})", read="athena").expressions[0]
-        except ParseError as exc:
-            raise SqlError(f"UNLOAD: cannot read WITH ({options})") from exc
-        items = (
-            tuple_.expressions
-            if isinstance(tuple_, exp.Tuple)
-            else [tuple_.this if isinstance(tuple_, exp.Paren) else tuple_]
-        )
-        for item in items:
-            if not isinstance(item, exp.EQ):
-                raise SqlError(f"UNLOAD: {item.sql()} is not a property = value")
-            props[item.this.name.lower()] = item.expression
-    fmt = (props["format"].name if "format" in props else "PARQUET").lower()
+    props = with_properties(options)
+    fmt = (_text(props["format"]) if "format" in props else "PARQUET").lower()
     fmt = {"textfile": "csv"}.get(fmt, fmt)
     if fmt not in {"parquet", "orc", "avro", "json", "csv"}:
         raise SqlError(f"not supported in Shoal: UNLOAD format {fmt!r}")
@@ -315,13 +331,13 @@ def unload(runner: SqlRunner, sql: str) -> QueryResult:
     if not _is_empty(runner.settings, location):
         raise SqlError(f"UNLOAD: {location} is not empty", hint="Athena writes only to an empty location")
     writer = df.write.format(fmt).mode("errorifexists")
-    parts = [e.name for e in props["partitioned_by"].expressions] if "partitioned_by" in props else []
+    parts = [_text(e) for e in props["partitioned_by"].expressions] if "partitioned_by" in props else []
     if parts:
         writer = writer.partitionBy(*parts)
     if "compression" in props:
-        writer = writer.option("compression", props["compression"].name.lower())
+        writer = writer.option("compression", _text(props["compression"]).lower())
     if fmt == "csv":
-        delim = props["field_delimiter"].name if "field_delimiter" in props else ","
+        delim = _text(props["field_delimiter"]) if "field_delimiter" in props else ","
         writer = writer.option("sep", delim).option("header", "false")
     try:
         writer.save(location)

@@ -236,7 +236,11 @@ class SqlRunner:
             return self._create_iceberg(tree)
         if isinstance(tree, exp.Create) and self._is_external_create(tree):
             return self._create_external(tree)
-        if isinstance(tree, exp.Create) and isinstance(tree.expression, exp.Query | exp.Select):
+        if (
+            isinstance(tree, exp.Create)
+            and (tree.args.get("kind") or "").upper() == "TABLE"
+            and isinstance(tree.expression, exp.Query | exp.Select)
+        ):
             return self._ctas(tree)
         if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "TABLE":
             targets = tree.args.get("tables") or [tree.this]  # sqlglot >= 30 lists the tables
@@ -608,9 +612,13 @@ def tree_is_query(sql: str) -> bool:
 
 
 def _athena_transform(text: str) -> str:
-    """Athena's `bucket(col, 16)` / `truncate(col, 4)` as Iceberg's `bucket(16, col)`; others as given."""
+    """Athena's `bucket(col, 16)`, `truncate(col, 4)`, `day(ts)` as Iceberg's `bucket(16, col)`,
+    `truncate(4, col)`, `days(ts)`; a column as given."""
     m = re.fullmatch(r"\s*(bucket|truncate)\s*\(\s*(\w+)\s*,\s*(\d+)\s*\)\s*", text, re.I)
-    return f"{m.group(1).lower()}({m.group(3)}, {m.group(2)})" if m else text
+    if m:
+        return f"{m.group(1).lower()}({m.group(3)}, {m.group(2)})"
+    m = re.fullmatch(r"\s*(year|month|day|hour)\s*\(\s*(\w+)\s*\)\s*", text, re.I)
+    return f"{m.group(1).lower()}s({m.group(2)})" if m else text
 
 
 def _is_empty(settings: Settings, location: str) -> bool:
