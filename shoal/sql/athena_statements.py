@@ -303,8 +303,8 @@ def with_properties(options: str) -> dict[str, exp.Expr]:
             props["format"] = prop.this
         elif isinstance(prop, exp.PartitionedByProperty):
             props["partitioned_by"] = prop.this
-        elif isinstance(prop, exp.Property):
-            props[prop.name.lower()] = prop.args.get("value")
+        elif isinstance(prop, exp.Property) and isinstance(prop.args.get("value"), exp.Expr):
+            props[prop.name.lower()] = prop.args["value"]
     return props
 
 
