@@ -93,6 +93,11 @@ def position(sql: str, node: exp.Expr | None, name: str | None = None, offset: i
         start = m.start() - offset if m else None
     if start is None:
         return ""
+    return at_offset(sql, start, offset)
+
+
+def at_offset(sql: str, start: int, offset: int = 0) -> str:
+    """' (line L, column C)' of character `start` of the statement that begins at `offset` in `sql`."""
     at = offset + start
     line = sql.count("\n", 0, at) + 1
     col = at - (sql.rfind("\n", 0, at) + 1) + 1
@@ -611,10 +616,11 @@ class AthenaTranslator:
             return tried if what == "TRY_CAST" else None
         return self._typed(
             _sp(
-                "CASE WHEN A IS NOT NULL AND T IS NULL THEN RAISE_ERROR(M) ELSE T END",
+                "CASE WHEN A IS NOT NULL AND T IS NULL THEN RAISE_ERROR(CONCAT(P, CAST(A AS STRING), M)) ELSE T END",
                 A=node.this,
                 T=tried,
-                M=exp.Literal.string(f"Cannot cast value to {target.upper()}"),
+                P=exp.Literal.string("Cannot cast '"),
+                M=exp.Literal.string(f"' to {_athena_type(target).upper()}"),
             ),
             target,
         )

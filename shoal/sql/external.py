@@ -35,6 +35,7 @@ from shoal.exceptions import SqlError, first_line
 from shoal.lake import database
 from shoal.sql import QueryResult, athena_statements, run, split_statements
 from shoal.sql.athena import AthenaTranslator, ShoalAthena, athena_session
+from shoal.sql.athena import at_offset as athena_position
 
 ATHENA_DIALECTS = {"athena", "trino", "presto"}
 
@@ -255,7 +256,32 @@ class SqlRunner:
         rewritten, changed = self._rewrite(tree)
         if self.dialect == "spark" and not changed:
             return run(self.spark, sql, limit=limit)  # Spark SQL as written (no round trip)
-        return run(self.session, rewritten, limit=limit)
+        if not self.athena:
+            return run(self.session, rewritten, limit=limit)
+        try:
+            return run(self.session, rewritten, limit=limit)
+        except SqlError as exc:
+            raise self._located(exc, sql) from exc
+
+    def _located(self, exc: SqlError, statement: str) -> SqlError:
+        """Spark's error about the rewritten SQL, pointed at the user's text instead: Spark's own
+        position is dropped, and a name it quotes is found in the statement as written."""
+        message = re.sub(r";?\s*line \d+,? pos \d+", "", exc.args[0]).rstrip("; ")
+        raised = re.search(r"RuntimeException: (.+)", message)  # RAISE_ERROR in the translation
+        if raised:
+            return SqlError(raised.group(1).strip(), hint=exc.hint)
+        named = re.search(r"((?:`[^`]+`\.)*`[^`]+`)", message)
+        if named and "(line " not in message:
+            target = named.group(1).split("`.`")[-1].strip("`").lower()
+            try:
+                tokens = sqlglot.tokenize(statement, read=ShoalAthena)
+            except Exception:
+                tokens = []
+            for tok in tokens:
+                if tok.text.strip('"`').lower() == target:
+                    message += athena_position(self._script, tok.start, self._offset)
+                    break
+        return SqlError(message, hint=exc.hint)
 
     def translate(self, sql: str) -> str:
         """Spark SQL for each statement of `sql` (nothing runs): what governed SQL checks and runs.

@@ -185,6 +185,10 @@ def test_refusals_name_the_function_and_where_it_is(spark, settings, athena_db):
         runner.execute("SELECT 1;\nSELECT\n  hamming_distance(s, 'x') FROM t")
     with pytest.raises(SqlError, match=r"DATE_FORMAT specifier %D .*\(line 1, column 8\)"):
         runner.execute("SELECT date_format(ts, '%D') FROM t")
+    with pytest.raises(SqlError, match=r"`nope` cannot be resolved.*\(line 2, column 11\)"):
+        runner.execute("SELECT 1;\nSELECT s, nope FROM t")
+    with pytest.raises(SqlError, match=r"^Cannot cast 'Hello World' to INTEGER$"):
+        runner.execute("SELECT CAST(s AS INTEGER) FROM t")
     with pytest.raises(SqlError, match=r"cannot parse the statement \(line 3, column \d+\)"):
         runner.execute("SELECT 1;\n\nSELECT FROM WHERE")
 
