@@ -89,7 +89,9 @@ def position(sql: str, node: exp.Expr | None, name: str | None = None, offset: i
     meta = node.meta if node is not None else {}
     start = meta.get("start")
     if start is None and name:
-        m = re.compile(rf"\b{re.escape(name)}\s*\(", re.I).search(sql, offset)
+        m = re.compile(rf"\b{re.escape(name)}\s*\(", re.I).search(sql, offset) or re.compile(
+            rf"\b{re.escape(name)}\b", re.I
+        ).search(sql, offset)
         start = m.start() - offset if m else None
     if start is None:
         return ""
@@ -712,6 +714,24 @@ class AthenaTranslator:
             )
         raise self.refuse("a subscript [...] on a value whose type (array or map) Shoal cannot tell", node)
 
+    def _h_AtTimeZone(self, node: exp.Expr) -> exp.Expr | None:
+        """Spark holds `ts AT TIME ZONE 'z'` as the wall-clock time in z, without the zone: the
+        same answer where only the wall clock is read (fields, formatting, CAST to DATE or
+        TIMESTAMP), another instant anywhere else, so refused there."""
+        parent = node.parent
+        if isinstance(parent, _WALL_CLOCK_READERS):
+            return None
+        if isinstance(parent, exp.Anonymous) and parent.name.upper() in {"DATE_FORMAT", "FORMAT_DATETIME"}:
+            return None
+        if isinstance(parent, exp.Cast) and parent.to.sql(dialect="spark").upper() in {"DATE", "TIMESTAMP"}:
+            return None
+        raise self.refuse(
+            "AT TIME ZONE except inside hour(), date_format(), CAST(... AS DATE|TIMESTAMP) and other "
+            "functions that read the wall clock",
+            node,
+            "AT TIME ZONE",
+        )
+
     def _h_Greatest(self, node: exp.Expr) -> exp.Expr:
         return self._null_if_any(node)
 
@@ -843,6 +863,11 @@ class AthenaTranslator:
             this="athena_json_array_contains", expressions=[args[0], _sp("TO_JSON(ARRAY(A))", A=value)]
         )
 
+
+_WALL_CLOCK_READERS = (
+    exp.Year, exp.Quarter, exp.Month, exp.Day, exp.DayOfMonth, exp.Hour, exp.Minute, exp.Second,
+    exp.DayOfWeekIso, exp.DayOfYear, exp.WeekOfYear,
+)  # fmt: skip
 
 # Whole months from S to E (E >= S), Joda's way: a day of month past the end of E's month counts
 # as E's last day.

@@ -177,6 +177,9 @@ CASES: list[tuple[str, str, object]] = [
     ("iso8601", "from_iso8601_date('2024-01-15')", D),
     ("time zones", "hour(ts AT TIME ZONE 'America/New_York')", 5),
     ("time zones", "date_format(ts AT TIME ZONE 'Asia/Tokyo', '%Y-%m-%d %H:%i')", "2024-01-15 19:30"),
+    ("time zones", "CAST(ts AT TIME ZONE 'Asia/Tokyo' AS DATE)", D),
+    ("time zones", "day_of_week(TIMESTAMP '2024-01-14 23:00:00' AT TIME ZONE 'Europe/Berlin')", 1),
+    ("time zones", "to_unixtime(ts AT TIME ZONE 'Asia/Tokyo')", Unsupported(1705314645.123)),
     # ---- intervals ------------------------------------------------------------------------------
     ("intervals", "ts + INTERVAL '1' DAY", dt.datetime(2024, 1, 16, 10, 30, 45, 123000)),
     ("intervals", "ts - INTERVAL '2' HOUR", dt.datetime(2024, 1, 15, 8, 30, 45, 123000)),
