@@ -81,9 +81,14 @@ def sql(
     if as_ is not None:
         from shoal.governance import GovernedSql, Principals
 
-        if dialect != Dialect.spark or database:
-            raise ShoalError("--as runs Spark SQL with qualified table names (no --dialect/--database)")
-        result = GovernedSql(get_spark(s), s, Principals(s).principal(as_)).execute(query, limit=fetch)
+        spark = get_spark(s)
+        if dialect != Dialect.spark:
+            # Translate first, govern after: governance checks the Spark SQL that will run.
+            runner = SqlRunner(spark, s, dialect=dialect.value, database_name=database)
+            query, spark = runner.translate(query), runner.session
+        elif database:
+            raise ShoalError("--as with Spark SQL needs qualified table names (no --database)")
+        result = GovernedSql(spark, s, Principals(s).principal(as_)).execute(query, limit=fetch)
     else:
         runner = SqlRunner(get_spark(s), s, dialect=dialect.value, database_name=database)
         result, _ = runner.execute(query, limit=fetch)

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -32,7 +33,11 @@ from sqlglot.errors import ParseError
 from shoal.config import Settings
 from shoal.exceptions import SqlError, first_line
 from shoal.lake import database
-from shoal.sql import QueryResult, run, split_statements
+from shoal.sql import QueryResult, athena_statements, run, split_statements
+from shoal.sql.athena import AthenaTranslator, ShoalAthena, athena_session
+from shoal.sql.athena import at_offset as athena_position
+
+ATHENA_DIALECTS = {"athena", "trino", "presto"}
 
 state_tables = MetaData()
 external_tables = Table(
@@ -182,6 +187,12 @@ class SqlRunner:
         self.registry = Registry(settings)
         if self.database == "default":
             _ensure_default_database(spark)
+        # Athena's SQL (Trino engine v3) runs with Athena's answers: see shoal.sql.athena.
+        self.athena = dialect in ATHENA_DIALECTS
+        self.session = athena_session(spark) if self.athena else spark
+        self._script = ""
+        self._offset = 0
+        self._schemas: dict[str, list[tuple[str, str]]] = {}  # table -> columns, while nothing changes them
 
     def execute(self, sql: str, *, limit: int | None = None) -> tuple[QueryResult, int]:
         """Run every statement; returns the last result and how many statements ran."""
@@ -189,7 +200,11 @@ class SqlRunner:
         if not statements:
             raise SqlError("no SQL statement given")
         result = QueryResult([], [], [])
+        cursor = 0
         for i, statement in enumerate(statements, 1):
+            # Where the statement starts in the script: errors name the line and column there.
+            self._script, self._offset = sql, max(sql.find(statement, cursor), 0)
+            cursor = self._offset + len(statement)
             try:
                 result = self.statement(statement, limit=limit)
             except SqlError as exc:
@@ -204,15 +219,29 @@ class SqlRunner:
         head = " ".join(sql.split()[:3]).upper()
         if head.startswith("MSCK REPAIR TABLE"):
             return self._repair(sql.split()[3].strip('`"; '))
+        if not self._script or self._script.find(sql) < 0:
+            self._script, self._offset = sql, 0
+        if not tree_is_query(sql):
+            self._schemas.clear()  # DDL may change the columns the type checks rely on
+        if self.athena:
+            done = athena_statements.statement(self, sql, limit)
+            if done is not None:
+                return done
         try:
-            tree = sqlglot.parse_one(sql, read=self.dialect)
-        except ParseError:
+            tree = sqlglot.parse_one(sql, read=ShoalAthena if self.athena else self.dialect)
+        except ParseError as exc:
+            if self.athena:
+                raise self._parse_error(exc) from exc
             tree = None
         if isinstance(tree, exp.Create) and self._is_iceberg_create(tree):
             return self._create_iceberg(tree)
         if isinstance(tree, exp.Create) and self._is_external_create(tree):
             return self._create_external(tree)
-        if isinstance(tree, exp.Create) and isinstance(tree.expression, exp.Query | exp.Select):
+        if (
+            isinstance(tree, exp.Create)
+            and (tree.args.get("kind") or "").upper() == "TABLE"
+            and isinstance(tree.expression, exp.Query | exp.Select)
+        ):
             return self._ctas(tree)
         if isinstance(tree, exp.Drop) and (tree.args.get("kind") or "").upper() == "TABLE":
             targets = tree.args.get("tables") or [tree.this]  # sqlglot >= 30 lists the tables
@@ -223,11 +252,52 @@ class SqlRunner:
                 self.registry.remove(ext.name)
                 return _message(f"dropped external table {ext.name} (its files at {ext.location} are kept)")
         if tree is None or isinstance(tree, exp.Command):
-            return run(self.spark, sql, limit=limit)  # Spark understands it, or says why not
+            return run(self.session, sql, limit=limit)  # Spark understands it, or says why not
         rewritten, changed = self._rewrite(tree)
         if self.dialect == "spark" and not changed:
             return run(self.spark, sql, limit=limit)  # Spark SQL as written (no round trip)
-        return run(self.spark, rewritten, limit=limit)
+        if not self.athena:
+            return run(self.session, rewritten, limit=limit)
+        try:
+            return run(self.session, rewritten, limit=limit)
+        except SqlError as exc:
+            raise self._located(exc, sql) from exc
+
+    def _located(self, exc: SqlError, statement: str) -> SqlError:
+        """Spark's error about the rewritten SQL, pointed at the user's text instead: Spark's own
+        position is dropped, and a name it quotes is found in the statement as written."""
+        message = re.sub(r";?\s*line \d+,? pos \d+", "", exc.args[0]).rstrip("; ")
+        raised = re.search(r"RuntimeException: (.+)", message)  # RAISE_ERROR in the translation
+        if raised:
+            return SqlError(raised.group(1).strip(), hint=exc.hint)
+        named = re.search(r"((?:`[^`]+`\.)*`[^`]+`)", message)
+        if named and "(line " not in message:
+            target = named.group(1).split("`.`")[-1].strip("`").lower()
+            try:
+                tokens = sqlglot.tokenize(statement, read=ShoalAthena)
+            except Exception:
+                tokens = []
+            for tok in tokens:
+                if tok.text.strip('"`').lower() == target:
+                    message += athena_position(self._script, tok.start, self._offset)
+                    break
+        return SqlError(message, hint=exc.hint)
+
+    def translate(self, sql: str) -> str:
+        """Spark SQL for each statement of `sql` (nothing runs): what governed SQL checks and runs.
+
+        Refusals (`not supported in Shoal: ...`) and parse errors are raised here."""
+        out = []
+        cursor = 0
+        for statement in split_statements(sql):
+            self._script, self._offset = sql, max(sql.find(statement, cursor), 0)
+            cursor = self._offset + len(statement)
+            try:
+                tree = sqlglot.parse_one(statement, read=ShoalAthena if self.athena else self.dialect)
+            except ParseError as exc:
+                raise self._parse_error(exc) if self.athena else SqlError(first_line(exc)) from exc
+            out.append(statement if isinstance(tree, exp.Command) else self._rewrite(tree)[0])
+        return ";\n".join(out)
 
     def to_spark(self, tree: exp.Expr) -> str:
         """Spark SQL for `tree`, with references to external tables made to resolve."""
@@ -238,7 +308,13 @@ class SqlRunner:
         tree = tree.copy()
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         externals = self.registry.names()
-        for table in tree.find_all(exp.Table):
+        for table in list(tree.find_all(exp.Table)):
+            if self.athena and "$" in table.name:  # "t$snapshots": Iceberg's metadata tables
+                sub = athena_statements.metadata_subquery(table, self.database)
+                if sub is not None:
+                    table.replace(sub)
+                    changed = True
+                    continue
             if not table.name or table.args.get("catalog") is not None:
                 continue
             if not table.args.get("db"):
@@ -252,7 +328,59 @@ class SqlRunner:
                 self.materialize(ext)
                 table.set("catalog", exp.to_identifier(SESSION_CATALOG))
                 changed = True
+        if self.athena:
+            translator = AthenaTranslator(self._script or "", lambda: self._column_types(tree), offset=self._offset)
+            tree = translator.translate(tree)
+            changed = True
         return tree.sql(dialect="spark"), changed
+
+    def _column_types(self, tree: exp.Expr) -> dict[str, str | None]:
+        """Spark type of each column name the statement's tables have (None where two differ)."""
+        types: dict[str, str | None] = {}
+        for table in tree.find_all(exp.Table):
+            if not table.name or not table.args.get("db"):
+                continue
+            name = ".".join(f"`{p}`" for p in (table.text("catalog"), table.text("db"), table.name) if p)
+            if name not in self._schemas:
+                try:
+                    fields = self.session.table(name).schema.fields
+                except Exception:
+                    continue
+                self._schemas[name] = [(f.name, f.dataType.simpleString()) for f in fields]
+            for field, t in self._schemas[name]:
+                for key in (field.lower(), f"{table.alias_or_name}.{field}".lower()):
+                    types[key] = t if types.get(key, t) == t else None
+        # Common table expressions and subqueries in FROM: their columns' types as Spark
+        # analyses them (no job runs).
+        derived = [(c.alias_or_name, c.this) for c in tree.find_all(exp.CTE)]
+        derived += [(q.alias_or_name, q.this) for q in tree.find_all(exp.Subquery) if q.alias_or_name]
+        for alias, query in derived:
+            if not isinstance(query, exp.Query):
+                continue
+            try:
+                fields = self.session.sql(self._rewrite(query)[0]).schema.fields
+            except Exception:
+                continue
+            for f in fields:
+                t = f.dataType.simpleString()
+                for key in (f.name.lower(), f"{alias}.{f.name}".lower()):
+                    types[key] = t if types.get(key, t) == t else None
+        return types
+
+    def _parse_error(self, exc: ParseError) -> SqlError:
+        """A parse error naming the line and column in the user's script."""
+        err = (exc.errors or [{}])[0]
+        line, col = err.get("line"), err.get("col")
+        where = ""
+        if line:
+            base_line = self._script.count("\n", 0, self._offset)
+            base_col = self._offset - (self._script.rfind("\n", 0, self._offset) + 1) if line == 1 else 0
+            where = f" (line {base_line + line}, column {base_col + int(col or 0)})"
+        near = err.get("highlight") or ""
+        return SqlError(
+            f"cannot parse the statement{where}: {err.get('description', str(exc).splitlines()[0])}"
+            + (f" near {near!r}" if near else "")
+        )
 
     def _name(self, table: exp.Expr) -> str | None:
         if not isinstance(table, exp.Table) or not table.name:
@@ -314,6 +442,38 @@ class SqlRunner:
         exists = "IF NOT EXISTS " if tree.args.get("exists") else ""
         run(self.spark, f"CREATE TABLE {exists}{quote(db)}.{quote(table)} ({ddl}) USING iceberg{clauses}")
         return _message(f"created Iceberg table {name}")
+
+    def _ctas_iceberg(self, name: str, query: str, props: dict[str, Any], iceberg: bool) -> QueryResult:
+        """CTAS into a lake (Iceberg) table: Athena's partitioned_by, partitioning (transforms),
+        bucketed_by/bucket_count (as bucket transforms), location, format, write_compression."""
+        from shoal.lake.partitioning import partition_sql
+
+        specs = list(_names(props.get("partitioned_by")))
+        specs += [_athena_transform(p) for p in _names(props.get("partitioning"))]
+        buckets = _names(props.get("bucketed_by"))
+        if buckets:
+            count = props.get("bucket_count")
+            if count is None:
+                raise SqlError("bucketed_by needs bucket_count")
+            specs += [f"bucket({int(_literal(count))}, {c})" for c in buckets]
+        clauses = ""
+        if specs:
+            columns = [f.name for f in run_df(self.session, query).schema.fields]
+            clauses += f" PARTITIONED BY ({partition_sql(', '.join(specs), columns)})"
+        location = props.get("external_location") or props.get("location")
+        if iceberg and location is not None:
+            clauses += f" LOCATION '{_q(table_location(_literal(location)))}'"
+        properties = {}
+        for key, iceberg_key in _ICEBERG_PROPERTIES.items():
+            if props.get(key) is not None:
+                properties[iceberg_key] = _literal(props[key]).lower()
+        if properties:
+            clauses += " TBLPROPERTIES (" + ", ".join(f"'{_q(k)}' = '{_q(v)}'" for k, v in properties.items()) + ")"
+        db = name.split(".")[0]
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{db}`")
+        fq = ".".join(f"`{p}`" for p in name.split("."))
+        run(self.session, f"CREATE TABLE {fq} USING iceberg{clauses} AS {query}")
+        return _message(f"created table {name}")
 
     def _is_external_create(self, tree: exp.Create) -> bool:
         props = tree.args.get("properties")
@@ -421,19 +581,14 @@ class SqlRunner:
             if tree.args.get("exists"):
                 return _message(f"table {name} already exists")
             raise SqlError(f"table {name} already exists", hint="DROP TABLE IF EXISTS it first")
-        if not props.get("external_location"):
-            db = name.split(".")[0]
-            self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{db}`")
-            parts = _names(props.get("partitioned_by"))
-            partition = f" PARTITIONED BY ({', '.join(f'`{p}`' for p in parts)})" if parts else ""
-            fq = ".".join(f"`{p}`" for p in name.split("."))
-            run(self.spark, f"CREATE TABLE {fq} USING iceberg{partition} AS {query}")
-            return _message(f"created table {name}")
+        iceberg = _literal(props.get("table_type") or "").upper() == "ICEBERG"
+        if iceberg or not props.get("external_location"):
+            return self._ctas_iceberg(name, query, props, iceberg)
         location = table_location(_literal(props["external_location"]))
         fmt = _literal(props.get("format") or "parquet").lower()
         fmt = {"textfile": "csv"}.get(fmt, fmt)
         parts = _names(props.get("partitioned_by"))
-        df = run_df(self.spark, query)
+        df = run_df(self.session, query)
         if not _is_empty(self.settings, location):
             raise SqlError(
                 f"external_location {location} is not empty",
@@ -474,6 +629,22 @@ class SqlRunner:
         self.spark.sql(f"DROP TABLE IF EXISTS {table.spark_name}")
         self.materialize(table)
         return _message(f"created external table {name} ({fmt} at {location})")
+
+
+def tree_is_query(sql: str) -> bool:
+    """Whether a statement only reads (SELECT, WITH, VALUES, TABLE, SHOW, DESCRIBE, EXPLAIN)."""
+    head = sql.lstrip("( \n\t").split(None, 1)[0].upper() if sql.strip() else ""
+    return head in {"SELECT", "WITH", "VALUES", "TABLE", "SHOW", "DESCRIBE", "DESC", "EXPLAIN"}
+
+
+def _athena_transform(text: str) -> str:
+    """Athena's `bucket(col, 16)`, `truncate(col, 4)`, `day(ts)` as Iceberg's `bucket(16, col)`,
+    `truncate(4, col)`, `days(ts)`; a column as given."""
+    m = re.fullmatch(r"\s*(bucket|truncate)\s*\(\s*(\w+)\s*,\s*(\d+)\s*\)\s*", text, re.I)
+    if m:
+        return f"{m.group(1).lower()}({m.group(3)}, {m.group(2)})"
+    m = re.fullmatch(r"\s*(year|month|day|hour)\s*\(\s*(\w+)\s*\)\s*", text, re.I)
+    return f"{m.group(1).lower()}s({m.group(2)})" if m else text
 
 
 def _is_empty(settings: Settings, location: str) -> bool:

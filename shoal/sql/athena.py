@@ -1,0 +1,1066 @@
+"""Athena (Trino engine v3) SQL with Athena's answers, run on Spark.
+
+sqlglot parses the statement as Athena SQL; `AthenaTranslator` then walks the tree and
+rewrites every construct whose Spark spelling would give a different answer (ISO
+`day_of_week`, integer division, `CAST` rounding, MySQL and Joda date formats, JSON
+paths, `array_agg` keeping NULLs, ...). Every function call must be on the list of those
+whose answers the conformance suite (tests/sql/athena_cases.py) checks against Athena's
+documented ones; any other is refused before anything runs with
+`not supported in Shoal: NAME (line L, column C)`, never answered differently.
+
+Athena's errors are part of the translation: a CAST that finds no value, integer overflow,
+division by zero, a subscript out of bounds, a missing map key and text that does not match
+date_parse's format fail, as in Athena, instead of giving NULL or wrapping around (Spark's
+defaults). The session's `spark.sql.ansi.enabled` is left alone.
+"""
+
+from __future__ import annotations
+
+import decimal
+import json
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.dialects.athena import Athena
+from sqlglot.dialects.trino import Trino
+from sqlglot.parsers.athena import AthenaParser, AthenaTrinoParser
+
+from shoal.exceptions import SqlError
+
+# ---- parsing: keep the functions whose arguments sqlglot would rewrite on the way in -------------
+# sqlglot turns date_format's MySQL specifiers into its own notation while parsing, losing the
+# ones it has no equivalent for; these stay as written and are translated here.
+_RAW_FUNCTIONS = (
+    "DATE_FORMAT",
+    "DATE_PARSE",
+    "FORMAT_DATETIME",
+    "PARSE_DATETIME",
+    "JSON_EXTRACT",
+    "JSON_EXTRACT_SCALAR",
+    "JSON_FORMAT",
+    "JSON_PARSE",
+    "JSON_SIZE",
+    "JSON_ARRAY_LENGTH",
+    "JSON_ARRAY_GET",
+    "JSON_ARRAY_CONTAINS",
+    "IS_JSON_SCALAR",
+    "TYPEOF",
+)
+
+
+def _raw(name: str) -> Callable[[list], exp.Anonymous]:
+    return lambda args: exp.Anonymous(this=name, expressions=args)
+
+
+class _TrinoParser(AthenaTrinoParser):
+    FUNCTIONS = {**AthenaTrinoParser.FUNCTIONS, **{n: _raw(n) for n in _RAW_FUNCTIONS}}
+
+
+class _Trino(Trino):
+    # Subscripts stay as written (1-based) in the tree: sqlglot would shift only those whose
+    # type it knows (a[2] -> a[1], a[i] unchanged); the translation makes them 1-based calls.
+    INDEX_OFFSET = 0
+
+
+class _Parser(AthenaParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._trino_parser = _TrinoParser(
+            error_level=self.error_level,
+            error_message_context=self.error_message_context,
+            max_errors=self.max_errors,
+            dialect=_Trino(),
+        )
+
+
+class ShoalAthena(Athena):
+    """Athena's dialect, parsing the functions Shoal translates itself as plain calls."""
+
+    Parser = _Parser
+
+
+# ---- errors ------------------------------------------------------------------------------------
+def position(sql: str, node: exp.Expr | None, name: str | None = None, offset: int = 0) -> str:
+    """' (line L, column C)' for a node (or the first call of `name`) in the user's text;
+    `offset`: where the statement starts in `sql` (a script of several statements)."""
+    meta = node.meta if node is not None else {}
+    start = meta.get("start")
+    if start is None and name:
+        m = re.compile(rf"\b{re.escape(name)}\s*\(", re.I).search(sql, offset) or re.compile(
+            rf"\b{re.escape(name)}\b", re.I
+        ).search(sql, offset)
+        start = m.start() - offset if m else None
+    if start is None:
+        return ""
+    return at_offset(sql, start, offset)
+
+
+def at_offset(sql: str, start: int, offset: int = 0) -> str:
+    """' (line L, column C)' of character `start` of the statement that begins at `offset` in `sql`."""
+    at = offset + start
+    line = sql.count("\n", 0, at) + 1
+    col = at - (sql.rfind("\n", 0, at) + 1) + 1
+    return f" (line {line}, column {col})"
+
+
+class NotSupported(SqlError):
+    """A construct Shoal cannot give Athena's answer for: refused before anything runs."""
+
+
+# ---- types (Spark's simple type names) -----------------------------------------------------------
+_INTEGRAL = {"tinyint", "smallint", "int", "bigint"}
+_FRACTIONAL = {"double", "float"}
+_ATHENA_TYPES = {
+    "int": "integer",
+    "string": "varchar",
+    "float": "real",
+    "binary": "varbinary",
+    "timestamp": "timestamp(6)",  # an Iceberg column: microseconds
+    "timestamp_ntz": "timestamp(6)",
+}
+
+
+def _is_decimal(t: str | None) -> bool:
+    return bool(t) and t.startswith("decimal")  # type: ignore[union-attr]
+
+
+def _numeric(t: str | None) -> bool:
+    return t in _FRACTIONAL or t in _INTEGRAL or _is_decimal(t)
+
+
+def _decimal_scale(t: str) -> int | None:
+    m = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", t)
+    return int(m.group(2)) if m else None
+
+
+def _athena_type(spark_type: str) -> str:
+    """An Athena type name for a Spark simple type string."""
+    t = spark_type.lower()
+    if t in _ATHENA_TYPES:
+        return _ATHENA_TYPES[t]
+    if t.startswith("array<") and t.endswith(">"):
+        return f"array({_athena_type(t[6:-1])})"
+    if t.startswith("map<") and t.endswith(">"):
+        k, v = _split_top(t[4:-1])
+        return f"map({_athena_type(k)}, {_athena_type(v)})"
+    if t.startswith("decimal("):
+        return t.replace(" ", "")
+    return t
+
+
+def _split_top(text: str) -> tuple[str, str]:
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch in "<(" and 1 or (-1 if ch in ">)" else 0)
+        if ch == "," and depth == 0:
+            return text[:i], text[i + 1 :]
+    return text, ""
+
+
+def _widest_int(a: str, b: str) -> str:
+    order = ["tinyint", "smallint", "int", "bigint"]
+    return order[max(order.index(a), order.index(b))]
+
+
+# ---- the functions whose Spark spelling gives Athena's answer (checked by the suite) ---------------
+_SAME = {
+    exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max, exp.Stddev, exp.StddevSamp, exp.StddevPop,
+    exp.Variance, exp.VariancePop, exp.CountIf, exp.ApproxDistinct, exp.AnyValue, exp.ArgMax,
+    exp.ArgMin, exp.LogicalAnd, exp.LogicalOr, exp.Coalesce, exp.Nullif, exp.If, exp.Case,
+    exp.Lower, exp.Upper, exp.Length, exp.Trim, exp.Substring, exp.Concat, exp.ConcatWs, exp.Pad,
+    exp.Reverse, exp.Levenshtein, exp.StartsWith, exp.Split, exp.RegexpLike, exp.RegexpReplace,
+    exp.RegexpSplit, exp.RegexpExtractAll, exp.RegexpCount, exp.Replace, exp.Chr, exp.Abs,
+    exp.Ceil, exp.Floor, exp.Round, exp.Sqrt, exp.Pow, exp.Ln, exp.Log, exp.Exp, exp.Sign, exp.Mod,
+    exp.Array, exp.ArraySize, exp.ArrayContains, exp.ArrayToString, exp.GenerateSeries,
+    exp.ArraySlice, exp.ArrayPosition, exp.Flatten, exp.ArrayDistinct, exp.ArrayMax, exp.ArrayMin,
+    exp.ArraySort, exp.ArrayRemove, exp.ArrayIntersect, exp.ArrayExcept, exp.Map, exp.MapKeys,
+    exp.Transform, exp.ArrayFilter, exp.Reduce, exp.RowNumber, exp.Rank, exp.DenseRank, exp.Lag,
+    exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue, exp.PercentRank, exp.CumeDist,
+    exp.Ntile, exp.DayOfYear, exp.WeekOfYear, exp.Year, exp.Month, exp.Day, exp.Hour, exp.Minute,
+    exp.Second, exp.Quarter, exp.DayOfMonth, exp.Bracket, exp.FromISO8601Timestamp,
+    exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone,
+}  # fmt: skip
+# Unknown to sqlglot, same name and answer in Spark.
+_SAME_ANONYMOUS = {"MAP_VALUES", "ARRAY_UNION", "ARRAYS_OVERLAP", "ZIP_WITH", "MAP_CONCAT", "MAP_FILTER",
+                   "TRANSFORM_VALUES", "TRANSFORM_KEYS", "MAP_ENTRIES", "MAP_FROM_ENTRIES", "EVERY"}  # fmt: skip
+
+# MySQL-style specifiers (date_format/date_parse): Spark pattern for printing, for parsing.
+_MYSQL = {
+    "a": ("EEE", "EEE"), "b": ("MMM", "MMM"), "c": ("M", "M"), "d": ("dd", "d"), "e": ("d", "d"),
+    "f": ("SSSSSS", "SSSSSSSSS"), "H": ("HH", "H"), "h": ("hh", "h"), "I": ("hh", "h"), "i": ("mm", "m"),
+    "j": ("DDD", "D"), "k": ("H", "H"), "l": ("h", "h"), "M": ("MMMM", "MMMM"), "m": ("MM", "M"),
+    "p": ("a", "a"), "r": ("hh:mm:ss a", "h:m:s a"), "S": ("ss", "s"), "s": ("ss", "s"),
+    "T": ("HH:mm:ss", "H:m:s"), "W": ("EEEE", "EEEE"), "Y": ("yyyy", "yyyy"), "y": ("yy", "yy"),
+}  # fmt: skip
+_FIXED = {"d": "dd", "e": "dd", "c": "MM", "m": "MM", "H": "HH", "k": "HH", "h": "hh", "I": "hh", "l": "hh",
+          "i": "mm", "s": "ss", "S": "ss", "j": "DDD"}  # fmt: skip
+_MYSQL_ATHENA_UNSUPPORTED = set("DUuVwX")
+# Joda letters Spark prints the same way (count for count).
+_JODA_SAME = set("yMdHmshKkDSaG")
+
+
+def _quote_pattern(text: str) -> str:
+    """Literal text in a pattern, marked so that `_render` quotes each run of it once."""
+    return "".join("\x00" + ch for ch in text)
+
+
+def _render(pattern: str) -> str:
+    """A Spark datetime pattern: each run of literal text quoted ('' for a quote)."""
+    return re.sub(r"(?:\x00.)+", lambda m: "'" + m.group(0)[1::2].replace("'", "''") + "'", pattern, flags=re.S)
+
+
+class AthenaTranslator:
+    """Rewrites one parsed Athena statement into a Spark tree with Athena's answers."""
+
+    def __init__(
+        self, sql: str, column_types: Callable[[], dict[str, str | None]] | None = None, *, offset: int = 0
+    ) -> None:
+        self.sql = sql
+        self.offset = offset
+        self._column_types_source = column_types
+        self._column_types: dict[str, str | None] | None = None
+        self.uses_udfs = False
+
+    # -- entry ---------------------------------------------------------------------------------
+    def translate(self, tree: exp.Expr) -> exp.Expr:
+        tree = tree.copy()
+        # Children first: a handler sees its arguments already translated.
+        for node in reversed(list(tree.walk(bfs=False))):
+            if node is tree:
+                continue
+            new = self._node(node)
+            if new is not None and new is not node:
+                node.replace(new)
+        return tree
+
+    def refuse(self, what: str, node: exp.Expr | None = None, name: str | None = None) -> NotSupported:
+        return NotSupported(f"not supported in Shoal: {what}{position(self.sql, node, name, self.offset)}")
+
+    # -- types ------------------------------------------------------------------------------------
+    def columns(self) -> dict[str, str | None]:
+        if self._column_types is None:
+            self._column_types = self._column_types_source() if self._column_types_source else {}
+        return self._column_types
+
+    def type_of(self, node: exp.Expr | None) -> str | None:
+        if node is None:
+            return None
+        known = node.meta.get("spark_type") if node.meta else None
+        if known:
+            return known
+        if isinstance(node, exp.Paren | exp.Neg):
+            return self.type_of(node.this)
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return "string"
+            text = node.this.lower()
+            if "e" in text:
+                return "double"
+            if "." in text:
+                whole, frac = text.split(".", 1)
+                digits = len(whole.lstrip("-").lstrip("0")) + len(frac)
+                return f"decimal({max(digits, len(frac), 1)},{len(frac)})"
+            return "int" if -(2**31) <= int(text) < 2**31 else "bigint"
+        if isinstance(node, exp.Boolean):
+            return "boolean"
+        if isinstance(node, exp.Map | exp.VarMap):
+            return "map"
+        if isinstance(node, exp.Array | exp.Split | exp.RegexpSplit | exp.RegexpExtractAll | exp.GenerateSeries):
+            return "array"
+        if isinstance(node, exp.Cast | exp.TryCast):
+            return node.to.sql(dialect="spark").lower().replace(" ", "")
+        if isinstance(node, exp.Column) and not node.table:
+            return self.columns().get(node.name.lower())
+        if isinstance(node, exp.Column):
+            return self.columns().get(f"{node.table}.{node.name}".lower()) or self.columns().get(node.name.lower())
+        if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Mod):
+            a, b = self.type_of(node.this), self.type_of(node.expression)
+            if a in _INTEGRAL and b in _INTEGRAL:
+                return _widest_int(a, b)
+            if a in _FRACTIONAL or b in _FRACTIONAL:
+                return "double"
+            return None
+        if isinstance(node, exp.Count | exp.ArraySize | exp.Length | exp.StrPosition | exp.CountIf):
+            return "bigint"
+        if isinstance(node, exp.Sum):
+            return "bigint" if self.type_of(node.this) in _INTEGRAL else None
+        if isinstance(node, exp.Avg):
+            return "double" if self.type_of(node.this) in _INTEGRAL | _FRACTIONAL else None
+        if isinstance(node, exp.Min | exp.Max):
+            return self.type_of(node.this)
+        return None
+
+    def _typed(self, node: exp.Expr, spark_type: str) -> exp.Expr:
+        node.meta["spark_type"] = spark_type
+        return node
+
+    # -- one node ---------------------------------------------------------------------------------
+    def _node(self, node: exp.Expr) -> exp.Expr | None:
+        handler = getattr(self, f"_h_{type(node).__name__}", None)
+        if handler is not None:
+            return handler(node)
+        if isinstance(node, exp.Anonymous):
+            return self._anonymous(node)
+        if (
+            isinstance(node, exp.Func)
+            and type(node) not in _SAME
+            and not isinstance(node, exp.Window | exp.Connector | exp.Binary)
+        ):
+            raise self.refuse(_func_name(node), node, _func_name(node))
+        return None
+
+    def _anonymous(self, node: exp.Anonymous) -> exp.Expr | None:
+        name = node.name.upper()
+        args = node.expressions
+        handler = getattr(self, f"_f_{name.lower()}", None)
+        if handler is not None:
+            return handler(node, args)
+        if name in _SAME_ANONYMOUS:
+            return None
+        if name in ("ANY_MATCH", "ALL_MATCH", "NONE_MATCH"):
+            call = exp.Anonymous(this="EXISTS" if name != "ALL_MATCH" else "FORALL", expressions=args)
+            return exp.Not(this=call) if name == "NONE_MATCH" else call
+        raise self.refuse(name, node, name)
+
+    # -- dates and times --------------------------------------------------------------------------
+    def _h_DayOfWeekIso(self, node: exp.Expr) -> exp.Expr:
+        return self._typed(_sp("WEEKDAY(A) + 1", A=node.this), "int")
+
+    def _f_dow(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._typed(_sp("WEEKDAY(A) + 1", A=args[0]), "int")
+
+    def _f_doy(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return _sp("DAYOFYEAR(A)", A=args[0])
+
+    def _h_YearOfWeek(self, node: exp.Expr) -> exp.Expr:
+        return _iso_year(node.this)
+
+    def _f_yow(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return _iso_year(args[0])
+
+    def _f_year_of_week(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return _iso_year(args[0])
+
+    def _f_week(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return _sp("WEEKOFYEAR(A)", A=args[0])
+
+    def _f_day_of_week(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._f_dow(node, args)
+
+    def _date_input(self, node: exp.Expr, arg: exp.Expr, what: str) -> bool:
+        t = self.type_of(arg)
+        if t == "date":
+            return True
+        if t in ("timestamp", "timestamp_ntz"):
+            return False
+        raise self.refuse(f"{what} of a value whose type (date or timestamp) Shoal cannot tell", node, what)
+
+    def _h_DateTrunc(self, node: exp.Expr) -> exp.Expr:
+        return self._trunc(node, node.this, node.args.get("unit"))
+
+    def _h_TimestampTrunc(self, node: exp.Expr) -> exp.Expr:
+        return self._trunc(node, node.this, node.args.get("unit"))
+
+    def _trunc(self, node: exp.Expr, arg: exp.Expr, unit: Any) -> exp.Expr:
+        unit_name = (unit.name if isinstance(unit, exp.Expr) else str(unit)).upper()
+        if unit_name not in {"MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}:
+            raise self.refuse(f"DATE_TRUNC unit {unit_name!r}", node, "date_trunc")
+        is_date = self._date_input(node, arg, "DATE_TRUNC")
+        if is_date and unit_name in {"MILLISECOND", "SECOND", "MINUTE", "HOUR"}:
+            raise self.refuse(f"DATE_TRUNC of a DATE by {unit_name.lower()}", node, "date_trunc")
+        out = exp.Anonymous(this="DATE_TRUNC", expressions=[exp.Literal.string(unit_name), arg])
+        return self._typed(_sp("CAST(A AS DATE)", A=out), "date") if is_date else self._typed(out, "timestamp")
+
+    def _h_DateAdd(self, node: exp.Expr) -> exp.Expr:
+        unit = (node.text("unit") or "DAY").upper()
+        if unit not in {"MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}:
+            raise self.refuse(f"DATE_ADD unit {unit!r}", node, "date_add")
+        arg = node.this
+        is_date = self._date_input(node, arg, "DATE_ADD")
+        if is_date and unit in {"MILLISECOND", "SECOND", "MINUTE", "HOUR"}:
+            raise self.refuse(f"DATE_ADD of {unit.lower()}s to a DATE", node, "date_add")
+        out = exp.Anonymous(this="TIMESTAMPADD", expressions=[exp.Var(this=unit), node.expression, arg])
+        return self._typed(_sp("CAST(A AS DATE)", A=out), "date") if is_date else self._typed(out, "timestamp")
+
+    def _h_DateDiff(self, node: exp.Expr) -> exp.Expr:
+        unit = (node.text("unit") or "DAY").upper()
+        if unit not in {"MILLISECOND", "SECOND", "MINUTE", "HOUR", "DAY", "WEEK", "MONTH", "QUARTER", "YEAR"}:
+            raise self.refuse(f"DATE_DIFF unit {unit!r}", node, "date_diff")
+        start, end = node.expression, node.this
+        if unit in {"MONTH", "QUARTER", "YEAR"}:
+            # Athena (Joda) counts a month from a later day of month to the last day of a
+            # shorter month as whole: 2024-01-31 to 2024-02-29 is one month.
+            months = _sp(
+                "CASE WHEN E >= S THEN F ELSE -B END",
+                S=start,
+                E=end,
+                F=_sp(_MONTHS, S=start, E=end),
+                B=_sp(_MONTHS, S=end, E=start),
+            )
+            divisor = {"MONTH": 1, "QUARTER": 3, "YEAR": 12}[unit]
+            out = months if divisor == 1 else _sp(f"CAST(M / {divisor} AS BIGINT)", M=months)
+            return self._typed(out, "bigint")
+        out = exp.Anonymous(this="TIMESTAMPDIFF", expressions=[exp.Var(this=unit), start, end])
+        return self._typed(out, "bigint")
+
+    def _h_Sign(self, node: exp.Expr) -> exp.Expr:
+        t = self.type_of(node.this)
+        if t in _INTEGRAL:
+            return self._typed(_sp(f"CAST(SIGN(A) AS {t.upper()})", A=node.this), t)
+        return node
+
+    def _h_Ceil(self, node: exp.Expr) -> exp.Expr:
+        return self._rounded(node, "CEIL")
+
+    def _h_Floor(self, node: exp.Expr) -> exp.Expr:
+        return self._rounded(node, "FLOOR")
+
+    def _rounded(self, node: exp.Expr, fn: str) -> exp.Expr:
+        if node.args.get("decimals") or node.args.get("to"):
+            raise self.refuse(f"{fn} with a scale", node, fn.lower())
+        t = self.type_of(node.this)
+        if t in _INTEGRAL or t in _FRACTIONAL:
+            # Athena keeps the argument's type (Spark gives BIGINT for a DOUBLE).
+            return self._typed(_sp(f"CAST({fn}(A) AS {t.upper()})", A=node.this), t)
+        if _is_decimal(t):
+            return node
+        raise self.refuse(f"{fn} of a value whose type Shoal cannot tell", node, fn.lower())
+
+    def _h_UnixToTime(self, node: exp.Expr) -> exp.Expr:
+        if any(node.args.get(k) for k in ("zone", "hours", "minutes", "format", "scale")):
+            raise self.refuse("FROM_UNIXTIME with a time zone", node, "from_unixtime")
+        return self._typed(
+            _sp("TIMESTAMP_MILLIS(CAST(FLOOR(CAST(A AS DOUBLE) * 1000) AS BIGINT))", A=node.this), "timestamp"
+        )
+
+    def _h_TimeToUnix(self, node: exp.Expr) -> exp.Expr:
+        return self._typed(_sp("CAST(UNIX_MICROS(CAST(A AS TIMESTAMP)) AS DOUBLE) / 1000000D", A=node.this), "double")
+
+    def _f_date_format(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        value, fmt = self._two(node, args, "DATE_FORMAT")
+        parts: list[exp.Expr] = []
+        pattern = ""
+        i = 0
+        while i < len(fmt):
+            ch = fmt[i]
+            if ch != "%" or i + 1 == len(fmt):
+                pattern += _quote_pattern(ch)
+                i += 1
+                continue
+            spec = fmt[i + 1]
+            i += 2
+            if spec in _MYSQL:
+                pattern += _MYSQL[spec][0]
+            elif spec == "v":
+                parts, pattern = _flush(parts, pattern, value), ""
+                parts.append(_sp("LPAD(CAST(WEEKOFYEAR(A) AS STRING), 2, '0')", A=value))
+            elif spec == "x":
+                parts, pattern = _flush(parts, pattern, value), ""
+                parts.append(_sp("CAST(A AS STRING)", A=_iso_year(value)))
+            elif spec in _MYSQL_ATHENA_UNSUPPORTED:
+                raise self.refuse(
+                    f"DATE_FORMAT specifier %{spec} (Athena does not support it either)", node, "date_format"
+                )
+            else:  # %% and any other character stand for themselves
+                pattern += _quote_pattern(spec)
+        parts = _flush(parts, pattern, value)
+        return self._typed(parts[0] if len(parts) == 1 else exp.Concat(expressions=parts), "string")
+
+    def _f_date_parse(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        value, fmt = self._two(node, args, "DATE_PARSE")
+        pattern, i, prev_spec = "", 0, False
+        while i < len(fmt):
+            ch = fmt[i]
+            if ch != "%" or i + 1 == len(fmt):
+                pattern += _quote_pattern(ch)
+                i, prev_spec = i + 1, False
+                continue
+            spec = fmt[i + 1]
+            i += 2
+            if spec not in _MYSQL:
+                if spec == "%":
+                    pattern += _quote_pattern("%")
+                    prev_spec = False
+                    continue
+                raise self.refuse(f"DATE_PARSE specifier %{spec}", node, "date_parse")
+            nxt_spec = i < len(fmt) and fmt[i] == "%"
+            # Adjacent numbers (%Y%m%d) need fixed widths to be told apart.
+            pattern += _FIXED.get(spec, _MYSQL[spec][1]) if (prev_spec or nxt_spec) else _MYSQL[spec][1]
+            prev_spec = True
+        return self._parsed(value, _render(pattern))
+
+    def _parsed(self, value: exp.Expr, pattern: str) -> exp.Expr:
+        out = exp.Anonymous(this="TO_TIMESTAMP", expressions=[value, exp.Literal.string(pattern)])
+        # Text that does not match is an error in Athena (NULL in Spark); Athena's timestamp(3)
+        # truncates parsed fractions to milliseconds.
+        checked = _sp(
+            "CASE WHEN S IS NOT NULL AND T IS NULL THEN RAISE_ERROR(M) ELSE DATE_TRUNC('MILLISECOND', T) END",
+            S=value,
+            T=out,
+            M=exp.Literal.string(f"Invalid format: the text does not match {pattern!r}"),
+        )
+        return self._typed(checked, "timestamp")
+
+    def _joda(self, node: exp.Expr, fmt: str, value: exp.Expr | None, what: str) -> list[exp.Expr] | str:
+        """Spark pieces for a Joda pattern (value None: parsing, returns one Spark pattern)."""
+        parts: list[exp.Expr] = []
+        pattern, i = "", 0
+        while i < len(fmt):
+            ch = fmt[i]
+            if ch == "'":
+                end = fmt.find("'", i + 1)
+                if end == i + 1:  # '' is a quote
+                    pattern += _quote_pattern("'")
+                    i += 2
+                    continue
+                if end < 0:
+                    raise self.refuse(f"{what} pattern with an unterminated quote", node, what)
+                pattern += _quote_pattern(fmt[i + 1 : end].replace("''", "'"))
+                i = end + 1
+                continue
+            if not ch.isalpha():
+                pattern += _quote_pattern(ch)
+                i += 1
+                continue
+            n = 1
+            while i + n < len(fmt) and fmt[i + n] == ch:
+                n += 1
+            i += n
+            if ch in _JODA_SAME:
+                pattern += ch * (min(n, 4) if ch == "M" else n)
+            elif ch == "Y":
+                pattern += "y" * n
+            elif ch == "E":
+                pattern += "EEEE" if n >= 4 else "EEE"
+            elif ch in "ewx" and value is not None:
+                parts, pattern = _flush(parts, pattern, value), ""
+                number = {
+                    "e": _sp("WEEKDAY(A) + 1", A=value),
+                    "w": _sp("WEEKOFYEAR(A)", A=value),
+                    "x": _iso_year(value),
+                }[ch]
+                text = _sp("CAST(A AS STRING)", A=number)
+                if ch == "x" and n == 2:
+                    text = _sp("RIGHT(A, 2)", A=text)
+                elif n > 1:
+                    text = _sp(f"LPAD(A, {n}, '0')", A=text)
+                parts.append(text)
+            else:
+                raise self.refuse(f"{what} pattern letter {ch!r}", node, what)
+        if value is None:
+            return _render(pattern)
+        return _flush(parts, pattern, value)
+
+    def _f_format_datetime(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        value, fmt = self._two(node, args, "FORMAT_DATETIME")
+        parts = self._joda(node, fmt, value, "FORMAT_DATETIME")
+        assert isinstance(parts, list)
+        return self._typed(parts[0] if len(parts) == 1 else exp.Concat(expressions=parts), "string")
+
+    def _f_parse_datetime(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        value, fmt = self._two(node, args, "PARSE_DATETIME")
+        pattern = self._joda(node, fmt, None, "PARSE_DATETIME")
+        assert isinstance(pattern, str)
+        return self._parsed(value, pattern)
+
+    def _two(self, node: exp.Anonymous, args: list, what: str) -> tuple[exp.Expr, str]:
+        if len(args) != 2:
+            raise self.refuse(f"{what} with {len(args)} arguments", node, what)
+        if not (isinstance(args[1], exp.Literal) and args[1].is_string):
+            raise self.refuse(f"{what} with a format that is not a string literal", node, what)
+        return args[0], args[1].this
+
+    # -- typeof, casts, arithmetic ----------------------------------------------------------------
+    def _f_typeof(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        arg = args[0]
+        if isinstance(arg, exp.Literal) and arg.is_string:
+            return exp.Literal.string(f"varchar({len(arg.this)})")
+        t = self.type_of(arg)
+        if t is None or (t == "string" and not isinstance(arg, exp.Column)):
+            raise self.refuse("TYPEOF of an expression whose Athena type Shoal cannot tell", node, "typeof")
+        if t in ("timestamp", "timestamp_ntz") and not isinstance(arg, exp.Column):
+            raise self.refuse("TYPEOF of a computed timestamp", node, "typeof")
+        return exp.Literal.string(_athena_type(t))
+
+    def _h_Cast(self, node: exp.Cast) -> exp.Expr | None:
+        return self._cast(node, "CAST")
+
+    def _h_TryCast(self, node: exp.Cast) -> exp.Expr | None:
+        return self._cast(node, "TRY_CAST")
+
+    def _cast(self, node: exp.Cast, what: str) -> exp.Expr | None:
+        target = node.to.sql(dialect="spark").lower().replace(" ", "")
+        source = self.type_of(node.this)
+        if isinstance(node.this, exp.Anonymous) and node.this.name.upper().startswith("ATHENA_JSON"):
+            raise self.refuse(f"{what} of a JSON value", node, what.lower())
+        if target in _INTEGRAL:
+            if source in _FRACTIONAL or _is_decimal(source):
+                # Athena rounds to the nearest integer (half away from zero); Spark truncates.
+                node.set("this", exp.Anonymous(this="ROUND", expressions=[node.this]))
+            elif source not in _INTEGRAL and source not in ("string", "boolean"):
+                raise self.refuse(
+                    f"{what} to {target.upper()} of a value whose type Shoal cannot tell", node, what.lower()
+                )
+        if target == "string":
+            if source in ("timestamp", "timestamp_ntz"):
+                # Spark drops a timestamp's trailing zeros; Athena prints an Iceberg column's six digits.
+                if not isinstance(node.this, exp.Column) or what != "CAST":
+                    raise self.refuse(f"{what} of a computed timestamp to VARCHAR", node, what.lower())
+                return _sp("DATE_FORMAT(A, 'yyyy-MM-dd HH:mm:ss.SSSSSS')", A=node.this)
+            return None
+        # TRY_CAST has Athena's rules (no truncation, no wrap-around); a CAST that finds no
+        # value is an error in Athena, as it is here, never a NULL.
+        tried = exp.TryCast(this=node.this, to=node.to.copy(), safe=True)
+        if what == "TRY_CAST" or source == target:
+            return tried if what == "TRY_CAST" else None
+        return self._typed(
+            _sp(
+                "CASE WHEN A IS NOT NULL AND T IS NULL THEN RAISE_ERROR(CONCAT(P, CAST(A AS STRING), M)) ELSE T END",
+                A=node.this,
+                T=tried,
+                P=exp.Literal.string("Cannot cast '"),
+                M=exp.Literal.string(f"' to {_athena_type(target).upper()}"),
+            ),
+            target,
+        )
+
+    def _h_Add(self, node: exp.Expr) -> exp.Expr | None:
+        return self._checked(node, "TRY_ADD")
+
+    def _h_Sub(self, node: exp.Expr) -> exp.Expr | None:
+        return self._checked(node, "TRY_SUBTRACT")
+
+    def _h_Mul(self, node: exp.Expr) -> exp.Expr | None:
+        return self._checked(node, "TRY_MULTIPLY")
+
+    def _checked(self, node: exp.Expr, fn: str) -> exp.Expr | None:
+        """Integer arithmetic that overflows is an error in Athena (Spark wraps around)."""
+        a, b = self.type_of(node.this), self.type_of(node.expression)
+        if a not in _INTEGRAL or b not in _INTEGRAL:
+            return None
+        out = _sp(
+            f"CASE WHEN A IS NULL OR B IS NULL THEN NULL ELSE COALESCE({fn}(A, B), RAISE_ERROR('integer overflow')) END",
+            A=node.this,
+            B=node.expression,
+        )
+        return self._typed(out, _widest_int(a, b))
+
+    def _h_ArraySize(self, node: exp.Expr) -> exp.Expr:
+        # cardinality(NULL) is NULL (Spark's size gives -1).
+        return self._typed(_sp("CASE WHEN A IS NULL THEN NULL ELSE SIZE(A) END", A=node.this), "int")
+
+    def _h_Div(self, node: exp.Div) -> exp.Expr:
+        a, b = self.type_of(node.this), self.type_of(node.expression)
+        if a in _INTEGRAL and b in _INTEGRAL:
+            # Integer division truncates toward zero; dividing by zero is an error.
+            result = _widest_int(a, b)
+            out = _sp(
+                f"CAST(CASE WHEN B = 0 THEN RAISE_ERROR('Division by zero') ELSE A DIV B END AS {result.upper()})",
+                A=node.this,
+                B=node.expression,
+            )
+            return self._typed(out, result)
+        if (a in _FRACTIONAL or b in _FRACTIONAL) and _numeric(a) and _numeric(b):
+            out = _sp(
+                "CASE WHEN CAST(B AS DOUBLE) = 0 THEN CAST(A AS DOUBLE) * CAST('Infinity' AS DOUBLE) "
+                "ELSE CAST(A AS DOUBLE) / CAST(B AS DOUBLE) END",
+                A=node.this,
+                B=node.expression,
+            )
+            return self._typed(out, "double")
+        if (
+            (_is_decimal(a) or a in _INTEGRAL)
+            and (_is_decimal(b) or b in _INTEGRAL)
+            and (_is_decimal(a) or _is_decimal(b))
+        ):
+            sa = _decimal_scale(a) if _is_decimal(a) else 0  # type: ignore[arg-type]
+            sb = _decimal_scale(b) if _is_decimal(b) else 0  # type: ignore[arg-type]
+            if sa is not None and sb is not None:
+                scale = max(sa, sb)
+                out = _sp(
+                    f"CASE WHEN B = 0 THEN RAISE_ERROR('Division by zero') ELSE ROUND(A / B, {scale}) END",
+                    A=node.this,
+                    B=node.expression,
+                )
+                return self._typed(out, f"decimal(38,{scale})")
+        raise self.refuse(
+            "division of values whose types Shoal cannot tell (Athena divides integers as integers): "
+            "CAST one side to DOUBLE or to BIGINT",
+            node,
+        )
+
+    def _h_Bracket(self, node: exp.Bracket) -> exp.Expr | None:
+        if node.args.get("safe"):
+            return None  # element_at: NULL when missing, in both
+        container = self.type_of(node.this) or ""
+        keys = node.expressions
+        if container.startswith("map") and len(keys) == 1:
+            # A missing key is an error in Athena (Spark's m[k] gives NULL).
+            return _sp(
+                "CASE WHEN MAP_CONTAINS_KEY(M, K) THEN ELEMENT_AT(M, K) ELSE RAISE_ERROR('Key not present in map') END",
+                M=node.this,
+                K=keys[0],
+            )
+        if container.startswith("array") and len(keys) == 1:
+            index = keys[0]
+            return _sp(
+                "CASE WHEN K < 1 OR K > SIZE(A) THEN RAISE_ERROR('Array subscript out of bounds') "
+                "ELSE ELEMENT_AT(A, K) END",
+                A=node.this,
+                K=index,
+            )
+        raise self.refuse("a subscript [...] on a value whose type (array or map) Shoal cannot tell", node)
+
+    def _h_AtTimeZone(self, node: exp.Expr) -> exp.Expr | None:
+        """Spark holds `ts AT TIME ZONE 'z'` as the wall-clock time in z, without the zone: the
+        same answer where only the wall clock is read (fields, formatting, CAST to DATE or
+        TIMESTAMP), another instant anywhere else, so refused there."""
+        parent = node.parent
+        if isinstance(parent, _WALL_CLOCK_READERS):
+            return None
+        if isinstance(parent, exp.Anonymous) and parent.name.upper() in {"DATE_FORMAT", "FORMAT_DATETIME"}:
+            return None
+        if isinstance(parent, exp.Cast) and parent.to.sql(dialect="spark").upper() in {"DATE", "TIMESTAMP"}:
+            return None
+        raise self.refuse(
+            "AT TIME ZONE except inside hour(), date_format(), CAST(... AS DATE|TIMESTAMP) and other "
+            "functions that read the wall clock",
+            node,
+            "AT TIME ZONE",
+        )
+
+    def _h_Greatest(self, node: exp.Expr) -> exp.Expr:
+        return self._null_if_any(node)
+
+    def _h_Least(self, node: exp.Expr) -> exp.Expr:
+        return self._null_if_any(node)
+
+    def _null_if_any(self, node: exp.Expr) -> exp.Expr:
+        args = [node.this, *node.expressions]
+        any_null = exp.or_(*[exp.Is(this=a.copy(), expression=exp.Null()) for a in args])
+        return exp.Case(ifs=[exp.If(this=any_null, true=exp.Null())], default=node.copy())
+
+    # -- strings, arrays, maps -------------------------------------------------------------------
+    def _h_Repeat(self, node: exp.Expr) -> exp.Expr:
+        return exp.Anonymous(this="ARRAY_REPEAT", expressions=[node.this, node.args["times"]])
+
+    def _h_SplitPart(self, node: exp.Expr) -> exp.Expr:
+        return _sp(
+            "CASE WHEN N < 1 THEN RAISE_ERROR('Index must be greater than zero') "
+            "ELSE TRY_ELEMENT_AT(SPLIT(S, CONCAT('\\\\Q', D, '\\\\E'), -1), N) END",
+            S=node.this,
+            D=node.args["delimiter"],
+            N=node.args["part_index"],
+        )
+
+    def _h_StrPosition(self, node: exp.Expr) -> exp.Expr | None:
+        if node.args.get("occurrence") or node.args.get("position"):
+            raise self.refuse("STRPOS with an instance argument", node, "strpos")
+        return None
+
+    def _h_RegexpExtract(self, node: exp.Expr) -> exp.Expr:
+        group = node.args.get("group") or exp.Literal.number(0)
+        # No match is NULL in Athena, an empty string in Spark's regexp_extract.
+        return exp.Anonymous(
+            this="TRY_ELEMENT_AT",
+            expressions=[
+                exp.Anonymous(this="REGEXP_EXTRACT_ALL", expressions=[node.this, node.expression, group]),
+                exp.Literal.number(1),
+            ],
+        )
+
+    def _h_RegexpExtractAll(self, node: exp.Expr) -> exp.Expr:
+        group = node.args.get("group") or exp.Literal.number(0)
+        return exp.Anonymous(this="REGEXP_EXTRACT_ALL", expressions=[node.this, node.expression, group])
+
+    def _h_ArrayAgg(self, node: exp.Expr) -> exp.Expr:
+        arg = node.this
+        if isinstance(arg, exp.Order | exp.Distinct) or isinstance(node.parent, exp.Window):
+            raise self.refuse("ARRAY_AGG with ORDER BY, DISTINCT or OVER", node, "array_agg")
+        # Athena keeps NULLs (Spark's collect_list drops them) and gives NULL for no rows.
+        return self._aggregate(
+            node,
+            "CASE WHEN COUNT(1) F = 0 THEN NULL ELSE TRANSFORM(COLLECT_LIST(NAMED_STRUCT('v', A)) F, s -> s.v) END",
+            A=arg,
+        )
+
+    def _f_map_agg(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        if isinstance(node.parent, exp.Window) or len(args) != 2:
+            raise self.refuse("MAP_AGG with OVER", node, "map_agg")
+        return self._aggregate(
+            node,
+            "CASE WHEN COUNT(1) F = 0 THEN NULL ELSE MAP_FROM_ENTRIES(COLLECT_LIST("
+            "CASE WHEN K IS NULL THEN NULL ELSE NAMED_STRUCT('k', K, 'v', V) END) F) END",
+            K=args[0],
+            V=args[1],
+        )
+
+    def _aggregate(self, node: exp.Expr, template: str, **nodes: exp.Expr) -> exp.Expr:
+        """An aggregate rewritten as several; `F` marks where the call's FILTER (WHERE ...) goes."""
+        parent = node.parent
+        where = parent.expression if isinstance(parent, exp.Filter) else None
+        out = _sp(template.replace(" F", " FILTER (WHERE TRUE)"), **nodes)
+        for f in list(out.find_all(exp.Filter)):
+            if where is None:
+                f.replace(f.this)
+            else:
+                f.set("expression", where.copy())
+        if isinstance(parent, exp.Filter):
+            parent.replace(out)  # the FILTER now sits on each aggregate inside
+            return node
+        return out
+
+    def _h_ApproxQuantile(self, node: exp.Expr) -> exp.Expr | None:
+        if node.args.get("accuracy") or node.args.get("weight"):
+            raise self.refuse("APPROX_PERCENTILE with a weight or accuracy", node, "approx_percentile")
+        return None
+
+    # -- JSON (Athena's JSON paths, run by Python functions registered in the session) --------------
+    def _json(self, node: exp.Anonymous, args: list, udf: str, arity: tuple[int, ...], path: bool = False) -> exp.Expr:
+        if len(args) not in arity:
+            raise self.refuse(f"{node.name.upper()} with {len(args)} arguments", node, node.name)
+        if path and isinstance(args[1], exp.Literal) and args[1].is_string:
+            try:
+                parse_json_path(args[1].this)
+            except ValueError as exc:
+                raise self.refuse(f"JSON path {args[1].this!r} ({exc})", node, node.name) from exc
+        self.uses_udfs = True
+        return exp.Anonymous(this=udf, expressions=[a for a in args])
+
+    def _f_json_extract(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._json(node, args, "athena_json_extract", (2,), path=True)
+
+    def _f_json_extract_scalar(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._json(node, args, "athena_json_extract_scalar", (2,), path=True)
+
+    def _f_json_size(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._json(node, args, "athena_json_size", (2,), path=True)
+
+    def _f_json_array_length(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._json(node, args, "athena_json_array_length", (1,))
+
+    def _f_json_array_get(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._json(node, args, "athena_json_array_get", (2,))
+
+    def _f_is_json_scalar(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._json(node, args, "athena_is_json_scalar", (1,))
+
+    def _f_json_parse(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._json(node, args, "athena_json_parse", (1,))
+
+    def _f_json_format(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._json(node, args, "athena_json_parse", (1,))
+
+    def _f_json_array_contains(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        if len(args) != 2:
+            raise self.refuse("JSON_ARRAY_CONTAINS", node, node.name)
+        self.uses_udfs = True
+        value = args[1]
+        return exp.Anonymous(
+            this="athena_json_array_contains", expressions=[args[0], _sp("TO_JSON(ARRAY(A))", A=value)]
+        )
+
+
+_WALL_CLOCK_READERS = (
+    exp.Year, exp.Quarter, exp.Month, exp.Day, exp.DayOfMonth, exp.Hour, exp.Minute, exp.Second,
+    exp.DayOfWeekIso, exp.DayOfYear, exp.WeekOfYear,
+)  # fmt: skip
+
+# Whole months from S to E (E >= S), Joda's way: a day of month past the end of E's month counts
+# as E's last day.
+_MONTHS = (
+    "TIMESTAMPDIFF(MONTH, CASE WHEN DAY(E) = DAY(LAST_DAY(E)) AND DAY(S) > DAY(E) "
+    "THEN TIMESTAMPADD(DAY, DAY(E) - DAY(S), S) ELSE S END, E)"
+)
+
+
+def _func_name(node: exp.Expr) -> str:
+    if isinstance(node, exp.Anonymous):
+        return node.name.upper()
+    return node.sql_name() if hasattr(node, "sql_name") else type(node).__name__.upper()
+
+
+def _flush(parts: list[exp.Expr], pattern: str, value: exp.Expr) -> list[exp.Expr]:
+    if pattern:
+        parts = [
+            *parts,
+            exp.Anonymous(this="DATE_FORMAT", expressions=[value.copy(), exp.Literal.string(_render(pattern))]),
+        ]
+    return parts
+
+
+def _iso_year(value: exp.Expr) -> exp.Expr:
+    """The ISO week-numbering year: the year of the Thursday in the value's week."""
+    return _sp("YEAR(DATE_ADD(CAST(A AS DATE), 3 - WEEKDAY(A)))", A=value)
+
+
+def _sp(template: str, **nodes: exp.Expr) -> exp.Expr:
+    """A Spark expression from `template`, its one-letter upper-case names replaced by nodes."""
+    import sqlglot
+
+    tree = sqlglot.parse_one(template, read="spark")
+    for column in list(tree.find_all(exp.Column)):
+        if not column.table and column.name in nodes and not column.this.quoted:
+            column.replace(nodes[column.name].copy())
+    return tree
+
+
+# ---- JSON paths and values as Athena reads and prints them ---------------------------------------
+_PATH_TOKEN = re.compile(
+    r"""\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[\s*"((?:[^"\\]|\\.)*)"\s*\]|\[\s*'((?:[^'\\]|\\.)*)'\s*\]"""
+)
+
+
+def parse_json_path(path: str) -> list[str | int]:
+    """The steps of an Athena JSON path ($.a.b[0]["c"]); ValueError for what Athena rejects."""
+    if not path.startswith("$"):
+        raise ValueError("a JSON path starts with $")
+    steps: list[str | int] = []
+    i = 1
+    while i < len(path):
+        m = _PATH_TOKEN.match(path, i)
+        if not m:
+            raise ValueError(f"invalid JSON path at {path[i:]!r}")
+        name, index, dq, sq = m.groups()
+        steps.append(int(index) if index is not None else (name or dq or sq or ""))
+        i = m.end()
+    return steps
+
+
+def _dump(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, decimal.Decimal | int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_dump(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_dump(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+_MISSING = object()
+
+
+def _load(text: str | None) -> Any:
+    if text is None:
+        return _MISSING
+    return json.loads(text, parse_float=decimal.Decimal)
+
+
+def _walk(text: str | None, path: str | None) -> Any:
+    if text is None or path is None:
+        return _MISSING
+    try:
+        value = _load(text)
+    except ValueError:
+        return _MISSING  # Athena's json_extract gives NULL for invalid JSON text
+    for step in parse_json_path(path):
+        if isinstance(step, int) and isinstance(value, list) and step < len(value):
+            value = value[step]
+        elif isinstance(step, str) and isinstance(value, dict) and step in value:
+            value = value.get(step)
+        else:
+            return _MISSING
+    return value
+
+
+def json_extract(text: str | None, path: str | None) -> str | None:
+    value = _walk(text, path)
+    return None if value is _MISSING else _dump(value)
+
+
+def json_extract_scalar(text: str | None, path: str | None) -> str | None:
+    value = _walk(text, path)
+    if value is _MISSING or value is None or isinstance(value, list | dict):
+        return None
+    return value if isinstance(value, str) else _dump(value)
+
+
+def json_size(text: str | None, path: str | None) -> int | None:
+    value = _walk(text, path)
+    if value is _MISSING:
+        return None
+    return len(value) if isinstance(value, list | dict) else 0
+
+
+def json_array_length(text: str | None) -> int | None:
+    value = _walk(text, "$")
+    return len(value) if isinstance(value, list) else None
+
+
+def json_array_get(text: str | None, index: int | None) -> str | None:
+    value = _walk(text, "$")
+    if not isinstance(value, list) or index is None or not -len(value) <= index < len(value):
+        return None
+    return _dump(value[index])
+
+
+def json_array_contains(text: str | None, wrapped: str | None) -> bool | None:
+    value = _walk(text, "$")
+    if not isinstance(value, list) or wrapped is None:
+        return None
+    needle = _load(wrapped)[0]
+    return any(type(v) is type(needle) and v == needle for v in value) or any(
+        isinstance(v, decimal.Decimal | int)
+        and isinstance(needle, decimal.Decimal | int | float)
+        and v == needle
+        and not isinstance(v, bool)
+        for v in value
+    )
+
+
+def is_json_scalar(text: str | None) -> bool | None:
+    if text is None:
+        return None
+    value = _load(text)  # invalid JSON: an error, as in Athena
+    return not isinstance(value, list | dict)
+
+
+def json_parse(text: str | None) -> str | None:
+    if text is None:
+        return None
+    try:
+        return _dump(_load(text))
+    except ValueError as exc:
+        raise ValueError(f"Cannot convert value to JSON: {text[:80]!r}") from exc
+
+
+_UDFS: dict[str, tuple[Callable[..., Any], str]] = {
+    "athena_json_extract": (json_extract, "string"),
+    "athena_json_extract_scalar": (json_extract_scalar, "string"),
+    "athena_json_size": (json_size, "bigint"),
+    "athena_json_array_length": (json_array_length, "bigint"),
+    "athena_json_array_get": (json_array_get, "string"),
+    "athena_json_array_contains": (json_array_contains, "boolean"),
+    "athena_is_json_scalar": (is_json_scalar, "boolean"),
+    "athena_json_parse": (json_parse, "string"),
+}
+
+# ---- the session Athena SQL runs in --------------------------------------------------------------
+_ready: set[int] = set()
+_ready_lock = threading.Lock()
+
+
+def athena_session(spark):
+    """`spark`, with Athena's JSON functions registered (once per session).
+
+    The same session, not a new one: a second session would open the Iceberg catalog a second
+    time, and two JDBC catalogs on one SQLite file conflict (SQLITE_BUSY_SNAPSHOT). Athena's
+    errors (bad casts, overflow, subscripts) are written into the translated SQL instead of
+    relying on `spark.sql.ansi.enabled`."""
+    with _ready_lock:
+        if id(spark) not in _ready:
+            for name, (fn, returns) in _UDFS.items():
+                spark.udf.register(name, fn, returns)
+            _ready.add(id(spark))
+    return spark
