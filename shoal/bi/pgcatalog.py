@@ -20,6 +20,7 @@ DuckDB as parameters, never as SQL text; the DuckDB database has no file access.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -37,6 +38,8 @@ log = logging.getLogger("shoal.pgcatalog")
 # How long one connection reuses the governed catalog it built (a psql `\d` sends about ten
 # queries; listing the lake for each would be slow). A grant change shows after this delay.
 CATALOG_TTL_S = 5.0
+# A catalog query runs in the server process: past this it is interrupted (57014).
+CATALOG_QUERY_TIMEOUT_S = 10.0
 DATABASE = "lake"
 PUBLIC = "public"  # PostgreSQL's default schema is Shoal's `default` database
 INTERNAL_DB = "shoal"  # Shoal's own tables: hidden unless granted by name
@@ -490,6 +493,7 @@ class Catalog:
     def __init__(self, load: Callable[[], Snapshot]) -> None:
         self._load = load
         self._db: Any = None
+        self._duck_table_functions: set[str] = set()
         self._built = 0.0
         self._lock = threading.Lock()
         self._snapshot = Snapshot([])
@@ -514,13 +518,23 @@ class Catalog:
             self._session = session
             if self._db is None or time.monotonic() - self._built > CATALOG_TTL_S:
                 self._build(self._load())
-            sql = self._rewrite(tree.copy(), session).sql(dialect="duckdb")
+            rewritten = self._rewrite(tree.copy(), session)
+            self._refuse_table_functions(rewritten)
+            sql = rewritten.sql(dialect="duckdb")
             self._set_search_path(session)
+            db = self._db
+            # A catalog query is small; one that is not (generate_series(1, 1e12)) is stopped.
+            watchdog = threading.Timer(CATALOG_QUERY_TIMEOUT_S, db.interrupt)
+            watchdog.start()
             try:
-                cur = self._db.execute(sql)
+                cur = db.execute(sql)
                 rows = cur.fetchall()
                 description = cur.description or []
             except Exception as exc:  # noqa: BLE001 - DuckDB's errors become the client's
+                if not watchdog.is_alive():
+                    raise CatalogError(
+                        f"the catalog query ran longer than {CATALOG_QUERY_TIMEOUT_S} s and was stopped", "57014"
+                    ) from exc
                 missing = _MISSING.search(str(exc))
                 if missing:  # 'x'::regclass / ::regtype of an unknown name, as PostgreSQL reports it
                     code = "42P01" if missing.group(1) == "relation" else "42704"
@@ -531,9 +545,19 @@ class Catalog:
                     hint="Shoal emulates pg_catalog and information_schema for listing schemas, tables and "
                     "columns; see docs/bi.md, 'Catalog and SQL for BI tools'",
                 ) from exc
+            finally:
+                watchdog.cancel()
         names = [d[0] for d in description]
         oids = [_oid_of(str(d[1])) for d in description]
         return names, oids, [tuple(_pg_value(v) for v in r) for r in rows]
+
+    def _refuse_table_functions(self, tree: exp.Expr) -> None:
+        """No DuckDB table function but PostgreSQL's few, wherever it stands (FROM, LATERAL, a
+        subquery): they read files, settings (duckdb_settings) and run SQL (query, query_table)."""
+        for fn in tree.find_all(exp.Func):
+            name = fn.sql(dialect="duckdb").split("(", 1)[0].strip().strip('"').rsplit(".", 1)[-1].lower()
+            if name in self._duck_table_functions and name not in _TABLE_FUNCTIONS:
+                raise CatalogError(f"function {name} is not available in Shoal's catalog", "42883")
 
     # ---- rewriting PostgreSQL into DuckDB ---------------------------------------------------------
     def _rewrite(self, tree: exp.Expr, session: SessionInfo) -> exp.Expr:
@@ -596,6 +620,8 @@ class Catalog:
                 return exp.Anonymous(this="json_object", expressions=[sub(a) for a in node.expressions])
             if isinstance(node, exp.Anonymous) and str(node.this).lower() in CATALOG_FUNCTIONS:
                 return _call(str(node.this).lower(), [sub(a) for a in node.expressions])
+            if isinstance(node, exp.CurrentVersion):  # version(): the endpoint's, never DuckDB's
+                return exp.Anonymous(this="shoal_version", expressions=[])
             if isinstance(node, exp.CurrentSchema):
                 existing = [
                     s for s in session.search_path if s in self._ns_oids
@@ -675,7 +701,20 @@ class Catalog:
 
         if self._db is not None:
             self._db.close()
-        db = duckdb.connect(":memory:")
+        # Small and private: one thread, a memory cap and no spilling (no temp folder, which DuckDB
+        # would otherwise let a query read from even with external access off).
+        db = duckdb.connect(":memory:", config={"threads": 1, "memory_limit": "256MB", "temp_directory": ""})
+        for setting in ("http_proxy", "http_proxy_username", "http_proxy_password"):
+            with contextlib.suppress(duckdb.Error):  # never shown to a client, whatever the environment says
+                db.execute(f"SET {setting} = ''")
+        with contextlib.suppress(duckdb.Error):
+            db.execute("SET allow_persistent_secrets = false")
+        self._duck_table_functions = {
+            str(r[0]).lower()
+            for r in db.execute(
+                "SELECT DISTINCT function_name FROM duckdb_functions() WHERE function_type IN ('table', 'table_macro')"
+            ).fetchall()
+        }
         self._snapshot = snap
         for schema, relations in ((_PGC, PG_RELATIONS), (_ISC, INFO_RELATIONS)):
             db.execute(f"CREATE SCHEMA {schema}")

@@ -1,7 +1,8 @@
 """BI clients' catalogs and PostgreSQL SQL through the governed endpoint, with the real clients.
 
 psql, SQLAlchemy (inspect, pandas.read_sql), pgjdbc's DatabaseMetaData (a single-file Java
-program) and the ADBC PostgreSQL driver run against one PgServer on an ephemeral port. A
+program) and the ADBC PostgreSQL driver run against one PgServer on an ephemeral port, over
+TLS with SCRAM-SHA-256 sign-in (an API token as the secret, never sent). A
 restricted principal must see exactly its granted schemas, tables and columns, never the
 others, and read governed rows (row filter, masked column).
 """
@@ -45,6 +46,8 @@ class Lake:
         spark.sql(f"CREATE TABLE {self.ops}.jobs (id int) USING iceberg")
         self.user = f"bi_{u}"
         Principals(settings).add(self.user, password=PASSWORD)
+        # The secret every client below signs in with: SCRAM-SHA-256 inside TLS checks it.
+        _, self.token = Principals(settings).create_token(self.user, description="bi catalog")
         admin = Principals(settings).principal("admin")
         Governance(settings).grant(
             admin,
@@ -67,7 +70,9 @@ def lake(spark, settings):
 
 @pytest.fixture(scope="module")
 def server(spark, settings):
-    srv = pgwire.PgServer(settings, spark=spark, host="127.0.0.1", port=0).start()
+    # TLS (clients use sslmode=require) and SCRAM for every sign-in: no secret crosses the wire.
+    scram = settings.model_copy(update={"server": settings.server.model_copy(update={"pg_auth": "scram-sha-256"})})
+    srv = pgwire.PgServer(scram, spark=spark, host="127.0.0.1", port=0).start()
     yield srv
     srv.stop()
 
@@ -81,7 +86,7 @@ def test_psql_lists_and_describes_only_what_is_granted(server, lake, settings):
     if shutil.which("psql") is None:
         pytest.skip("psql (postgresql-client) is not installed")
     host, port = server.address
-    env = {**os.environ, "PGPASSWORD": PASSWORD, "PGCONNECT_TIMEOUT": "20"}
+    env = {**os.environ, "PGPASSWORD": lake.token, "PGCONNECT_TIMEOUT": "20"}
     dsn = f"host={host} port={port} user={lake.user} dbname=lake sslmode=require"
 
     def psql(*commands: str) -> str:
@@ -113,7 +118,7 @@ def test_sqlalchemy_inspect_and_pandas(server, lake, settings):
     sqlalchemy = pytest.importorskip("sqlalchemy")
     pd = pytest.importorskip("pandas")
     host, port = server.address
-    engine = sqlalchemy.create_engine(f"postgresql+psycopg://{lake.user}:{PASSWORD}@{host}:{port}/lake?sslmode=require")
+    engine = sqlalchemy.create_engine(f"postgresql+psycopg://{lake.user}:{lake.token}@{host}:{port}/lake?sslmode=require")
     try:
         insp = sqlalchemy.inspect(engine)
         schemas = insp.get_schema_names()
@@ -156,7 +161,7 @@ def test_pgjdbc_database_metadata(server, lake, settings):
             str(program),
             f"jdbc:postgresql://{host}:{port}/lake?sslmode=require",
             lake.user,
-            PASSWORD,
+            lake.token,
             lake.hr,
             "salaries",
             f"SELECT id, email FROM {lake.hr}.salaries ORDER BY id",
@@ -190,7 +195,7 @@ def test_pgjdbc_database_metadata(server, lake, settings):
 def test_adbc_driver(server, lake, settings):
     dbapi = pytest.importorskip("adbc_driver_postgresql.dbapi")
     host, port = server.address
-    uri = f"postgresql://{lake.user}:{PASSWORD}@{host}:{port}/lake?sslmode=require"
+    uri = f"postgresql://{lake.user}:{lake.token}@{host}:{port}/lake?sslmode=require"
     with dbapi.connect(uri) as conn:
         objects = conn.adbc_get_objects(depth="columns").read_all().to_pylist()
         schemas = {s["db_schema_name"]: s for c in objects for s in c["catalog_db_schemas"] or []}
@@ -211,7 +216,7 @@ def test_adbc_driver(server, lake, settings):
 
 def test_session_commands_and_dialects(server, lake, spark):
     host, port = server.address
-    kw = {"host": host, "port": port, "user": lake.user, "password": PASSWORD, "dbname": "lake", "sslmode": "require"}
+    kw = {"host": host, "port": port, "user": lake.user, "password": lake.token, "dbname": "lake", "sslmode": "require"}
     with psycopg.connect(autocommit=True, **kw) as conn:
         assert conn.execute("SHOW transaction isolation level").fetchone() == ("read committed",)
         assert conn.execute("SHOW standard_conforming_strings").fetchone() == ("on",)

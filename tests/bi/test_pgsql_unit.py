@@ -94,3 +94,28 @@ def test_catalog_queries(session: PgSession) -> None:
     assert err.value.code == "42P01"
     with pytest.raises(PgError, match="not available"):
         session.answer("SELECT * FROM pg_catalog.pg_no_such_relation")
+
+
+def test_catalog_queries_reach_nothing_of_duckdb_but_the_catalog(session: PgSession) -> None:
+    """Found in review: DuckDB table functions through LATERAL (settings, files, any SELECT),
+    DuckDB's version, and queries that never end."""
+    for query in (
+        "SELECT q.name, q.value FROM pg_namespace n CROSS JOIN LATERAL duckdb_settings() q",
+        "SELECT * FROM pg_namespace n, LATERAL read_text('.tmp/x.txt') q",
+        "SELECT * FROM pg_namespace n JOIN LATERAL query('SELECT 1') q ON true",
+        "SELECT * FROM pg_namespace n JOIN LATERAL query_table('pg_namespace') q ON true",
+        "SELECT (SELECT count(*) FROM duckdb_functions()) FROM pg_namespace",
+    ):
+        with pytest.raises(PgError, match="not available") as err:
+            session.answer(query)
+        assert err.value.code == "42883", query
+    _, _, rows, _ = session.answer("SELECT version(), current_user")
+    assert rows[0][0].startswith("PostgreSQL") or "Shoal" in rows[0][0], rows
+    assert "v2." not in rows[0][0] and "v1." not in rows[0][0]
+
+
+def test_a_catalog_query_that_runs_too_long_is_stopped(session: PgSession, monkeypatch) -> None:
+    monkeypatch.setattr(pgcatalog, "CATALOG_QUERY_TIMEOUT_S", 1.0)
+    with pytest.raises(PgError, match="longer than") as err:
+        session.answer("SELECT count(*), pg_backend_pid() FROM generate_series(1, 100000000000)")
+    assert err.value.code == "57014"
