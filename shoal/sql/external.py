@@ -467,6 +467,8 @@ class SqlRunner:
         for key, iceberg_key in _ICEBERG_PROPERTIES.items():
             if props.get(key) is not None:
                 properties[iceberg_key] = _literal(props[key]).lower()
+        if properties.get("write.format.default") == "iceberg":  # Spark's `USING iceberg`: the table type
+            del properties["write.format.default"]
         if properties:
             clauses += " TBLPROPERTIES (" + ", ".join(f"'{_q(k)}' = '{_q(v)}'" for k, v in properties.items()) + ")"
         db = name.split(".")[0]

@@ -134,3 +134,12 @@ def test_unload_writes_files_in_the_format(athena, spark, tmp_path):
     ]
     with pytest.raises(SqlError, match="is not empty"):
         athena.execute(f"UNLOAD (SELECT 1 AS x) TO '{target}' WITH (format = 'PARQUET')")
+
+
+def test_a_spark_ctas_using_iceberg_keeps_the_default_file_format(spark, settings, db):
+    """`USING iceberg` names the table type, not a file format (write.format.default)."""
+    runner = SqlRunner(spark, settings, dialect="spark")
+    runner.execute(f"CREATE TABLE {db}.pair USING iceberg AS SELECT id FROM range(0, 10)")
+    assert rows(runner, f"SELECT count(*) FROM {db}.pair") == [(10,)]
+    props = dict(spark.sql(f"SHOW TBLPROPERTIES {db}.pair").collect())
+    assert props.get("write.format.default", "parquet") == "parquet"
