@@ -118,7 +118,9 @@ def test_sqlalchemy_inspect_and_pandas(server, lake, settings):
     sqlalchemy = pytest.importorskip("sqlalchemy")
     pd = pytest.importorskip("pandas")
     host, port = server.address
-    engine = sqlalchemy.create_engine(f"postgresql+psycopg://{lake.user}:{lake.token}@{host}:{port}/lake?sslmode=require")
+    engine = sqlalchemy.create_engine(
+        f"postgresql+psycopg://{lake.user}:{lake.token}@{host}:{port}/lake?sslmode=require"
+    )
     try:
         insp = sqlalchemy.inspect(engine)
         schemas = insp.get_schema_names()
