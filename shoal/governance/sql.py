@@ -16,6 +16,7 @@ time travel unless the principal sees the whole table.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import re
 from collections.abc import Callable
@@ -521,8 +522,9 @@ class GovernedSql:
     def resolve(self, table: exp.Table, *, suffixes: bool = True) -> TableRef:
         """The one catalog object a table name reads, or a refusal.
 
-        Every reading Iceberg's catalog may give the name is looked up; none existing is "no
-        such table", more than one is ambiguous and refused. Tables in nested namespaces cannot
+        Where Iceberg's catalog may read the name more than one way, each reading is looked up;
+        none existing is "no such table", more than one is ambiguous and refused (a name with one
+        reading is checked for existence where its columns are read). Tables in nested namespaces cannot
         be granted (grants name DATABASE.TABLE), so they resolve for nobody but admins. With
         `suffixes=False` (a write or DDL target) the whole name is the table, unchecked here.
         """
@@ -531,14 +533,14 @@ class GovernedSql:
             parts = parts[1:]
             if len(parts) == 1:  # `catalog.t`: Spark reads a table with no namespace
                 raise AccessDenied(f"{parts[0]} has no database; write DATABASE.TABLE")
-        elif len(parts) > 1 and parts[0].lower() in self._catalogs():
+        elif len(parts) > 1 and parts[0].lower() in self._catalogs:
             raise AccessDenied(f"unknown catalog {parts[0]}")
         for part in parts:
             if not IDENTIFIER.match(part):
                 raise AccessDenied(f"invalid table name part {part!r}", hint="names are letters, digits and _")
         options = [c for c in candidates(parts) if suffixes or not c.suffixes]
         spelled = ".".join(parts)
-        if suffixes:
+        if len(options) > 1:  # one reading needs no listing: _access finds a missing table
             found = [c for c in options if self._exists(c)]
             if len(found) > 1:
                 raise AccessDenied(
@@ -574,6 +576,7 @@ class GovernedSql:
             self._listings[ref.namespace] = names
         return ref.name in self._listings[ref.namespace]
 
+    @functools.cached_property
     def _catalogs(self) -> set[str]:
         """Catalog names this session knows besides the lake's (a name starting with one reads it)."""
         conf = self.spark.sparkContext.getConf().getAll()
