@@ -64,11 +64,13 @@ def print_json(data: Any) -> None:
 
 
 def print_warning(message: str) -> None:
-    err.print(f"[bold yellow]warning:[/] {message}", markup=True, highlight=False)
+    # Messages carry names and values from data and settings ("[spark]", "report[final].pdf"):
+    # only the label is markup.
+    err.print(f"[bold yellow]warning:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def print_error(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def _real(console: Console) -> Console:

@@ -130,3 +130,23 @@ def test_a_plain_say_callback_gets_step_lines():
     count(said.append, "extracting", 3, 8, unit="tasks")
     count(said.append, "nothing", 0, 0, unit="files")
     assert said == ["hashing 3/10: a.txt", "extracting: 3/8 tasks"]
+
+
+def test_errors_and_warnings_print_data_verbatim(capsys) -> None:
+    """Messages carry names from settings and data: brackets are text, never rich markup."""
+    from rich.console import Console
+
+    real = output.err
+    output.err = Console(file=sys.stderr, highlight=False, soft_wrap=True, width=200)
+    try:
+        output.print_error("unknown key in [spark]: shufle")
+        output.print_warning("report[final].pdf [pdf] failed: closing tag [/] seen")
+        output.print_error("[bold red]not bold[/]")
+    finally:
+        output.err = real
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "error: unknown key in [spark]: shufle",
+        "warning: report[final].pdf [pdf] failed: closing tag [/] seen",
+        "error: [bold red]not bold[/]",
+    ]
