@@ -273,12 +273,21 @@ def _escape(value: Any) -> str:
     return escape(json.dumps(value) if isinstance(value, dict | list) else str(value))
 
 
+def _float(value: float) -> str:
+    """What people read: 9.628, not 9.62823146700066 (--json keeps every digit)."""
+    if value != value or value in (float("inf"), float("-inf")) or value == 0:
+        return str(value)
+    text = f"{value:.3f}" if abs(value) >= 1 else f"{value:.4g}"
+    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
+
+
 def print_kv(title: str, items: dict[str, Any]) -> None:
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
     for k, v in items.items():
-        table.add_row(k.replace("_", " "), _escape(v))
+        # A summary's floats are measurements; query results (print_rows) keep every digit.
+        table.add_row(k.replace("_", " "), escape(_float(v)) if isinstance(v, float) else _escape(v))
     out.print(table)
 
 

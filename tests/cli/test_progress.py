@@ -150,3 +150,17 @@ def test_errors_and_warnings_print_data_verbatim(capsys) -> None:
         "warning: report[final].pdf [pdf] failed: closing tag [/] seen",
         "error: [bold red]not bold[/]",
     ]
+
+
+def test_tables_round_floats_people_read(capsys) -> None:
+    from rich.console import Console
+
+    real = output.out
+    output.out = Console(file=sys.stdout, highlight=False, soft_wrap=True, width=200)
+    try:
+        output.print_kv("t", {"seconds": 9.62823146700066, "ratio": 0.000123456, "n": 3, "whole": 2.0})
+    finally:
+        output.out = real
+    text = capsys.readouterr().out
+    assert "9.628 " in text and "0.0001235" in text and "│ 2 " in text
+    assert "9.6282" not in text
