@@ -31,9 +31,14 @@ def start(
         bool, typer.Option("--foreground", help="Run in this process until stopped (for a service manager).")
     ] = False,
     wait: Annotated[float, typer.Option("--wait", help="Seconds to wait for the engine to answer.")] = 180.0,
+    idle_timeout: Annotated[
+        float,
+        typer.Option("--idle-timeout", min=0, help="Stop after this many seconds without a command (0: never)."),
+    ] = 0.0,
     json_out: JsonOpt = False,
 ) -> None:
-    """Start the engine for this workspace (in the background) and wait until it answers."""
+    """Start the engine for this workspace (in the background) and wait until it answers. It stops
+    with `shoal engine stop`, after --idle-timeout, or when its workspace folder is deleted."""
     from shoal.cli.warm import manage
 
     state["json"] = json_out
@@ -49,8 +54,9 @@ def start(
         # A fresh interpreter: the engine routes the CLI's state before the CLI is imported.
         config = state["config"]
         cmd = [sys.executable, "-m", "shoal.cli.warm.server", *(["--config", str(config)] if config else [])]
+        cmd += ["--idle-timeout", str(idle_timeout)]
         os.execv(sys.executable, cmd)
-    proc = manage.spawn(s, state["config"])
+    proc = manage.spawn(s, state["config"], idle_timeout_s=idle_timeout)
     if not json_out:
         output.err.print(f"starting the engine (pid {proc.pid}; Spark takes 10-20 s)")
     _show("Engine started", manage.wait_ready(s, proc, wait) | {"already_running": False}, json_out)

@@ -66,6 +66,56 @@ def test_workspace_found_like_load_settings(tmp_path):
     assert len(str(path)) < 108 and path != client.socket_path(tmp_path / ("y" * 120))
 
 
+_LOOP = """
+import socket, sys
+from shoal.cli.warm.server import Engine
+from shoal.private import private_dir
+owner = int(sys.argv[1]) if sys.argv[1] != "-" else None
+engine = Engine(None, owner_pid=owner, idle_timeout_s=float(sys.argv[2]))
+private_dir(engine.socket_path.parent)
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(str(engine.socket_path))
+listener.listen(4)
+engine._listener = listener
+print("serving", flush=True)
+engine.serve_forever()
+print("stopped:", engine.stop_reason, flush=True)
+"""
+
+
+def _serve_loop(workspace: Path, owner: int | None, idle_s: float) -> subprocess.Popen:
+    """The engine's serving loop in its own process (no Spark: the loop's lifetime is under test)."""
+    env = {**os.environ, "SHOAL_WORKSPACE": str(workspace)}
+    env.pop("SHOAL_CONFIG", None)
+    args = [sys.executable, "-c", _LOOP, str(owner) if owner else "-", str(idle_s)]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "serving"
+    return proc
+
+
+def test_engine_ends_with_its_owner_its_workspace_or_an_idle_time(tmp_path):
+    owner = subprocess.Popen(["sleep", "60"])
+    owned = _serve_loop(tmp_path / "a", owner.pid, 0)
+    gone = _serve_loop(tmp_path / "b", None, 0)
+    idle = _serve_loop(tmp_path / "c", None, 1.5)
+    forever = _serve_loop(tmp_path / "d", None, 0)
+    try:
+        owner.kill()
+        owner.wait()
+        import shutil
+
+        shutil.rmtree(tmp_path / "b")
+        outs = {name: p.communicate(timeout=30)[0] for name, p in (("owned", owned), ("gone", gone), ("idle", idle))}
+        assert f"the process that started it ({owner.pid}) has ended" in outs["owned"]
+        assert "workspace" in outs["gone"] and "is gone" in outs["gone"]
+        assert "idle for" in outs["idle"] and "idle timeout 1.5 s" in outs["idle"]
+        assert forever.poll() is None  # no owner, no idle timeout, workspace still there: it serves on
+    finally:
+        for p in (owner, owned, gone, idle, forever):
+            p.kill()
+            p.wait()
+
+
 def test_client_path_imports_nothing_heavy():
     code = (
         "import sys; import shoal.cli.entry, shoal.cli.warm.client as c; c._program_name(); "

@@ -30,8 +30,12 @@ def status(settings: Settings) -> dict[str, Any]:
     return answer
 
 
-def spawn(settings: Settings, config: Path | None) -> subprocess.Popen:
-    """Start the engine in its own session (it outlives this command), logging to the workspace."""
+def spawn(
+    settings: Settings, config: Path | None, *, owner_pid: int | None = None, idle_timeout_s: float = 0.0
+) -> subprocess.Popen:
+    """Start the engine in its own session (it outlives this command), logging to the workspace.
+    It stops when `owner_pid` ends, after `idle_timeout_s` without a command (0: never), or when
+    its workspace is deleted."""
     from shoal.private import private_dir, private_file
 
     ws = settings.workspace_dir
@@ -40,6 +44,10 @@ def spawn(settings: Settings, config: Path | None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "shoal.cli.warm.server"]
     if config is not None:
         cmd += ["--config", str(config)]
+    if owner_pid is not None:
+        cmd += ["--owner-pid", str(owner_pid)]
+    if idle_timeout_s:
+        cmd += ["--idle-timeout", str(idle_timeout_s)]
     env = {k: v for k, v in os.environ.items() if k != "SHOAL_ENGINE"}
     with open(log, "ab") as out:
         return subprocess.Popen(
@@ -104,7 +112,8 @@ def start_beside_serve(settings: Settings, config: Path | None) -> subprocess.Po
     it does not wait for it: commands run in process until it answers."""
     if engine_disabled() or control(settings.workspace_dir, "status") is not None:
         return None
-    return spawn(settings, config)
+    # Owned by this serve: it ends with serve even when serve is killed without a chance to stop it.
+    return spawn(settings, config, owner_pid=os.getpid())
 
 
 def stop_beside_serve(proc: subprocess.Popen | None) -> None:

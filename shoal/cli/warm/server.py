@@ -265,10 +265,15 @@ class _SessionPool:
 
 
 class Engine:
-    def __init__(self, config: str | None) -> None:
+    def __init__(self, config: str | None, *, owner_pid: int | None = None, idle_timeout_s: float = 0.0) -> None:
         from shoal.config import load_settings
 
         self.config = config
+        # Its lifetime: the process that started it (`shoal serve`), an idle time, the workspace.
+        self.owner_pid = owner_pid
+        self.idle_timeout_s = idle_timeout_s
+        self.last_active = time.monotonic()
+        self.stop_reason: str | None = None
         self.settings = load_settings(config)
         self.workspace = self.settings.workspace_dir
         self.socket_path = socket_path(self.workspace)
@@ -326,6 +331,11 @@ class Engine:
             try:
                 conn, _ = self._listener.accept()
             except TimeoutError:
+                reason = self._reason_to_stop()
+                if reason is not None:
+                    self.stop_reason = reason
+                    print(f"engine: stopping: {reason}", file=sys.__stderr__, flush=True)
+                    break
                 continue
             except OSError:
                 if self._stopping.is_set():
@@ -336,6 +346,19 @@ class Engine:
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def _reason_to_stop(self) -> str | None:
+        """Why an engine nobody will use should end (checked twice a second while idle)."""
+        if not self.workspace.is_dir() or not self.socket_path.exists():
+            # Nobody can reach it any more, and a new engine may serve a new workspace there.
+            return f"its workspace {self.workspace} or socket is gone"
+        if self.owner_pid is not None and not _pid_alive(self.owner_pid):
+            return f"the process that started it ({self.owner_pid}) has ended"
+        if self.idle_timeout_s > 0 and not self.active:
+            idle = time.monotonic() - self.last_active
+            if idle >= self.idle_timeout_s:
+                return f"idle for {idle:.0f} s (idle timeout {self.idle_timeout_s:g} s)"
+        return None
 
     def _shutdown(self, grace_s: float = 30.0) -> None:
         if self._listener is not None:
@@ -374,6 +397,7 @@ class Engine:
 
     def _handle(self, conn: socket.socket) -> None:
         fds: list[int] = []
+        self.last_active = time.monotonic()
         try:
             if not same_owner(peer_uid(conn)):
                 return  # deny by default: not a word to another user
@@ -403,6 +427,7 @@ class Engine:
                 with suppress(OSError):
                     os.close(fd)
             conn.close()
+            self.last_active = time.monotonic()  # idle time counts from the end of the last command
 
     def _run(self, conn: socket.socket, msg: dict[str, Any], fds: list[int]) -> None:
         argv, env = msg.get("argv"), msg.get("env")
@@ -627,6 +652,16 @@ def _client_gone(conn: socket.socket) -> bool:
         return True
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process now holds the number: not ours, but alive
+    return True
+
+
 def _answers(path: Path) -> bool:
     from shoal.cli.warm.client import control_at
 
@@ -636,13 +671,19 @@ def _answers(path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shoal.cli.warm.server", description="Run the warm engine.")
     parser.add_argument("--config", help="Path of shoal.toml (as `shoal --config`).")
+    parser.add_argument("--owner-pid", type=int, help="Stop when this process ends (`shoal serve` passes its own).")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=0.0, help="Stop after this many seconds without a command (0: never)."
+    )
     args = parser.parse_args(argv)
-    engine = Engine(args.config)
+    if args.idle_timeout < 0:
+        parser.error("--idle-timeout must be 0 (never) or more seconds")
+    engine = Engine(args.config, owner_pid=args.owner_pid, idle_timeout_s=args.idle_timeout)
     engine.start()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())
     engine.serve_forever()
-    print(json.dumps({"stopped": os.getpid()}), flush=True)
+    print(json.dumps({"stopped": os.getpid(), "reason": engine.stop_reason or "asked to stop"}), flush=True)
     return 0
 
 
