@@ -41,4 +41,12 @@ assert rows == [{"id": 1, "name": "A"}], rows
 doctor = json.load(open("doctor.json"))
 assert doctor["ok"], doctor
 PY
-echo "check_core: ok (core alone: config init, doctor, cdc apply, sql)"
+# Capabilities of extras end in an error naming the extra, never a traceback.
+mkdir docs && echo "a note" > docs/note.txt
+for cmd in "serve --port 1" "ingest docs --json"; do
+  if "$shoal" --no-engine $cmd > extra.out 2>&1; then echo "check_core: shoal $cmd ran without its extra" >&2; exit 1; fi
+  if grep -q Traceback extra.out || ! grep -q "pip install 'shoal\[" extra.out; then
+    echo "check_core: shoal $cmd did not name its extra:" >&2; cat extra.out >&2; exit 1
+  fi
+done
+echo "check_core: ok (core alone: config init, doctor, cdc apply, sql; serve and ingest name their extras)"

@@ -189,3 +189,46 @@ def test_cdc_tombstone_retention_is_a_duration(tmp_path: Path, monkeypatch: pyte
     (tmp_path / "shoal.toml").write_text('[cdc]\ntombstone_retention = "7 days"\n')
     with pytest.raises(ConfigError, match="tombstone_retention"):
         load_settings()
+
+
+def test_a_missing_optional_module_names_its_extra() -> None:
+    from shoal.extras import dependency_error, extras_for_module
+
+    # Every capability's modules map to the extra that installs them (pyproject's own metadata).
+    assert extras_for_module("uvicorn") == ("web",)
+    assert extras_for_module("fastapi.routing") == ("web",)
+    assert extras_for_module("cv2") == ("media",)
+    assert extras_for_module("magic") == ("documents",)
+    assert extras_for_module("faiss") == ("search",)
+    assert extras_for_module("psycopg") == ("postgres",)
+    assert extras_for_module("sklearn") == ("models",)
+    assert set(extras_for_module("onnxruntime")) == {"media", "search", "models"}
+    assert extras_for_module("pyspark") == () and extras_for_module("no_such_module") == ()
+    err = dependency_error(ModuleNotFoundError("No module named 'uvicorn'", name="uvicorn"), "`shoal serve`")
+    assert err is not None and err.hint == "pip install 'shoal[web]'"
+    assert "`shoal serve` needs the Python module uvicorn, which the web extra installs" in str(err)
+    both = dependency_error(ModuleNotFoundError(name="onnxruntime"))
+    assert both is not None and both.hint == "pip install 'shoal[all]'"
+    assert dependency_error(ModuleNotFoundError(name="shoal.nothing")) is None  # a bug stays a traceback
+
+
+def test_cli_turns_a_missing_extra_into_an_error_not_a_traceback(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    # A core-only install, as far as the command can tell: uvicorn cannot be imported.
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "uvicorn.py").write_text("raise ModuleNotFoundError(\"No module named 'uvicorn'\", name='uvicorn')\n")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("SHOAL_")}
+    env.update({"PYTHONPATH": f"{blocker}:{env.get('PYTHONPATH', '')}", "SHOAL_WORKSPACE": str(tmp_path / "ws")})
+    done = subprocess.run(
+        [sys.executable, "-m", "shoal.cli.console", "--no-engine", "serve", "--port", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert "`shoal serve` needs the Python module uvicorn, which the web extra installs" in done.stderr
+    assert "pip install 'shoal[web]'" in done.stderr

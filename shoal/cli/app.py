@@ -173,6 +173,14 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     except ShoalError as exc:
         run.out.failure(exc)
         sys.exit(exc.exit_code)
+    except ModuleNotFoundError as exc:
+        from shoal.extras import dependency_error
+
+        missing = dependency_error(exc, doing=_command_words(args))
+        if missing is None:
+            raise  # not an optional extra: a real bug, with its traceback
+        run.out.failure(missing)
+        sys.exit(missing.exit_code)
     except KeyboardInterrupt:
         output.print_error("interrupted")
         sys.exit(130)
@@ -184,6 +192,19 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     # A command that raised typer.Exit(code) (or ctx.exit) hands its code back; one that
     # returned normally ends with 0, as in standalone mode.
     sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+
+
+def _command_words(args: list[str]) -> str:
+    """`shoal serve`, `shoal ingest`: the command's words, without options or values."""
+    from shoal.cli.warm.client import parse_root
+
+    groups = {g.name for g in app.registered_groups}
+    words: list[str] = []
+    for a in parse_root(args)[2] or []:
+        if a.startswith("-") or (words and words[0] not in groups) or len(words) == 2:
+            break
+        words.append(a)
+    return "`shoal " + " ".join(words) + "`" if words else "`shoal`"
 
 
 def _usage_error(exc: Any, args: list[str]) -> None:

@@ -27,7 +27,7 @@ def _session(path: Path):
     try:
         import onnxruntime as ort
     except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency
-        raise ModelError("onnxruntime is not installed", hint="pip install onnxruntime") from exc
+        raise ModelError("onnxruntime is not installed", hint="pip install 'shoal[models]'") from exc
     opts = ort.SessionOptions()
     # Spark runs one task per core: one thread per session keeps the cores for the tasks.
     opts.intra_op_num_threads = 1

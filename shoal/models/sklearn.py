@@ -17,7 +17,7 @@ def _skops():
     try:
         import skops.io as sio
     except ImportError as exc:  # pragma: no cover - skops is a dependency
-        raise ModelError("skops is not installed", hint="pip install skops") from exc
+        raise ModelError("skops is not installed", hint="pip install 'shoal[models]'") from exc
     return sio
 
 

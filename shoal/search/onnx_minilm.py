@@ -49,7 +49,7 @@ def model_file(model: MiniLM, precision: Precision, root: Path | None = None) ->
         import onnx
     except ImportError:
         raise DependencyError(
-            "the onnx package is needed to build the embedding graph", hint="pip install onnx"
+            "the onnx package is needed to build the embedding graph", hint="pip install 'shoal[search]'"
         ) from None
     # Built in a private file, then renamed: concurrent workers never read half a model.
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.stem}-", suffix=".onnx", dir=root)

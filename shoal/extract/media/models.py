@@ -250,7 +250,7 @@ def face_cascade(settings: MediaSettings) -> Path:
         return path
     spec = importlib.util.find_spec("cv2")
     if spec is None or not spec.submodule_search_locations:
-        raise DependencyError("OpenCV is not installed", hint="pip install 'opencv-contrib-python-headless<4.12'")
+        raise DependencyError("OpenCV is not installed", hint="pip install 'shoal[media]'")
     bundled = Path(next(iter(spec.submodule_search_locations))) / "data" / settings.face_model
     if not bundled.is_file():
         raise DependencyError(

@@ -71,7 +71,7 @@ class FasterWhisper:
                     from faster_whisper import WhisperModel
                 except ImportError:
                     raise DependencyError(
-                        "faster-whisper is not installed", hint="pip install faster-whisper"
+                        "faster-whisper is not installed", hint="pip install 'shoal[media]'"
                     ) from None
                 _models[key] = WhisperModel(
                     str(folder),
