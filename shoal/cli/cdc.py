@@ -52,7 +52,7 @@ def cdc_apply(
     ] = None,
     op_column: Annotated[
         str | None,
-        typer.Option("--op-column", help="Name of the operation column (I/U/D) [default: \\[cdc] op_column, op]."),
+        typer.Option("--op-column", help="Name of the operation column (I/U/D) [default: [cdc] op_column, op]."),
     ] = None,
     no_header: Annotated[bool, typer.Option("--no-header", help="Files have no header row (use --columns).")] = False,
     columns: Annotated[
@@ -62,7 +62,7 @@ def cdc_apply(
         OnError | None,
         typer.Option(
             "--on-error",
-            help="fail: apply nothing; quarantine: divert bad rows to NS.TABLE__rejects [default: \\[cdc] on_error, fail].",
+            help="fail: apply nothing; quarantine: divert bad rows to NS.TABLE__rejects [default: [cdc] on_error, fail].",
         ),
     ] = None,
     write_mode: Annotated[

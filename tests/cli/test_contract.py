@@ -52,6 +52,7 @@ def test_help_renders_as_written(name: str, capsys, monkeypatch) -> None:
     code, out, err = run_cli([*name.split(), "--help"], capsys, monkeypatch)
     assert code == 0, err
     assert "<bool>" not in out and "<str>" not in out  # typer 0.27+ renderings
+    assert "\\[" not in out  # help is not markup: an escaped bracket would print its backslash
     if name == "serve":
         assert "[server] host" in out  # a config section in a help text is not markup
 
