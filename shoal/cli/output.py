@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -320,13 +320,6 @@ class Output:
 
     def progress(self, title: str):
         return progress(not self.json, title)
-
-    def emit(self, data: Any, human: Callable[[], None]) -> None:
-        """The result: `data` as JSON, or whatever `human` prints."""
-        if self.json:
-            print_json(data)
-        else:
-            human()
 
     def failure(self, exc: ShoalError) -> None:
         """An error, on stderr (and as one JSON object on stdout in JSON mode)."""

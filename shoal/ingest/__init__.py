@@ -44,11 +44,6 @@ _SOURCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _TAG_KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 
-def object_id_for(sha256_hex: str) -> str:
-    """Objects are named by content: the first 128 bits of the SHA-256."""
-    return sha256_hex[:32]
-
-
 def raw_zone(settings: Settings) -> str:
     return storage.join(settings.warehouse_uri, "raw")
 

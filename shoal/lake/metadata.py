@@ -159,14 +159,6 @@ def for_ids(spark: SparkSession, frame: DataFrame, ids: list[str]) -> DataFrame:
     return frame.join(id_frame(spark, ids), "object_id", "left_semi")
 
 
-def existing_ids(spark: SparkSession, name: str, ids: list[str]) -> set[str]:
-    """Which of these object ids have at least one row in metadata table `name`."""
-    if not ids:
-        return set()
-    found = for_ids(spark, spark.table(table(name).sql).select("object_id"), ids)
-    return {r.object_id for r in found.distinct().collect()}
-
-
 def ids_sql(ids: list[str]) -> str:
     """A SQL `IN (...)` list of object ids (content hashes; quoted defensively)."""
     return "(" + ", ".join("'" + i.replace("\\", "\\\\").replace("'", "\\'") + "'" for i in sorted(set(ids))) + ")"

@@ -52,10 +52,6 @@ class QualityError(ShoalError):
     """A ruleset is invalid or names what the table does not have."""
 
 
-class QualityFailed(ShoalError):  # noqa: N818 - the data failed, not the program
-    """At least one rule of severity `fail` did not meet its threshold."""
-
-
 class Reference(BaseModel):
     table: str
     column: str
