@@ -308,6 +308,19 @@ def tag_assign(
     output.done(json_out, f"{key}={value} on {table or database_name}{'.' + column if column else ''}")
 
 
+@tag_app.command("unassign")
+def tag_unassign(
+    key: Annotated[str, typer.Argument()],
+    table: Annotated[str | None, typer.Option("--table")] = None,
+    database_name: Annotated[str | None, typer.Option("--database")] = None,
+    column: Annotated[str | None, typer.Option("--column")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Take a tag off a database, a table or a column (grants on that tag stop covering it)."""
+    _gov().unassign_tag(key.strip(), database_name=database_name, table=table, column=column)
+    output.done(json_out, f"{key} removed from {table or database_name}{'.' + column if column else ''}")
+
+
 @tag_app.command("list")
 def tag_list(json_out: JsonOpt = False) -> None:
     """Tag keys and allowed values."""

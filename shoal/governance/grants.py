@@ -366,15 +366,27 @@ class Governance:
     def unassign_tag(
         self, key: str, *, database_name: str | None = None, table: str | None = None, column: str | None = None
     ) -> None:
+        """Take a tag off a database, table or column; an assignment that does not exist is an error
+        (a typo must not look like a removal)."""
+        if not table and not database_name:
+            raise GovernanceError("unassign a tag from --database DB or --table DB.TABLE (with --column C)")
+        if column and not table:
+            raise GovernanceError("--column needs --table")
         db, tbl = table_key(table) if table else ((database_name or "").lower(), "")
         with self.engine.begin() as conn:
-            conn.execute(
+            gone = conn.execute(
                 delete(tag_assignments).where(
                     (tag_assignments.c.key == key.lower())
                     & (tag_assignments.c.database == db)
                     & (tag_assignments.c.table_name == tbl)
                     & (tag_assignments.c.column_name == (column or "").lower())
                 )
+            ).rowcount
+        if not gone:
+            where = f"{db}.{tbl}" if tbl else db
+            raise GovernanceError(
+                f"{where}{'.' + column.lower() if column else ''} has no tag {key.lower()!r}",
+                hint="see its tags: shoal catalog describe TABLE",
             )
 
     def tags_of(self, table: str, columns: builtins.list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:

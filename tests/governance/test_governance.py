@@ -457,6 +457,17 @@ def test_cli_contract(w, cli_env, capsys, monkeypatch):
     assert code == 0 and json.loads(out)[0]["decision"] == "deny"
     code, out, err = run_cli(["audit", "list", "--as", w.names["frank"]], capsys, monkeypatch)
     assert code == 4 and "may not read the audit log" in err
+    # Taking the tag off ends what the tag grant gave; a second removal is an error, not a no-op.
+    code, out, err = run_cli(
+        ["tag", "unassign", "confidentiality", "--table", w.regions, "--json"], capsys, monkeypatch
+    )
+    assert code == 0 and json.loads(out)["ok"], err
+    code, out, err = run_cli(["sql", "--as", w.names["frank"], f"SELECT region FROM {w.regions}"], capsys, monkeypatch)
+    assert code == 4 and "has no SELECT" in err
+    code, out, err = run_cli(["tag", "unassign", "confidentiality", "--table", w.regions], capsys, monkeypatch)
+    assert code != 0 and "has no tag 'confidentiality'" in err
+    code, out, err = run_cli(["tag", "assign", "confidentiality=public", "--table", w.regions], capsys, monkeypatch)
+    assert code == 0, err
 
 
 def test_views_are_governed_like_tables(w):
