@@ -12,10 +12,11 @@ tables DATABASE.TABLE, so only single-level namespaces are served to non-admins.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_plus
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -142,6 +143,15 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
     async def oauth_tokens(request: Request) -> JSONResponse:
         # OAuth2 client credentials: client_secret is the principal's Shoal API token.
         form = {k: v[0] for k, v in parse_qs((await request.body()).decode(errors="replace")).items()}
+        scheme, _, value = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "basic" and "client_secret" not in form:
+            # client_secret_basic (RFC 6749 2.3.1), which DuckDB uses: base64 of "id:secret".
+            try:
+                cid, _, secret = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+            except (ValueError, UnicodeDecodeError):
+                cid, secret = "", ""
+            form.setdefault("client_id", unquote_plus(cid))
+            form["client_secret"] = unquote_plus(secret)
         client = client_of(request)
         grant = form.get("grant_type", "")
         try:

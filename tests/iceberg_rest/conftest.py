@@ -71,6 +71,8 @@ def connect(rest):
     from pyiceberg.catalog import load_catalog
 
     def _connect(token: str, **extra: str):
-        return load_catalog("shoal", type="rest", uri=rest.url, credential=token, **extra)
+        return load_catalog(
+            "shoal", type="rest", uri=rest.url, credential=token, **{"oauth2-server-uri": f"{rest.url}/v1/oauth/tokens"}, **extra
+        )
 
     return _connect
