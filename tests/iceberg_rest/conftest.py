@@ -1,4 +1,6 @@
-"""Shared by the Iceberg REST catalog's tests: a small governed lake and the catalog on loopback."""
+"""Shared by the Iceberg REST catalog's tests: a small governed lake and the catalog on loopback,
+one of each for the whole test session (tests add rows and tables, and compare with what
+Shoal's Spark reads at that moment)."""
 
 from __future__ import annotations
 
@@ -53,19 +55,19 @@ class Lake:
         g.grant(admin, "ALL", "DATABASE", self.db, self.names["dbadmin"])
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lake(spark, settings):
     return Lake(spark, settings)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def rest(settings, lake):
     srv = IcebergRestServer(settings, host="127.0.0.1", port=0).start()
     yield srv
     srv.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def connect(rest):
     """A PyIceberg REST client signed in with a Shoal token (OAuth2 client credentials)."""
     from pyiceberg.catalog import load_catalog
@@ -76,3 +78,22 @@ def connect(rest):
         )
 
     return _connect
+
+
+@pytest.fixture(scope="session")
+def http(rest):
+    """Raw HTTP against the catalog, for what no client library would send."""
+    import httpx
+
+    with httpx.Client(base_url=rest.url, timeout=60) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def bearer(http):
+    def _bearer(token: str) -> dict[str, str]:
+        r = http.post("/v1/oauth/tokens", data={"grant_type": "client_credentials", "client_secret": token})
+        assert r.status_code == 200, r.text
+        return {"Authorization": f"Bearer {r.json()['access_token']}"}
+
+    return _bearer
