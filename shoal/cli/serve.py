@@ -44,7 +44,9 @@ def serve(
     ] = False,
     iceberg_rest_port: Annotated[
         int | None,
-        typer.Option("--iceberg-rest-port", help="Iceberg REST catalog port (default [server] iceberg_rest_port, 8181)."),
+        typer.Option(
+            "--iceberg-rest-port", help="Iceberg REST catalog port (default [server] iceberg_rest_port, 8181)."
+        ),
     ] = None,
 ) -> None:
     """Serve the HTTP API and console (OpenAPI at /openapi.json); --pg adds the governed PostgreSQL

@@ -116,9 +116,11 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
 
     @app.exception_handler(ValidationError)
     async def _invalid_body(_r: Request, exc: ValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        return _error(400, "BadRequestException", f"invalid request body at {where or '?'}: {first.get('msg', exc)}")
+        errors = exc.errors()
+        if not errors:
+            return _error(400, "BadRequestException", f"invalid request body: {exc}")
+        where = ".".join(str(p) for p in errors[0]["loc"]) or "?"
+        return _error(400, "BadRequestException", f"invalid request body at {where}: {errors[0]['msg']}")
 
     # ---- sign-in ----------------------------------------------------------------------------
     def client_of(request: Request) -> str | None:
@@ -136,7 +138,9 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
             audit.record("anonymous", "iceberg.auth", None, False, reason="throttled", via=VIA, client=client)
             raise RestError(429, "TooManyRequestsException", exc.hint or "too many failed sign-ins") from None
         except (AuthError, GovernanceError) as exc:
-            audit.record("anonymous", "iceberg.auth", None, False, reason=str(exc).splitlines()[0], via=VIA, client=client)
+            audit.record(
+                "anonymous", "iceberg.auth", None, False, reason=str(exc).splitlines()[0], via=VIA, client=client
+            )
             raise RestError(401, "NotAuthorizedException", str(exc).splitlines()[0]) from None
 
     @app.post("/v1/oauth/tokens")
@@ -173,10 +177,20 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
             assert tid is not None
         except Throttled as exc:
             audit.record("anonymous", "iceberg.login", None, False, reason="throttled", via=VIA, client=client)
-            return JSONResponse({"error": "invalid_client", "error_description": exc.hint or "throttled"}, status_code=429)
+            return JSONResponse(
+                {"error": "invalid_client", "error_description": exc.hint or "throttled"}, status_code=429
+            )
         except (AuthError, GovernanceError) as exc:
             reason = str(exc).splitlines()[0]
-            audit.record(form.get("client_id") or "anonymous", "iceberg.login", None, False, reason=reason, via=VIA, client=client)
+            audit.record(
+                form.get("client_id") or "anonymous",
+                "iceberg.login",
+                None,
+                False,
+                reason=reason,
+                via=VIA,
+                client=client,
+            )
             return JSONResponse({"error": "invalid_client", "error_description": reason}, status_code=401)
         audit.record(who.name, "iceberg.login", None, True, via=VIA, client=client)
         return JSONResponse(
@@ -383,7 +397,9 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
     updates_adapter: TypeAdapter[Any] | None = None
 
     @app.post("/v1/namespaces/{namespace}/tables/{table}")
-    async def commit(namespace: str, table: str, request: Request, who: Principal = Depends(signed_in)) -> dict[str, Any]:
+    async def commit(
+        namespace: str, table: str, request: Request, who: Principal = Depends(signed_in)
+    ) -> dict[str, Any]:
         nonlocal requirements_adapter, updates_adapter
         from pyiceberg.table.update import TableRequirement, TableUpdate
 
@@ -398,7 +414,13 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
         return await _run(commit_sync, who, ns, table, requirements, updates, actions, client)
 
     def commit_sync(
-        who: Principal, ns: tuple[str, ...], name: str, requirements: Any, updates: Any, actions: list[str], client: str | None
+        who: Principal,
+        ns: tuple[str, ...],
+        name: str,
+        requirements: Any,
+        updates: Any,
+        actions: list[str],
+        client: str | None,
     ) -> dict[str, Any]:
         from pyiceberg.exceptions import CommitFailedException
 
@@ -406,7 +428,9 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
         tbl = load_for(who, ns, name, "iceberg.commit", client)  # a commit answers with the whole metadata
 
         def refuse(reason: str) -> RestError:
-            audit.record(who.name, "iceberg.commit", resource, False, reason=reason, via=VIA, client=client, actions=actions)
+            audit.record(
+                who.name, "iceberg.commit", resource, False, reason=reason, via=VIA, client=client, actions=actions
+            )
             return RestError(403, "ForbiddenException", f"{who.name} may not commit to {resource}: {reason}")
 
         need = policy.needs(updates)
@@ -433,7 +457,14 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
             resp = cat.commit_table(tbl, requirements, updates)
         except CommitFailedException as exc:
             audit.record(
-                who.name, "iceberg.commit", resource, False, reason=f"conflict: {exc}", via=VIA, client=client, actions=actions
+                who.name,
+                "iceberg.commit",
+                resource,
+                False,
+                reason=f"conflict: {exc}",
+                via=VIA,
+                client=client,
+                actions=actions,
             )
             raise RestError(409, "CommitFailedException", str(exc)) from None
         snap = resp.metadata.current_snapshot_id
@@ -442,12 +473,18 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
 
     @app.delete("/v1/namespaces/{namespace}/tables/{table}")
     def drop_table(
-        namespace: str, table: str, request: Request, purgeRequested: bool = False, who: Principal = Depends(signed_in)  # noqa: N803 - the spec's name
+        namespace: str,
+        table: str,
+        request: Request,
+        purgeRequested: bool = False,
+        who: Principal = Depends(signed_in),  # noqa: N803 - the spec's name
     ) -> Response:
         ns, client = _namespace(namespace), client_of(request)
         resource = ".".join((*ns, table))
         if not readable(who, ns, table):
-            audit.record(who.name, "iceberg.drop", resource, False, reason="no SELECT on the table", via=VIA, client=client)
+            audit.record(
+                who.name, "iceberg.drop", resource, False, reason="no SELECT on the table", via=VIA, client=client
+            )
             raise no_table(ns, table)
         full = table_name(ns, table)
         if not who.is_admin and (full is None or "DROP" not in gov.privileges(who, full)):

@@ -25,7 +25,9 @@ PREFIX = "shoalrest_"
 
 
 def _sign(settings: Settings, tid: str, expires: int) -> str:
-    return hmac.new(derived_key(settings, "iceberg-rest-bearer"), f"{tid}\n{expires}".encode(), hashlib.sha256).hexdigest()
+    return hmac.new(
+        derived_key(settings, "iceberg-rest-bearer"), f"{tid}\n{expires}".encode(), hashlib.sha256
+    ).hexdigest()
 
 
 def issue(settings: Settings, tid: str, lifetime_s: int) -> str:

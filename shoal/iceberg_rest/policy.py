@@ -29,7 +29,13 @@ ALTER_ACTIONS = {
     "set-partition-statistics",
     "remove-partition-statistics",
 }
-OWNER_ACTIONS = {"remove-snapshots", "remove-snapshot-ref", "upgrade-format-version", "remove-partition-specs", "remove-schemas"}
+OWNER_ACTIONS = {
+    "remove-snapshots",
+    "remove-snapshot-ref",
+    "upgrade-format-version",
+    "remove-partition-specs",
+    "remove-schemas",
+}
 ADMIN_ACTIONS = {"set-location", "assign-uuid"}
 # Properties that move where a table's files go: only admins set them.
 PLACEMENT_PROPERTIES = {

@@ -13,7 +13,9 @@ from shoal.exceptions import ShoalError
 class IcebergRestServer:
     """`IcebergRestServer(settings, port=0).start()`; `.address` is (host, port) once started."""
 
-    def __init__(self, settings: Settings, *, host: str | None = None, port: int | None = None, catalog: Any = None) -> None:
+    def __init__(
+        self, settings: Settings, *, host: str | None = None, port: int | None = None, catalog: Any = None
+    ) -> None:
         self.settings = settings
         self.host = host or settings.server.iceberg_rest_host
         self.port = settings.server.iceberg_rest_port if port is None else port

@@ -74,7 +74,12 @@ def connect(rest):
 
     def _connect(token: str, **extra: str):
         return load_catalog(
-            "shoal", type="rest", uri=rest.url, credential=token, **{"oauth2-server-uri": f"{rest.url}/v1/oauth/tokens"}, **extra
+            "shoal",
+            type="rest",
+            uri=rest.url,
+            credential=token,
+            **{"oauth2-server-uri": f"{rest.url}/v1/oauth/tokens"},
+            **extra,
         )
 
     return _connect

@@ -23,7 +23,9 @@ def test_sign_in_refuses_bad_credentials(http, lake, settings):
     for bad in ("Bearer nonsense", "Bearer shoalrest_0123456789abcdef.9999999999." + "0" * 64, "Basic eDp5"):
         r = http.get("/v1/namespaces", headers={"Authorization": bad})
         assert r.status_code == 401, (bad, r.text)
-    good = http.post("/v1/oauth/tokens", data={"grant_type": "client_credentials", "client_secret": lake.tokens["analyst"]})
+    good = http.post(
+        "/v1/oauth/tokens", data={"grant_type": "client_credentials", "client_secret": lake.tokens["analyst"]}
+    )
     forged = good.json()["access_token"][:-4] + "0000"  # any change to the bearer breaks its HMAC
     assert http.get("/v1/namespaces", headers={"Authorization": f"Bearer {forged}"}).status_code == 401
     wrong = lake.tokens["analyst"][:-4] + "AAAA"
@@ -31,7 +33,11 @@ def test_sign_in_refuses_bad_credentials(http, lake, settings):
     assert r.status_code == 401 and r.json()["error"] == "invalid_client"
     r = http.post(
         "/v1/oauth/tokens",
-        data={"grant_type": "client_credentials", "client_id": lake.names["reader"], "client_secret": lake.tokens["analyst"]},
+        data={
+            "grant_type": "client_credentials",
+            "client_id": lake.names["reader"],
+            "client_secret": lake.tokens["analyst"],
+        },
     )
     assert r.status_code == 401  # one user's token does not sign in as another
     assert wrong not in str(AuditLog(settings).list(limit=20))  # secrets never reach the audit
@@ -56,7 +62,11 @@ def test_revoked_or_expired_token_ends_its_bearers(http, bearer, settings, lake)
 def test_listing_and_loading_hide_what_is_not_granted(http, bearer, lake):
     h = bearer(lake.tokens["nobody"])
     assert http.get("/v1/namespaces", headers=h).json()["namespaces"] == []
-    for path in (f"/v1/namespaces/{lake.db}", f"/v1/namespaces/{lake.db}/tables", f"/v1/namespaces/{lake.hidden_db}/tables"):
+    for path in (
+        f"/v1/namespaces/{lake.db}",
+        f"/v1/namespaces/{lake.db}/tables",
+        f"/v1/namespaces/{lake.hidden_db}/tables",
+    ):
         assert _err(http.get(path, headers=h))["type"] == "NoSuchNamespaceException"
     h = bearer(lake.tokens["analyst"])
     missing = _err(http.get(f"/v1/namespaces/{lake.db}/tables/no_such_table", headers=h))["message"]
@@ -107,7 +117,14 @@ def test_commit_cannot_publish_another_tables_files(http, bearer, connect, lake,
     body = {
         "requirements": [{"type": "assert-table-uuid", "uuid": str(sales.metadata.table_uuid)}],
         "updates": [
-            {"action": "add-snapshot", "snapshot": {**snap.model_dump(by_alias=True, exclude_none=True), "parent-snapshot-id": sales.metadata.current_snapshot_id, "sequence-number": sales.metadata.last_sequence_number + 1}},
+            {
+                "action": "add-snapshot",
+                "snapshot": {
+                    **snap.model_dump(by_alias=True, exclude_none=True),
+                    "parent-snapshot-id": sales.metadata.current_snapshot_id,
+                    "sequence-number": sales.metadata.last_sequence_number + 1,
+                },
+            },
             {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": snap.snapshot_id},
         ],
     }
@@ -145,4 +162,7 @@ def test_nested_namespaces_and_admin_operations_deny_by_default(http, bearer, co
     h = bearer(lake.tokens["analyst"])
     assert _err(http.delete(f"/v1/namespaces/{lake.db}/tables/sales", headers=h))["code"] == 403
     body = {"name": "x", "schema": {"type": "struct", "fields": []}, "location": "/tmp/x"}
-    assert http.post(f"/v1/namespaces/{lake.db}/tables", json=body, headers=bearer(lake.tokens["dbadmin"])).status_code == 403
+    assert (
+        http.post(f"/v1/namespaces/{lake.db}/tables", json=body, headers=bearer(lake.tokens["dbadmin"])).status_code
+        == 403
+    )

@@ -33,6 +33,12 @@ for user, token in args["users"].items():
         f"CREATE SECRET shoal (TYPE iceberg, CLIENT_ID '{user}', CLIENT_SECRET '{token}', "
         f"OAUTH2_SERVER_URI '{args['url']}/v1/oauth/tokens')"
     )
+    if args.get("s3"):  # the client's own keys for the object store (no credentials are vended)
+        s3 = args["s3"]
+        con.execute(
+            f"CREATE SECRET store (TYPE s3, KEY_ID '{s3['key']}', SECRET '{s3['secret']}', ENDPOINT '{s3['endpoint']}', "
+            "URL_STYLE 'path', USE_SSL false, REGION 'us-east-1')"
+        )
     con.execute(f"ATTACH 'lake' AS lake (TYPE iceberg, ENDPOINT '{args['url']}', SECRET shoal, ACCESS_DELEGATION_MODE 'none')")
     res = {"tables": sorted(f"{r[1]}.{r[2]}" for r in con.execute("SHOW ALL TABLES").fetchall() if r[0] == "lake")}
     for name in args["read"]:
@@ -48,18 +54,24 @@ print(json.dumps(out))
 def _python() -> str:
     exe = os.environ.get("SHOAL_DUCKDB_PYTHON") or str(ROOT / ".venv-duckdb" / "bin" / "python")
     if not Path(exe).exists():
-        pytest.skip("the DuckDB 1.5.5 client environment is missing: run scripts/setup.sh test (or set SHOAL_DUCKDB_PYTHON)")
+        pytest.skip(
+            "the DuckDB 1.5.5 client environment is missing: run scripts/setup.sh test (or set SHOAL_DUCKDB_PYTHON)"
+        )
     return exe
 
 
-def test_duckdb_attach_lists_reads_and_is_refused(rest, lake, spark, tmp_path):
+def run_duckdb(tmp_path: Path, args: dict) -> dict:
+    """Run the DuckDB client in its own environment; its findings per user, as JSON."""
     script = tmp_path / "client.py"
     script.write_text(CLIENT)
-    users = {lake.names["analyst"]: lake.tokens["analyst"], lake.names["cols"]: lake.tokens["cols"]}
-    args = {"url": rest.url, "users": users, "read": [lake.sales, lake.opps, lake.hr]}
     proc = subprocess.run([_python(), str(script), json.dumps(args)], capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    out = json.loads(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def test_duckdb_attach_lists_reads_and_is_refused(rest, lake, spark, tmp_path):
+    users = {lake.names["analyst"]: lake.tokens["analyst"], lake.names["cols"]: lake.tokens["cols"]}
+    out = run_duckdb(tmp_path, {"url": rest.url, "users": users, "read": [lake.sales, lake.opps, lake.hr]})
     analyst, cols = out[lake.names["analyst"]], out[lake.names["cols"]]
 
     assert analyst["tables"] == [lake.sales]

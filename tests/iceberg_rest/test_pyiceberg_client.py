@@ -59,7 +59,9 @@ def test_append_and_commit_race(lake, connect, spark, settings):
     stale.append(pa.table({"id": pa.array([6], pa.int32()), "region": ["US"], "amount": [60.0]}))
     assert spark.sql(f"SELECT count(*) FROM {lake.sales} WHERE id IN (5, 6)").first()[0] == 2
     conflicts = [
-        r for r in AuditLog(settings).list(principal=lake.names["analyst"], limit=50) if "conflict" in (r["reason"] or "")
+        r
+        for r in AuditLog(settings).list(principal=lake.names["analyst"], limit=50)
+        if "conflict" in (r["reason"] or "")
     ]
     assert conflicts and conflicts[0]["action"] == "iceberg.commit"
 
