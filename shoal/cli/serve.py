@@ -42,6 +42,10 @@ def serve(
             help="Also serve the governed Iceberg REST catalog for other engines (PyIceberg, DuckDB, Spark, Trino).",
         ),
     ] = False,
+    iceberg_rest_only: Annotated[
+        bool,
+        typer.Option("--iceberg-rest-only", help="Serve only the Iceberg REST catalog (no HTTP API, no Spark)."),
+    ] = False,
     iceberg_rest_port: Annotated[
         int | None,
         typer.Option(
@@ -59,7 +63,10 @@ def serve(
     from shoal.web import create_app, server_config
 
     s = settings()
-    engine_proc = None if thrift_only or pg_only else engine.start_beside_serve(s, current().config)
+    engine_proc = (
+        None if thrift_only or pg_only or iceberg_rest_only else engine.start_beside_serve(s, current().config)
+    )
+    iceberg_rest = iceberg_rest or iceberg_rest_only
     proc = None
     pg_server = None
     rest_server = None
@@ -96,6 +103,11 @@ def serve(
                 f"Iceberg REST catalog (governed) on {rest_server.url}: clients sign in with an API token "
                 "as the OAuth2 client secret (docs/engines.md)"
             )
+        if iceberg_rest_only:  # no HTTP API: wait for the other endpoints, or until Ctrl-C or TERM
+            import threading
+
+            proc.wait() if proc is not None else threading.Event().wait()
+            return
         if thrift_only or (pg_only and proc is not None):
             assert proc is not None
             proc.wait()
