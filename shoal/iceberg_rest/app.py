@@ -156,7 +156,9 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
                 cid, secret = "", ""
             form.setdefault("client_id", unquote_plus(cid))
             form["client_secret"] = unquote_plus(secret)
-        client = client_of(request)
+        return await _run(sign_in, form, client_of(request))  # database work off the event loop
+
+    def sign_in(form: dict[str, str], client: str | None) -> JSONResponse:
         grant = form.get("grant_type", "")
         try:
             if grant == "client_credentials":
@@ -352,12 +354,15 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
 
     @app.post("/v1/namespaces/{namespace}/tables")
     async def create_table(namespace: str, request: Request, who: Principal = Depends(signed_in)) -> dict[str, Any]:
+        body = await _json(request)
+        return await _run(create_sync, who, _namespace(namespace), body, request)
+
+    def create_sync(who: Principal, ns: tuple[str, ...], body: dict[str, Any], request: Request) -> dict[str, Any]:
         from pyiceberg.partitioning import PartitionSpec
         from pyiceberg.schema import Schema
         from pyiceberg.table.sorting import SortOrder
 
-        ns, client = _namespace(namespace), client_of(request)
-        body = await _json(request)
+        client = client_of(request)
         name = body.get("name")
         if not isinstance(name, str) or not name:
             raise RestError(400, "BadRequestException", "name: the table name is required")
@@ -408,8 +413,8 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
             updates_adapter = TypeAdapter(tuple[TableUpdate, ...])
         ns, client = _namespace(namespace), client_of(request)
         body = await _json(request)
-        requirements = requirements_adapter.validate_python(body.get("requirements") or [])
-        updates = updates_adapter.validate_python(body.get("updates") or [])
+        requirements = _parse(requirements_adapter, body.get("requirements") or [], "requirements")
+        updates = _parse(updates_adapter, body.get("updates") or [], "updates")
         actions = [u.action for u in updates]
         return await _run(commit_sync, who, ns, table, requirements, updates, actions, client)
 
@@ -446,7 +451,9 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
             missing = sorted(need.privileges - gov.privileges(who, full))
             if missing:
                 raise refuse(f"needs {' and '.join(missing)} on {full}")
-        known = {m.manifest_path for s in tbl.metadata.snapshots for m in s.manifests(tbl.io)}
+        # Manifests the current snapshot already has are the table's; every other one is read.
+        current = tbl.metadata.current_snapshot()
+        known = {m.manifest_path for m in current.manifests(tbl.io)} if current else set()
         try:
             outside = policy.outside_location(tbl.metadata.location, policy.added_files(updates, tbl.io, known))
         except (OSError, ValueError) as exc:
@@ -508,6 +515,16 @@ async def _json(request: Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise RestError(400, "BadRequestException", "the request body must be a JSON object")
     return body
+
+
+def _parse(adapter: TypeAdapter[Any], value: Any, what: str) -> Any:
+    """Validate one part of a request body; a refusal names where, e.g. updates[0].action."""
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = what + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+        raise RestError(400, "BadRequestException", f"invalid {where}: {first['msg']}") from None
 
 
 async def _run(fn: Any, *args: Any) -> Any:

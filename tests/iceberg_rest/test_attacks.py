@@ -166,3 +166,27 @@ def test_nested_namespaces_and_admin_operations_deny_by_default(http, bearer, co
         http.post(f"/v1/namespaces/{lake.db}/tables", json=body, headers=bearer(lake.tokens["dbadmin"])).status_code
         == 403
     )
+
+
+def test_a_bearer_carries_no_grants(http, bearer, settings, lake):
+    """Grants are read per request: revoking one ends access under a bearer issued before."""
+    from shoal.governance import Governance
+
+    p, g = Principals(settings), Governance(settings)
+    user = f"{lake.names['nobody']}_later"
+    p.add(user)
+    grant = g.grant(p.principal("admin"), "SELECT", "TABLE", lake.sales, user)
+    h = bearer(p.create_token(user)[1])
+    assert http.get(f"/v1/namespaces/{lake.db}/tables/sales", headers=h).status_code == 200
+    g.revoke(p.principal("admin"), grant.id)
+    assert http.get(f"/v1/namespaces/{lake.db}/tables/sales", headers=h).status_code == 404
+    assert http.get("/v1/namespaces", headers=h).json()["namespaces"] == []
+
+
+def test_malformed_commits_are_refused_with_where(http, bearer, lake):
+    h = bearer(lake.tokens["analyst"])
+    r = http.post(f"/v1/namespaces/{lake.db}/tables/sales", json={"updates": [{"action": "bogus"}]}, headers=h)
+    err = _err(r)
+    assert err["code"] == 400 and err["message"].startswith("invalid updates[0]"), err
+    r = http.post(f"/v1/namespaces/{lake.db}/tables/sales", content=b"{not json", headers=h)
+    assert _err(r)["type"] == "BadRequestException"
