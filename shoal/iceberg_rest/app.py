@@ -24,6 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import TypeAdapter, ValidationError
 
 from shoal.config import Settings
+from shoal.exceptions import DependencyError
 from shoal.governance import AuditLog, AuthError, Governance, GovernanceError, Principal, Principals
 from shoal.governance.grants import IDENTIFIER
 from shoal.governance.throttle import Throttled
@@ -65,7 +66,12 @@ def _error(code: int, kind: str, message: str) -> JSONResponse:
 
 def open_catalog(settings: Settings) -> Any:
     """PyIceberg's SqlCatalog over the lake's catalog database (same name as Spark's catalog)."""
-    from pyiceberg.catalog.sql import SqlCatalog
+    try:
+        from pyiceberg.catalog.sql import SqlCatalog
+    except ModuleNotFoundError as exc:
+        raise DependencyError(
+            "the Iceberg REST catalog needs PyIceberg", hint="pip install 'shoal[iceberg-rest]'"
+        ) from exc
 
     props = {"uri": settings.catalog_sqlalchemy_uri, "warehouse": settings.warehouse_uri}
     props.update(_storage_props(settings, secrets=True))
