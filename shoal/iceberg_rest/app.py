@@ -218,8 +218,15 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
     # ---- what a principal may see -------------------------------------------------------------
     def table_name(ns: tuple[str, ...], name: str) -> str | None:
         """The governance name DATABASE.TABLE, or None where governance cannot name it."""
-        if len(ns) == 1 and IDENTIFIER.match(ns[0]) and IDENTIFIER.match(name):
-            return f"{ns[0].lower()}.{name.lower()}"
+        # Lower case only: grants name tables in lower case, and a mixed-case table (which only
+        # an admin can make) must not be reached through a grant on its lower-case twin.
+        if (
+            len(ns) == 1
+            and IDENTIFIER.match(ns[0])
+            and IDENTIFIER.match(name)
+            and f"{ns[0]}.{name}" == f"{ns[0]}.{name}".lower()
+        ):
+            return f"{ns[0]}.{name}"
         return None
 
     def readable(who: Principal, ns: tuple[str, ...], name: str) -> bool:
@@ -237,8 +244,8 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
     def namespace_visible(who: Principal, ns: tuple[str, ...]) -> bool:
         if who.is_admin:
             return cat.namespace_exists(ns)
-        if len(ns) != 1 or not IDENTIFIER.match(ns[0]) or not cat.namespace_exists(ns):
-            return False  # nested namespaces have no governance name: deny by default
+        if len(ns) != 1 or not IDENTIFIER.match(ns[0]) or ns[0] != ns[0].lower() or not cat.namespace_exists(ns):
+            return False  # nested (or mixed-case) namespaces have no governance name: deny by default
         if database_grant(who, ns[0], {"SELECT", "ALL"}):
             return True
         return any(readable(who, ns, t[-1]) for t in cat.list_tables(ns))
@@ -461,11 +468,11 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
         current = tbl.metadata.current_snapshot()
         known = {m.manifest_path for m in current.manifests(tbl.io)} if current else set()
         try:
-            outside = policy.outside_location(tbl.metadata.location, policy.added_files(updates, tbl.io, known))
+            policy.check_added_files(updates, tbl.io, tbl.metadata.location, known)
+        except policy.OutsideLocation as exc:
+            raise refuse(f"files outside the table's location: {exc.path}") from None
         except (OSError, ValueError) as exc:
             raise refuse(f"the files this commit adds cannot be read: {str(exc).splitlines()[0]}") from None
-        if outside:
-            raise refuse(f"files outside the table's location: {outside[0]}")
         try:
             resp = cat.commit_table(tbl, requirements, updates)
         except CommitFailedException as exc:

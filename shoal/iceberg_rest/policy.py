@@ -99,21 +99,35 @@ def _norm(path: str) -> str:
 def outside_location(location: str, paths: Iterable[str]) -> list[str]:
     """The paths that are not under the table location (after file: normalisation, no '..')."""
     root = _norm(location).rstrip("/") + "/"
-    return [p for p in paths if not _norm(p).startswith(root) or "/../" in _norm(p)]
+    return [p for p in paths if not _norm(p).startswith(root) or "/../" in _norm(p) or _norm(p).endswith("/..")]
 
 
-def added_files(updates: Iterable[Any], io: Any, known_manifests: set[str]) -> list[str]:
-    """Every file an update adds: manifest lists, each manifest the table does not already
-    have (whatever snapshot id it claims), and every data and delete file those name."""
-    paths: list[str] = []
+class OutsideLocation(Exception):
+    """A commit names a file outside its table's location."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+
+def check_added_files(updates: Iterable[Any], io: Any, location: str, known_manifests: set[str]) -> None:
+    """Raise OutsideLocation for the first file an update adds outside the table: its manifest
+    list, each manifest the table does not already have (whatever snapshot id it claims), and
+    every data and delete file those name. Each file is checked before it is read, so a
+    commit cannot make the server open files elsewhere (another table's, or the host's)."""
+
+    def inside(path: str) -> None:
+        if outside_location(location, [path]):
+            raise OutsideLocation(path)
+
     for u in updates:
         if getattr(u, "action", None) != "add-snapshot":
             continue
         snap = u.snapshot
-        paths.append(snap.manifest_list)
+        inside(snap.manifest_list)
         for manifest in snap.manifests(io):
             if manifest.manifest_path in known_manifests:
-                continue  # carried over from the table's own snapshots
-            paths.append(manifest.manifest_path)
-            paths += [e.data_file.file_path for e in manifest.fetch_manifest_entry(io, discard_deleted=False)]
-    return paths
+                continue  # carried over from the table's current snapshot
+            inside(manifest.manifest_path)
+            for entry in manifest.fetch_manifest_entry(io, discard_deleted=False):
+                inside(entry.data_file.file_path)

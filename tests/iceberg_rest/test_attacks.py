@@ -132,6 +132,10 @@ def test_commit_cannot_publish_another_tables_files(http, bearer, connect, lake,
     err = _err(r)
     assert err["code"] == 403 and "outside the table's location" in err["message"]
     assert spark.sql(f"SELECT count(*) FROM {lake.sales} WHERE region IS NULL").first()[0] == 0
+    # A manifest list elsewhere on the host is refused by its path, before anything opens it.
+    body["updates"][0]["snapshot"]["manifest-list"] = "/etc/passwd"
+    r = http.post(f"/v1/namespaces/{lake.db}/tables/sales", json=body, headers=bearer(lake.tokens["analyst"]))
+    assert "outside the table's location: /etc/passwd" in _err(r)["message"]
 
 
 def test_stale_commit_is_a_409(http, bearer, connect, lake):
