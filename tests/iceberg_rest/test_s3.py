@@ -1,7 +1,8 @@
-"""The REST catalog over an S3 warehouse (SeaweedFS on loopback): PyIceberg and DuckDB list,
-read and (PyIceberg) append with their own S3 keys, and a restricted grant is refused. The
-catalog vends no credentials (SeaweedFS has no STS for scoped sessions): a client asking for
-them is told so in the table's config. No Spark here: the lake is made with PyIceberg."""
+"""The REST catalog over an S3 warehouse (SeaweedFS on loopback): PyIceberg, DuckDB and Spark
+list, read and (PyIceberg, Spark) append with their own S3 keys, and a restricted grant is
+refused. The catalog vends no credentials: a client asking for them is told so in the table's
+config. The lake is made with PyIceberg; the Spark client is a JVM of its own (S3FileIO needs
+the AWS SDK jars, which the test session's Spark does not load), about a minute of the run."""
 
 from __future__ import annotations
 
@@ -99,3 +100,72 @@ def test_duckdb_on_s3(s3_lake, tmp_path):
     assert out["analyst"]["tables"] == ["shop.orders"]
     assert [r[0] for r in out["analyst"]["shop.orders"]][:3] == [1, 2, 3]
     assert "PostgreSQL endpoint" in out["cols"]["shop.people"]["error"]
+
+
+SPARK_CLIENT = r"""
+import json, sys
+from pyspark.sql import SparkSession
+
+args = json.loads(sys.argv[1])
+builder = (
+    SparkSession.builder.master("local[1]")
+    .config("spark.jars", ",".join(args["jars"]))
+    .config("spark.ui.enabled", "false")
+    .config("spark.driver.bindAddress", "127.0.0.1")
+    .config("spark.driver.host", "127.0.0.1")
+)
+for user, token in args["users"].items():
+    p = f"spark.sql.catalog.{user}"
+    # docs/engines.md, Spark on an S3 warehouse: S3FileIO with the client's own keys; the
+    # endpoint, region and path style come from the catalog's table config.
+    for key, value in {
+        "": "org.apache.iceberg.spark.SparkCatalog",
+        ".type": "rest",
+        ".uri": args["url"],
+        ".credential": token,
+        ".oauth2-server-uri": args["url"] + "/v1/oauth/tokens",
+        ".io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        ".s3.access-key-id": args["key"],
+        ".s3.secret-access-key": args["secret"],
+    }.items():
+        builder = builder.config(p + key, value)
+spark = builder.getOrCreate()
+out = {"tables": sorted(r["tableName"] for r in spark.sql("SHOW TABLES IN analyst.shop").collect())}
+spark.sql("INSERT INTO analyst.shop.orders VALUES (10, 'EU')")
+out["ids"] = sorted(r["id"] for r in spark.table("analyst.shop.orders").collect())
+try:
+    spark.table("cols.shop.people").collect()
+    out["cols"] = "read"
+except Exception as exc:
+    out["cols"] = str(exc)
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_spark_on_s3(s3_lake, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from shoal.spark import iceberg_runtime_jar, s3_jars
+
+    s3, srv, tokens, server_side = s3_lake
+    script = tmp_path / "spark_client.py"
+    script.write_text(SPARK_CLIENT)
+    args = {
+        "url": srv.url,
+        "users": {"analyst": tokens["analyst"], "cols": tokens["cols"]},
+        "key": s3.access_key,
+        "secret": s3.secret_key,
+        "jars": [iceberg_runtime_jar(), *s3_jars()],
+    }
+    proc = subprocess.run(
+        [sys.executable, str(script), json.dumps(args)], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    out = json.loads(lines[0].removeprefix("RESULT "))
+    assert out["tables"] == ["orders"]
+    assert 10 in out["ids"] and {1, 2, 3} <= set(out["ids"])
+    assert 10 in [r["id"] for r in server_side.load_table("shop.orders").scan().to_arrow().to_pylist()]
+    assert "PostgreSQL endpoint" in out["cols"]
