@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 from typing import Any
 from urllib.parse import parse_qs, unquote_plus
 
@@ -30,7 +29,6 @@ from shoal.governance.grants import IDENTIFIER
 from shoal.governance.throttle import Throttled
 from shoal.iceberg_rest import bearer, policy
 
-log = logging.getLogger(__name__)
 VIA = "iceberg-rest"
 PG_POINTER = (
     "an engine that reads the files itself cannot apply column, row or mask restrictions; "
