@@ -142,6 +142,7 @@ print("RESULT " + json.dumps(out))
 """
 
 
+@pytest.mark.slow  # a JVM of its own: 60-90 s on the 2-core machine
 def test_spark_on_s3(s3_lake, tmp_path):
     import json
     import subprocess
