@@ -311,6 +311,12 @@ class ServerSettings(Section):
     pg_max_rows: int = Field(default=100_000, ge=1)
     # Close a connection idle (no message from the client) this long.
     pg_idle_timeout_s: float = Field(default=900, gt=0)
+    # `--iceberg-rest`: the governed Iceberg REST catalog for other engines (docs/engines.md).
+    iceberg_rest_host: str = "127.0.0.1"
+    iceberg_rest_port: int = Field(default=8181, ge=1, le=65535)
+    # Lifetime of the bearer tokens its OAuth2 endpoint issues (each request still re-checks
+    # the Shoal token they derive from, so revoking it ends them at once).
+    iceberg_rest_token_s: int = Field(default=3600, ge=60, le=86400)
     # Console sign-in sessions end after this many hours.
     session_hours: float = Field(default=12, gt=0, le=24 * 30)
     # Mark the session cookie Secure (set when the console is served over HTTPS, e.g. behind a proxy).

@@ -35,9 +35,27 @@ def serve(
     pg_only: Annotated[
         bool, typer.Option("--pg-only", help="Serve only the PostgreSQL endpoint (no HTTP API).")
     ] = False,
+    iceberg_rest: Annotated[
+        bool,
+        typer.Option(
+            "--iceberg-rest",
+            help="Also serve the governed Iceberg REST catalog for other engines (PyIceberg, DuckDB, Spark, Trino).",
+        ),
+    ] = False,
+    iceberg_rest_only: Annotated[
+        bool,
+        typer.Option("--iceberg-rest-only", help="Serve only the Iceberg REST catalog (no HTTP API, no Spark)."),
+    ] = False,
+    iceberg_rest_port: Annotated[
+        int | None,
+        typer.Option(
+            "--iceberg-rest-port", help="Iceberg REST catalog port (default [server] iceberg_rest_port, 8181)."
+        ),
+    ] = None,
 ) -> None:
     """Serve the HTTP API and console (OpenAPI at /openapi.json); --pg adds the governed PostgreSQL
-    endpoint for BI tools; --thrift adds Spark's JDBC/ODBC endpoint (not governed: trusted operators)."""
+    endpoint for BI tools; --iceberg-rest the governed Iceberg REST catalog for other engines
+    (docs/engines.md); --thrift adds Spark's JDBC/ODBC endpoint (not governed: trusted operators)."""
     import uvicorn
 
     from shoal.cli.context import current
@@ -45,10 +63,14 @@ def serve(
     from shoal.web import create_app, server_config
 
     s = settings()
-    engine_proc = None if thrift_only or pg_only else engine.start_beside_serve(s, current().config)
+    engine_proc = (
+        None if thrift_only or pg_only or iceberg_rest_only else engine.start_beside_serve(s, current().config)
+    )
+    iceberg_rest = iceberg_rest or iceberg_rest_only
     proc = None
     pg_server = None
-    if thrift or thrift_only or pg or pg_only:
+    rest_server = None
+    if thrift or thrift_only or pg or pg_only or iceberg_rest:
         import signal
         import sys
 
@@ -73,6 +95,19 @@ def serve(
                 f'psql "host={pg_host} port={bound} user=USER dbname=lake sslmode=require"'
                 " (a password or an API token; docs/bi.md)"
             )
+        if iceberg_rest:
+            from shoal.iceberg_rest import IcebergRestServer
+
+            rest_server = IcebergRestServer(s, port=iceberg_rest_port).start()
+            output.err.print(
+                f"Iceberg REST catalog (governed) on {rest_server.url}: clients sign in with an API token "
+                "as the OAuth2 client secret (docs/engines.md)"
+            )
+        if iceberg_rest_only:  # no HTTP API: wait for the other endpoints, or until Ctrl-C or TERM
+            import threading
+
+            proc.wait() if proc is not None else threading.Event().wait()
+            return
         if thrift_only or (pg_only and proc is not None):
             assert proc is not None
             proc.wait()
@@ -92,3 +127,5 @@ def serve(
             thrift_server.stop(proc)
         if pg_server is not None:
             pg_server.stop()
+        if rest_server is not None:
+            rest_server.stop()

@@ -297,6 +297,19 @@ class Principals:
         self.throttle.succeed_login(tkey, client)
         return self.principal(row.principal)
 
+    def token_principal(self, token_id: str) -> Principal:
+        """The user of an active token, by its id: for short-lived credentials derived from a
+        token (the Iceberg REST catalog's bearers), so revoking or expiring the token ends them too."""
+        with self.engine.connect() as conn:
+            row = conn.execute(select(tokens).where(tokens.c.id == token_id)).first()
+        if row is None:
+            raise AuthError("invalid token")
+        if row.revoked_at is not None:
+            raise AuthError("token revoked")
+        if row.expires_at is not None and row.expires_at < utcnow():
+            raise AuthError("token expired")
+        return self.principal(row.principal)
+
     # ---- SCRAM-SHA-256 (the PostgreSQL endpoint) -------------------------------------------------
     def _scram_rows(self, name: str) -> builtins.list[tuple[str, scram.Verifier]]:
         """The user's usable tokens (not revoked, not expired) that have a SCRAM verifier."""
