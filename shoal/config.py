@@ -317,6 +317,11 @@ class ServerSettings(Section):
     # Lifetime of the bearer tokens its OAuth2 endpoint issues (each request still re-checks
     # the Shoal token they derive from, so revoking it ends them at once).
     iceberg_rest_token_s: int = Field(default=3600, ge=60, le=86400)
+    # A bearer can be refreshed (token exchange) until this long after the sign-in with the
+    # client secret it descends from; then the client must sign in with the secret again.
+    iceberg_rest_session_s: int = Field(default=43200, ge=60, le=30 * 86400)
+    # Request bodies larger than this are refused (413).
+    iceberg_rest_max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     # Console sign-in sessions end after this many hours.
     session_hours: float = Field(default=12, gt=0, le=24 * 30)
     # Mark the session cookie Secure (set when the console is served over HTTPS, e.g. behind a proxy).

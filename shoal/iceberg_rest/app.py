@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+import time
 from typing import Any
 from urllib.parse import parse_qs, unquote_plus
 
@@ -30,6 +32,8 @@ from shoal.governance.throttle import Throttled
 from shoal.iceberg_rest import bearer, policy
 
 VIA = "iceberg-rest"
+MAX_JSON_DEPTH = 100  # deeper is refused (a schema of ~30 nested structs fits)
+log = logging.getLogger(__name__)
 PG_POINTER = (
     "an engine that reads the files itself cannot apply column, row or mask restrictions; "
     "query this table through Shoal's governed PostgreSQL endpoint instead (shoal serve --pg; docs/bi.md)"
@@ -71,9 +75,18 @@ def open_catalog(settings: Settings) -> Any:
             "the Iceberg REST catalog needs PyIceberg", hint="pip install 'shoal[iceberg-rest]'"
         ) from exc
 
+    class GovernedSqlCatalog(SqlCatalog):
+        """FileIO from the catalog's own properties only: a table's properties (`py-io-impl`,
+        `s3.endpoint`, keys) never choose the class the server imports or where it connects."""
+
+        def _load_file_io(self, properties: Any = None, location: str | None = None) -> Any:
+            from pyiceberg.io import load_file_io
+
+            return load_file_io(dict(self.properties), location)
+
     props = {"uri": settings.catalog_sqlalchemy_uri, "warehouse": settings.warehouse_uri}
     props.update(_storage_props(settings, secrets=True))
-    return SqlCatalog(settings.catalog.name, **props)
+    return GovernedSqlCatalog(settings.catalog.name, **props)
 
 
 def _storage_props(settings: Settings, *, secrets: bool) -> dict[str, str]:
@@ -107,6 +120,8 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
     gov = Governance(settings)
     audit = AuditLog(settings)
     lifetime = settings.server.iceberg_rest_token_s
+    max_session = settings.server.iceberg_rest_session_s
+    max_body = settings.server.iceberg_rest_max_body_bytes
     s3 = settings.warehouse_uri.startswith(("s3://", "s3a://"))
 
     # ---- errors -----------------------------------------------------------------------------
@@ -125,6 +140,40 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
             return _error(400, "BadRequestException", f"invalid request body: {exc}")
         where = ".".join(str(p) for p in errors[0]["loc"]) or "?"
         return _error(400, "BadRequestException", f"invalid request body at {where}: {errors[0]['msg']}")
+
+    def failed(exc: Exception, who: Principal, action: str, resource: str, client: str | None) -> Exception:
+        """A create or commit that did not finish: RestErrors were answered (and refusals audited)
+        already; anything else is audited as an error and answered in the spec's shape, without
+        a traceback. Input errors (bad JSON, invalid updates) are 400s, also audited."""
+        if isinstance(exc, RestError):
+            if exc.code in (400, 413):
+                audit.record(who.name, action, resource, False, reason=exc.message[:200], via=VIA, client=client)
+            return exc
+        from pyiceberg.exceptions import (
+            CommitFailedException,
+            NoSuchNamespaceError,
+            NoSuchTableError,
+            TableAlreadyExistsError,
+        )
+
+        known: dict[type[Exception], tuple[int, str]] = {
+            CommitFailedException: (409, "CommitFailedException"),
+            TableAlreadyExistsError: (409, "AlreadyExistsException"),
+            NoSuchTableError: (404, "NoSuchTableException"),
+            NoSuchNamespaceError: (404, "NoSuchNamespaceException"),
+            ValidationError: (400, "BadRequestException"),
+            ValueError: (400, "BadRequestException"),
+        }
+        code, kind = next(
+            ((c, k) for t, (c, k) in known.items() if isinstance(exc, t)), (500, "ServiceFailureException")
+        )
+        reason = f"{'error' if code == 500 else 'invalid'}: {type(exc).__name__}"
+        audit.record(who.name, action, resource, False, reason=reason, via=VIA, client=client)
+        if code == 500:
+            log.error("Iceberg REST %s on %s failed", action, resource, exc_info=exc)
+            return RestError(500, kind, f"{action} failed on the server ({type(exc).__name__}); see the server log")
+        first = str(exc).splitlines()[0] if str(exc) else kind
+        return RestError(code, kind, first[:500])
 
     # ---- sign-in ----------------------------------------------------------------------------
     def client_of(request: Request) -> str | None:
@@ -150,7 +199,8 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
     @app.post("/v1/oauth/tokens")
     async def oauth_tokens(request: Request) -> JSONResponse:
         # OAuth2 client credentials: client_secret is the principal's Shoal API token.
-        form = {k: v[0] for k, v in parse_qs((await request.body()).decode(errors="replace")).items()}
+        raw = await _body(request, max_body)
+        form = {k: v[0] for k, v in parse_qs(raw.decode(errors="replace")).items()}
         scheme, _, value = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() == "basic" and "client_secret" not in form:
             # client_secret_basic (RFC 6749 2.3.1), which DuckDB uses: base64 of "id:secret".
@@ -165,14 +215,19 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
     def sign_in(form: dict[str, str], client: str | None) -> JSONResponse:
         grant = form.get("grant_type", "")
         try:
+            signed_in_at = int(time.time())
             if grant == "client_credentials":
                 who = principals.authenticate(form.get("client_secret", ""), client=client)
                 tid = bearer.token_id_of(form.get("client_secret", ""))
             elif grant == "urn:ietf:params:oauth:grant-type:token-exchange":
-                # Refresh: a still valid bearer (or token) for a fresh bearer of the same token.
+                # Refresh: a still valid bearer (or token) for a fresh bearer of the same token,
+                # which keeps the first sign-in time: past iceberg_rest_session_s, sign in again.
                 subject = form.get("subject_token", "")
                 who = bearer.principal_of(settings, principals, subject, client=client)
                 tid = bearer.token_id_of(subject)
+                signed_in_at = bearer.signed_in_at(subject) or signed_in_at
+                if time.time() - signed_in_at > max_session:
+                    raise AuthError("this sign-in is too old to refresh; sign in again with the client secret")
             else:
                 return JSONResponse(
                     {"error": "unsupported_grant_type", "error_description": "use grant_type=client_credentials"},
@@ -188,22 +243,17 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
             )
         except (AuthError, GovernanceError) as exc:
             reason = str(exc).splitlines()[0]
-            audit.record(
-                form.get("client_id") or "anonymous",
-                "iceberg.login",
-                None,
-                False,
-                reason=reason,
-                via=VIA,
-                client=client,
-            )
+            # Nobody is signed in: the claimed id is only a claim (and of any length).
+            claimed = {"claimed_id": form["client_id"][:64]} if form.get("client_id") else {}
+            audit.record("anonymous", "iceberg.login", None, False, reason=reason, via=VIA, client=client, **claimed)
             return JSONResponse({"error": "invalid_client", "error_description": reason}, status_code=401)
         audit.record(who.name, "iceberg.login", None, True, via=VIA, client=client)
+        token = bearer.issue(settings, tid, lifetime, signed_in_at=signed_in_at, max_s=max_session)
         return JSONResponse(
             {
-                "access_token": bearer.issue(settings, tid, lifetime),
+                "access_token": token,
                 "token_type": "bearer",
-                "expires_in": lifetime,
+                "expires_in": min(lifetime, signed_in_at + max_session - int(time.time())),
                 "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
             },
             headers={"Cache-Control": "no-store"},
@@ -266,7 +316,7 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
 
     @app.post("/v1/namespaces")
     async def create_namespace(request: Request, who: Principal = Depends(signed_in)) -> dict[str, Any]:
-        body = await _json(request)
+        body = await _json(request, max_body)
         ns = tuple(body.get("namespace") or ())
         if not ns or not all(isinstance(p, str) and p for p in ns):
             raise RestError(400, "BadRequestException", "namespace: a non-empty list of names is required")
@@ -365,8 +415,12 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
 
     @app.post("/v1/namespaces/{namespace}/tables")
     async def create_table(namespace: str, request: Request, who: Principal = Depends(signed_in)) -> dict[str, Any]:
-        body = await _json(request)
-        return await _run(create_sync, who, _namespace(namespace), body, request)
+        ns = _namespace(namespace)
+        try:
+            body = await _json(request, max_body)
+            return await _run(create_sync, who, ns, body, request)
+        except Exception as exc:
+            raise failed(exc, who, "iceberg.create", ".".join(ns), client_of(request)) from None
 
     def create_sync(who: Principal, ns: tuple[str, ...], body: dict[str, Any], request: Request) -> dict[str, Any]:
         from pyiceberg.partitioning import PartitionSpec
@@ -394,9 +448,9 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
                 raise refuse(f"creating tables needs ALL on database {ns[0]}")
             if body.get("location"):
                 raise refuse("only admins choose a table's location")
-            placed = sorted(k for k in properties if k.lower() in policy.PLACEMENT_PROPERTIES)
-            if placed:
-                raise refuse(f"only admins set {', '.join(placed)}")
+            unsafe = policy.unsafe_properties(properties)
+            if unsafe:
+                raise refuse(f"only admins set {', '.join(unsafe)}")
         schema = Schema.model_validate(body.get("schema") or {})
         kwargs: dict[str, Any] = {"schema": schema, "properties": properties}
         if body.get("partition-spec"):
@@ -406,7 +460,7 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
         if body.get("location"):
             kwargs["location"] = body["location"]
         tbl = cat.create_table((*ns, name), **kwargs)
-        audit.record(who.name, "iceberg.create", resource, True, via=VIA, client=client)
+        audit.record(who.name, "iceberg.create", resource, True, via=VIA, client=client, properties=sorted(properties))
         return load_result(tbl, request)
 
     requirements_adapter: TypeAdapter[Any] | None = None
@@ -423,11 +477,14 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
             requirements_adapter = TypeAdapter(tuple[TableRequirement, ...])
             updates_adapter = TypeAdapter(tuple[TableUpdate, ...])
         ns, client = _namespace(namespace), client_of(request)
-        body = await _json(request)
-        requirements = _parse(requirements_adapter, body.get("requirements") or [], "requirements")
-        updates = _parse(updates_adapter, body.get("updates") or [], "updates")
-        actions = [u.action for u in updates]
-        return await _run(commit_sync, who, ns, table, requirements, updates, actions, client)
+        try:
+            body = await _json(request, max_body)
+            requirements = _parse(requirements_adapter, body.get("requirements") or [], "requirements")
+            updates = _parse(updates_adapter, body.get("updates") or [], "updates")
+            actions = [u.action for u in updates]
+            return await _run(commit_sync, who, ns, table, requirements, updates, actions, client)
+        except Exception as exc:
+            raise failed(exc, who, "iceberg.commit", ".".join((*ns, table)), client) from None
 
     def commit_sync(
         who: Principal,
@@ -443,10 +500,19 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
         resource = ".".join((*ns, name))
         tbl = load_for(who, ns, name, "iceberg.commit", client)  # a commit answers with the whole metadata
 
+        # What the audit keeps besides the actions: property keys and statistics paths, never values.
+        detail: dict[str, Any] = {"actions": actions}
+        keys = sorted(
+            {k for u in updates if u.action == "set-properties" for k in u.updates}
+            | {k for u in updates if u.action == "remove-properties" for k in u.removals}
+        )
+        if keys:
+            detail["properties"] = keys
+        if policy.statistics_paths(updates):
+            detail["statistics"] = policy.statistics_paths(updates)
+
         def refuse(reason: str) -> RestError:
-            audit.record(
-                who.name, "iceberg.commit", resource, False, reason=reason, via=VIA, client=client, actions=actions
-            )
+            audit.record(who.name, "iceberg.commit", resource, False, reason=reason, via=VIA, client=client, **detail)
             return RestError(403, "ForbiddenException", f"{who.name} may not commit to {resource}: {reason}")
 
         need = policy.needs(updates)
@@ -462,13 +528,22 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
             missing = sorted(need.privileges - gov.privileges(who, full))
             if missing:
                 raise refuse(f"needs {' and '.join(missing)} on {full}")
+            executable = policy.executable_properties(tbl.metadata.properties)
+            if executable:  # committing would make PyIceberg import them: an admin removes them first
+                raise refuse(f"the table carries {', '.join(executable)}; an admin must remove it first")
         # Manifests the current snapshot already has are the table's; every other one is read.
         current = tbl.metadata.current_snapshot()
         known = {m.manifest_path for m in current.manifests(tbl.io)} if current else set()
+        owner = who.is_admin or gov.owner(table_name(ns, name) or "") == who.name
         try:
+            policy.check_statistics(updates, tbl.metadata.location)
             policy.check_added_files(updates, tbl.io, tbl.metadata.location, known)
+            if not owner:  # the client's "append" label is checked against the files
+                policy.check_append(updates, tbl.io, tbl.metadata)
         except policy.OutsideLocation as exc:
             raise refuse(f"files outside the table's location: {exc.path}") from None
+        except policy.NotAnAppend as exc:
+            raise refuse(f"not an append: {exc}; removing or replacing data needs the table's owner") from None
         except (OSError, ValueError) as exc:
             raise refuse(f"the files this commit adds cannot be read: {str(exc).splitlines()[0]}") from None
         try:
@@ -482,11 +557,11 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
                 reason=f"conflict: {exc}",
                 via=VIA,
                 client=client,
-                actions=actions,
+                **detail,
             )
             raise RestError(409, "CommitFailedException", str(exc)) from None
         snap = resp.metadata.current_snapshot_id
-        audit.record(who.name, "iceberg.commit", resource, True, via=VIA, client=client, actions=actions, snapshot=snap)
+        audit.record(who.name, "iceberg.commit", resource, True, via=VIA, client=client, snapshot=snap, **detail)
         return {"metadata-location": resp.metadata_location, "metadata": json.loads(resp.metadata.model_dump_json())}
 
     @app.delete("/v1/namespaces/{namespace}/tables/{table}")
@@ -518,13 +593,44 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
     return app
 
 
-async def _json(request: Request) -> dict[str, Any]:
+async def _body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) past `limit` bytes, before all of it is read."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise RestError(413, "RequestTooLargeException", f"the request body is larger than {limit} bytes")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RestError(413, "RequestTooLargeException", f"the request body is larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _depth(value: Any) -> int:
+    """How deeply a parsed JSON value nests (iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict):
+            v = list(v.values())
+        if isinstance(v, list):
+            deepest = max(deepest, d)
+            stack.extend((x, d + 1) for x in v if isinstance(x, (dict, list)))
+    return deepest
+
+
+async def _json(request: Request, limit: int) -> dict[str, Any]:
     try:
-        body = json.loads(await request.body() or b"{}")
+        body = json.loads(await _body(request, limit) or b"{}")
+    except RecursionError:
+        raise RestError(400, "BadRequestException", "the request body nests too deeply") from None
     except ValueError as exc:
         raise RestError(400, "BadRequestException", f"the request body is not JSON: {exc}") from None
     if not isinstance(body, dict):
         raise RestError(400, "BadRequestException", "the request body must be a JSON object")
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise RestError(400, "BadRequestException", f"the request body nests deeper than {MAX_JSON_DEPTH} levels")
     return body
 
 

@@ -20,7 +20,7 @@ def _err(r) -> dict:
 
 def test_sign_in_refuses_bad_credentials(http, lake, settings):
     assert _err(http.get("/v1/config"))["type"] == "NotAuthorizedException"
-    for bad in ("Bearer nonsense", "Bearer shoalrest_0123456789abcdef.9999999999." + "0" * 64, "Basic eDp5"):
+    for bad in ("Bearer nonsense", "Bearer shoalrest_0123456789abcdef.9999999999.1700000000." + "0" * 64, "Basic eDp5"):
         r = http.get("/v1/namespaces", headers={"Authorization": bad})
         assert r.status_code == 401, (bad, r.text)
     good = http.post(
@@ -194,3 +194,206 @@ def test_malformed_commits_are_refused_with_where(http, bearer, lake):
     assert err["code"] == 400 and err["message"].startswith("invalid updates[0]"), err
     r = http.post(f"/v1/namespaces/{lake.db}/tables/sales", content=b"{not json", headers=h)
     assert _err(r)["type"] == "BadRequestException"
+
+
+# ---- the security review's findings (each failed on the first version of the catalog) -----------
+
+
+def _fresh_table(connect, lake, rows: int = 2):
+    """A table of the lake's database made by admin, with `rows` one-row appends: dbadmin (ALL on
+    the database) may INSERT and ALTER it but is not its owner."""
+    import uuid
+
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import LongType, NestedField
+
+    admin = connect(lake.admin_token)
+    tbl = admin.create_table((lake.db, f"t_{uuid.uuid4().hex[:8]}"), Schema(NestedField(1, "id", LongType())))
+    for i in range(rows):
+        tbl.append(pa.table({"id": pa.array([i], pa.int64())}))
+    return admin.load_table(tbl.name())
+
+
+def _append(meta, manifest_list: str, parent: int | None = -1, sid: int | None = None) -> dict:
+    import time
+
+    sid = sid or max(s.snapshot_id for s in meta.snapshots) + 7919
+    snap = {
+        "snapshot-id": sid,
+        "parent-snapshot-id": meta.current_snapshot_id if parent == -1 else parent,
+        "sequence-number": meta.last_sequence_number + 1,
+        "timestamp-ms": int(time.time() * 1000),
+        "manifest-list": manifest_list,
+        "summary": {"operation": "append"},
+        "schema-id": meta.current_schema_id,
+    }
+    return {
+        "updates": [
+            {"action": "add-snapshot", "snapshot": snap},
+            {"action": "set-snapshot-ref", "ref-name": "main", "type": "branch", "snapshot-id": sid},
+        ]
+    }
+
+
+def _manifest_list(tbl, manifests, sid: int) -> str:
+    import uuid
+
+    from pyiceberg.manifest import write_manifest_list
+
+    path = f"{tbl.metadata.location}/metadata/snap-{uuid.uuid4().hex}.avro"
+    meta = tbl.metadata
+    with write_manifest_list(
+        format_version=meta.format_version,
+        output_file=tbl.io.new_output(path),
+        snapshot_id=sid,
+        parent_snapshot_id=meta.current_snapshot_id,
+        sequence_number=meta.last_sequence_number + 1,
+        avro_compression="null",
+    ) as w:
+        w.add_manifests(manifests)
+    return path
+
+
+def test_an_append_label_cannot_remove_data(http, bearer, connect, lake):
+    """H1: a snapshot labelled "append" by a non-owner is checked against its files."""
+    tbl = _fresh_table(connect, lake)
+    h, url = bearer(lake.tokens["dbadmin"]), f"/v1/namespaces/{lake.db}/tables/{tbl.name()[-1]}"
+    meta = tbl.metadata
+    first, current = meta.snapshots[0], meta.current_snapshot()
+    sid = current.snapshot_id + 7919
+    live = current.manifests(tbl.io)
+    bodies = {
+        "rollback": _append(meta, first.manifest_list),  # an older snapshot's manifest list
+        "reused": _append(meta, current.manifest_list),
+        "empty": _append(meta, _manifest_list(tbl, [], sid), sid=sid),
+        "drops": _append(meta, _manifest_list(tbl, live[1:], sid), sid=sid),
+        "stale parent": _append(meta, _manifest_list(tbl, live, sid), parent=first.snapshot_id, sid=sid),
+    }
+    for what, body in bodies.items():
+        err = _err(http.post(url, json=body, headers=h))
+        assert err["code"] == 403 and "not an append" in err["message"], (what, err)
+    after = connect(lake.admin_token).load_table(tbl.name())
+    assert after.metadata_location == tbl.metadata_location and len(after.scan().to_arrow()) == 2
+    # A real append by the same principal still goes through (PyIceberg's fast append).
+    connect(lake.tokens["dbadmin"]).load_table(tbl.name()).append(pa.table({"id": pa.array([9], pa.int64())}))
+    assert len(connect(lake.admin_token).load_table(tbl.name()).scan().to_arrow()) == 3
+
+
+def test_alter_cannot_set_code_or_storage_properties(http, bearer, connect, lake, settings):
+    """H2 and L3: only allowlisted properties for non-admins, in commits and in creates."""
+    h, url = bearer(lake.tokens["analyst"]), f"/v1/namespaces/{lake.db}/tables/sales"
+    for key in ("write.py-location-provider.impl", "py-io-impl", "s3.endpoint", "s3.access-key-id", "format-version"):
+        body = {"updates": [{"action": "set-properties", "updates": {key: "runpy.run_path"}}]}
+        err = _err(http.post(url, json=body, headers=h))
+        assert err["code"] == 403 and "admins only" in err["message"] and key in err["message"], err
+    body = {"updates": [{"action": "remove-properties", "removals": ["py-io-impl"]}]}
+    assert _err(http.post(url, json=body, headers=h))["code"] == 403
+    denied = AuditLog(settings).list(principal=lake.names["analyst"], limit=5)
+    assert denied[0]["detail"]["properties"] == ["py-io-impl"] and "runpy" not in str(denied)
+    create = {"name": "evil", "schema": {"type": "struct", "fields": []}, "properties": {"py-io-impl": "x.Y"}}
+    err = _err(http.post(f"/v1/namespaces/{lake.db}/tables", json=create, headers=bearer(lake.tokens["dbadmin"])))
+    assert err["code"] == 403 and "py-io-impl" in err["message"]
+    ok = {"updates": [{"action": "set-properties", "updates": {"comment": "fine", "team_owner": "sales"}}]}
+    tbl = _fresh_table(connect, lake, rows=1)
+    t_url = f"/v1/namespaces/{lake.db}/tables/{tbl.name()[-1]}"
+    assert http.post(t_url, json=ok, headers=bearer(lake.tokens["dbadmin"])).status_code == 200
+
+
+def test_table_properties_never_choose_the_servers_file_io(http, bearer, connect, lake):
+    """H2: a FileIO class (or endpoint) named by a table property is not used by the server,
+    and non-admins may not commit to a table that carries one until an admin removes it."""
+    tbl = _fresh_table(connect, lake, rows=1)
+    admin, url = bearer(lake.admin_token), f"/v1/namespaces/{lake.db}/tables/{tbl.name()[-1]}"
+    body = {"updates": [{"action": "set-properties", "updates": {"py-io-impl": "shoal_no_such_module.FileIO"}}]}
+    r = http.post(url, json=body, headers=admin)  # an admin may; the server does not import it
+    assert r.status_code == 200, r.text
+    assert http.get(url, headers=admin).status_code == 200
+    ok = {"updates": [{"action": "set-properties", "updates": {"comment": "x"}}]}
+    err = _err(http.post(url, json=ok, headers=bearer(lake.tokens["dbadmin"])))
+    assert err["code"] == 403 and "py-io-impl" in err["message"]
+    assert (
+        http.post(
+            url, json={"updates": [{"action": "remove-properties", "removals": ["py-io-impl"]}]}, headers=admin
+        ).status_code
+        == 200
+    )
+
+
+def test_statistics_paths_are_the_owners_and_inside_the_table(http, bearer, connect, lake, settings):
+    """H3: statistics files name what snapshot expiry deletes."""
+    tbl = _fresh_table(connect, lake, rows=1)
+    url = f"/v1/namespaces/{lake.db}/tables/{tbl.name()[-1]}"
+    hr = connect(lake.admin_token).load_table(lake.hr)
+    victim = hr.inspect.files().column("file_path")[0].as_py()
+    sid = tbl.metadata.current_snapshot_id
+    stats = {
+        "snapshot-id": sid,
+        "statistics-path": victim,
+        "file-size-in-bytes": 1,
+        "file-footer-size-in-bytes": 1,
+        "blob-metadata": [],
+    }
+    for body in (
+        {"updates": [{"action": "set-statistics", "snapshot-id": sid, "statistics": stats}]},
+        {
+            "updates": [
+                {
+                    "action": "set-partition-statistics",
+                    "partition-statistics": {"snapshot-id": sid, "statistics-path": victim, "file-size-in-bytes": 1},
+                }
+            ]
+        },
+    ):
+        err = _err(http.post(url, json=body, headers=bearer(lake.tokens["dbadmin"])))
+        assert err["code"] == 403 and "owner" in err["message"], err
+        err = _err(http.post(url, json=body, headers=bearer(lake.admin_token)))  # not even an admin's
+        assert err["code"] == 403 and "outside the table's location" in err["message"], err
+    denied = AuditLog(settings).list(principal="admin", limit=1)[0]
+    assert denied["detail"]["statistics"] == [victim]
+    assert connect(lake.admin_token).load_table(lake.hr).inspect.files().num_rows == 1
+
+
+def test_bad_bodies_are_refused_in_the_spec_shape_and_audited(http, bearer, lake, settings):
+    """M1 and L3: deep nesting and oversized bodies are 400/413 errors, audited, no traceback."""
+    h, url = bearer(lake.tokens["analyst"]), f"/v1/namespaces/{lake.db}/tables/sales"
+    err = _err(http.post(url, content=b"[" * 100_000, headers=h))
+    assert err["code"] == 400 and "nests too deeply" in err["message"], err
+    row = AuditLog(settings).list(principal=lake.names["analyst"], limit=1)[0]
+    assert row["action"] == "iceberg.commit" and row["decision"] == "deny" and "nests" in row["reason"]
+    deep: dict = {"updates": []}
+    for _ in range(120):
+        deep = {"a": deep}
+    assert _err(http.post(url, json=deep, headers=h))["code"] == 400
+    big = b'{"updates": [], "pad": "' + b"x" * (17 * 1024 * 1024) + b'"}'
+    for path in (url, "/v1/oauth/tokens"):
+        r = http.post(path, content=big, headers=h)
+        assert _err(r)["code"] == 413, path
+
+
+def test_failed_sign_ins_are_recorded_as_anonymous(http, settings):
+    """L1: a claimed client_id is a claim, kept short in the detail."""
+    for cid in ("admin", "z" * 200_000):
+        r = http.post(
+            "/v1/oauth/tokens", data={"grant_type": "client_credentials", "client_id": cid, "client_secret": "junk"}
+        )
+        assert r.status_code == 401
+        row = AuditLog(settings).list(principal="anonymous", limit=1)[0]
+        assert row["principal"] == "anonymous" and row["detail"]["claimed_id"] == cid[:64], row
+
+
+def test_a_bearer_cannot_be_refreshed_forever(http, settings, lake):
+    """L2: token exchange keeps the first sign-in time, and refuses past iceberg_rest_session_s."""
+    import time
+
+    from shoal.iceberg_rest import bearer as b
+
+    tid, token = Principals(settings).create_token(lake.names["analyst"])
+    exchange = {"grant_type": "urn:ietf:params:oauth:grant-type:token-exchange"}
+    old = b.issue(settings, tid, 3600, signed_in_at=int(time.time()) - settings.server.iceberg_rest_session_s - 5)
+    assert http.get("/v1/config", headers={"Authorization": f"Bearer {old}"}).status_code == 200  # still valid...
+    r = http.post("/v1/oauth/tokens", data={**exchange, "subject_token": old})
+    assert r.status_code == 401 and "sign in again" in r.json()["error_description"]  # ...but not renewable
+    fresh = http.post("/v1/oauth/tokens", data={"grant_type": "client_credentials", "client_secret": token})
+    first = fresh.json()["access_token"]
+    renewed = http.post("/v1/oauth/tokens", data={**exchange, "subject_token": first}).json()["access_token"]
+    assert b.signed_in_at(renewed) == b.signed_in_at(first)
