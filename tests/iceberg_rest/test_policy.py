@@ -30,6 +30,11 @@ def _ref(name: str, snapshot_id: int, kind: str = "branch") -> NS:
         ([NS(action="set-properties", updates={"write.data.path": "/x"})], {"ALTER"}, False, True, False),
         ([NS(action="remove-properties", removals=["write.metadata.path"])], {"ALTER"}, False, True, False),
         ([NS(action="set-location", location="/x")], set(), False, True, False),
+        ([NS(action="set-properties", updates={"py-io-impl": "x.Y"})], {"ALTER"}, False, True, False),
+        ([NS(action="set-properties", updates={"format-version": "3"})], {"ALTER"}, False, True, False),
+        ([NS(action="remove-properties", removals=["s3.endpoint"])], {"ALTER"}, False, True, False),
+        ([NS(action="set-statistics")], set(), True, False, False),
+        ([NS(action="remove-partition-statistics")], set(), True, False, False),
         ([NS(action="remove-snapshots")], set(), True, False, False),
         ([NS(action="something-new")], set(), False, False, True),
     ],
@@ -44,3 +49,16 @@ def test_outside_location() -> None:
     ok = ["/lake/db/t/data/a.parquet", "file:///lake/db/t/metadata/m.avro", "file:/lake/db/t/x"]
     bad = ["/lake/db/t2/data/a.parquet", "/lake/db/t/../hr/a.parquet", "/etc/passwd", "s3://b/lake/db/t/a"]
     assert policy.outside_location(loc, ok + bad) == bad
+
+
+def test_safe_properties() -> None:
+    safe = ["comment", "write.format.default", "history.expire.max-snapshot-age-ms", "commit.retry.num-retries"]
+    safe += ["read.split.target-size", "team_owner"]
+    unsafe = ["py-io-impl", "write.py-location-provider.impl", "s3.endpoint", "s3.access-key-id", "gcs.project-id"]
+    unsafe += ["adls.account-key", "client.region", "hadoop.x", "format-version", "location", "write.data.path"]
+    unsafe += ["commit.retry.impl", "Comment", "x" * 80, "owner"]
+    assert [k for k in safe + unsafe if not policy.safe_property(k)] == unsafe
+    assert policy.executable_properties({"py-io-impl": "a", "write.py-location-provider.impl": "b", "c": "d"}) == [
+        "py-io-impl",
+        "write.py-location-provider.impl",
+    ]
