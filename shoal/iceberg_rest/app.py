@@ -535,11 +535,26 @@ def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:
         current = tbl.metadata.current_snapshot()
         known = {m.manifest_path for m in current.manifests(tbl.io)} if current else set()
         owner = who.is_admin or gov.owner(table_name(ns, name) or "") == who.name
+        try:  # the client's requirements first: a writer that lost a race gets its 409 and retries
+            for requirement in requirements:
+                requirement.validate(tbl.metadata)
+        except CommitFailedException as exc:
+            audit.record(
+                who.name, "iceberg.commit", resource, False, reason=f"conflict: {exc}", via=VIA, client=client, **detail
+            )
+            raise RestError(409, "CommitFailedException", str(exc)) from None
         try:
             policy.check_statistics(updates, tbl.metadata.location)
             policy.check_added_files(updates, tbl.io, tbl.metadata.location, known)
-            if not owner:  # the client's "append" label is checked against the files
+            if not owner and "add-snapshot" in actions:  # the "append" label is checked against the files
                 policy.check_append(updates, tbl.io, tbl.metadata)
+                # ...against this version of the table: should another commit land first, the
+                # swap fails (409) rather than drop that commit's files.
+                from pyiceberg.table.update import AssertRefSnapshotId
+
+                current_id = tbl.metadata.current_snapshot_id
+                pin = {"type": "assert-ref-snapshot-id", "ref": "main", "snapshot-id": current_id}
+                requirements = (*requirements, AssertRefSnapshotId.model_validate(pin))
         except policy.OutsideLocation as exc:
             raise refuse(f"files outside the table's location: {exc.path}") from None
         except policy.NotAnAppend as exc:

@@ -161,6 +161,15 @@ class OutsideLocation(Exception):
         self.path = path
 
 
+def _read_manifest_list(io: Any, path: str) -> list[Any]:
+    """The manifests a client's manifest list names, as written there. Not Snapshot.manifests():
+    PyIceberg caches ManifestFile objects by path, so a list that carries a known manifest
+    with other content or sequence numbers would be read as the cached original."""
+    from pyiceberg.manifest import read_manifest_list
+
+    return list(read_manifest_list(io.new_input(path)))
+
+
 def check_added_files(updates: Iterable[Any], io: Any, location: str, known_manifests: set[str]) -> None:
     """Raise OutsideLocation for the first file an update adds outside the table: its manifest
     list, each manifest the table does not already have (whatever snapshot id it claims), and
@@ -176,7 +185,7 @@ def check_added_files(updates: Iterable[Any], io: Any, location: str, known_mani
             continue
         snap = u.snapshot
         inside(snap.manifest_list)
-        for manifest in snap.manifests(io):
+        for manifest in _read_manifest_list(io, snap.manifest_list):
             if manifest.manifest_path in known_manifests:
                 continue  # carried over from the table's current snapshot
             inside(manifest.manifest_path)
@@ -239,12 +248,17 @@ def check_append(updates: Iterable[Any], io: Any, metadata: Any) -> None:
         raise NotAnAppend(f"an append must build on the current snapshot {current_id}, not {snap.parent_snapshot_id}")
     if any(s.manifest_list == snap.manifest_list for s in metadata.snapshots):
         raise NotAnAppend("an append must bring a new manifest list, not an existing snapshot's")
-    carried = {m.manifest_path for m in current.manifests(io)} if current else set()
+    now = {m.manifest_path: m for m in current.manifests(io)} if current else {}
+    carried = set(now)
     live_now = _live_data_files(current, io) if current else set()
     live_after: set[str] = set()
-    for manifest in snap.manifests(io):
+    for manifest in _read_manifest_list(io, snap.manifest_list):
         entries = manifest.fetch_manifest_entry(io, discard_deleted=False)
         if manifest.manifest_path in carried:
+            was = now[manifest.manifest_path]
+            same = ("content", "sequence_number", "min_sequence_number", "added_snapshot_id")
+            if any(getattr(manifest, k) != getattr(was, k) for k in same):
+                raise NotAnAppend(f"an append carries manifests over unchanged: {manifest.manifest_path}")
             if manifest.content == ManifestContent.DATA:
                 live_after.update(e.data_file.file_path for e in entries if e.status != ManifestEntryStatus.DELETED)
             continue

@@ -256,21 +256,28 @@ def _manifest_list(tbl, manifests, sid: int) -> str:
 
 def test_an_append_label_cannot_remove_data(http, bearer, connect, lake):
     """H1: a snapshot labelled "append" by a non-owner is checked against its files."""
+    from pyiceberg.manifest import ManifestContent
+
     tbl = _fresh_table(connect, lake)
     h, url = bearer(lake.tokens["dbadmin"]), f"/v1/namespaces/{lake.db}/tables/{tbl.name()[-1]}"
     meta = tbl.metadata
     first, current = meta.snapshots[0], meta.current_snapshot()
     sid = current.snapshot_id + 7919
     live = current.manifests(tbl.io)
+    relabelled = type(live[0])(*live[0]._data)
+    relabelled[3] = ManifestContent.DELETES  # the content field: a carried data manifest read as deletes
     bodies = {
         "rollback": _append(meta, first.manifest_list),  # an older snapshot's manifest list
         "reused": _append(meta, current.manifest_list),
         "empty": _append(meta, _manifest_list(tbl, [], sid), sid=sid),
         "drops": _append(meta, _manifest_list(tbl, live[1:], sid), sid=sid),
+        "relabelled": _append(meta, _manifest_list(tbl, [relabelled, *live[1:]], sid), sid=sid),
         "stale parent": _append(meta, _manifest_list(tbl, live, sid), parent=first.snapshot_id, sid=sid),
     }
     for what, body in bodies.items():
-        err = _err(http.post(url, json=body, headers=h))
+        r = http.post(url, json=body, headers=h)
+        assert r.status_code == 403, (what, r.text[:300])
+        err = _err(r)
         assert err["code"] == 403 and "not an append" in err["message"], (what, err)
     after = connect(lake.admin_token).load_table(tbl.name())
     assert after.metadata_location == tbl.metadata_location and len(after.scan().to_arrow()) == 2
