@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 
 from shoal.extract.base import (
     Context,
@@ -25,7 +26,7 @@ def ocr_image(image, languages: str) -> str:
 
 class Pdf(Extractor):
     name = "pdf"
-    version = "2"  # 2: ruled tables on scanned pages
+    version = "2"  # 2: ruled tables on scanned pages (pages streamed since: the same output)
     preload = ("pdfplumber", "pypdf", "pypdfium2", "pytesseract")
 
     def run(self, ctx: Context) -> Extraction:
@@ -71,7 +72,7 @@ class Pdf(Extractor):
                 parts.append(TextPart(f"page {number}", text))
         else:
             with pdf:
-                for number, page in enumerate(pdf.pages, 1):
+                for number, page in enumerate(_streamed(pdf), 1):
                     label = f"page {number}"
                     try:
                         text = page.extract_text() or ""
@@ -140,6 +141,19 @@ class Pdf(Extractor):
             return text
         finally:
             pdf.close()
+
+
+def _streamed(pdf) -> Iterator:
+    """pdfplumber's pages one at a time, each page's parsed layout freed once the next is asked for.
+
+    A page keeps its characters, layout and text map cached until closed: without this a
+    600-page PDF held every page's objects at once and a worker passed its memory cap.
+    """
+    for page in pdf.pages:
+        try:
+            yield page
+        finally:
+            page.close()
 
 
 def _scanned_tables(ctx: Context, image, number: int, problems: list[str]) -> list[list[list[str]]]:
