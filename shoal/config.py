@@ -188,6 +188,9 @@ class ExtractSettings(Section):
     entity_place_names: bool = True
     language_model: Literal["lite", "full", "auto"] = "lite"
     max_nlp_chars: int = 100_000
+    # The NLP budget of one object: characters of its text (all parts, in order) that entities,
+    # PII, sentiment and key phrases read; the text itself is always kept whole. 0: no budget.
+    nlp_max_chars: int = Field(default=1_000_000, ge=0)
     pii_min_score: float = 0.4
     # Presidio reports dates and times as PII; on their own they rarely identify anyone and
     # would mark nearly every document as holding PII.
