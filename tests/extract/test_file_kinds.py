@@ -13,7 +13,6 @@ import pytest
 
 from shoal.config import ExtractSettings
 from shoal.extract.base import Context, Extraction, ObjectInfo
-from shoal.extract.documents import pdf as pdf_module
 from shoal.extract.router import Router
 from shoal.ingest.sniff import detect_media_type
 
@@ -21,12 +20,12 @@ FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
 router = Router(ExtractSettings())
 
 
-def run(data: bytes, name: str) -> tuple[str, Extraction]:
+def run(data: bytes, name: str, **settings) -> tuple[str, Extraction]:
     """Sniff as ingest does, then run the first extractor of the object's route."""
     media_type = detect_media_type(data[:65536], name, data)
     extractor = router.extractors[router.chain(media_type)[0]]
     obj = ObjectInfo("3" * 32, "/dev/null", media_type, name, len(data))
-    return media_type, extractor.run(Context(obj, data, ExtractSettings()))
+    return media_type, extractor.run(Context(obj, data, ExtractSettings(**settings)))
 
 
 def all_text(ex: Extraction) -> str:
@@ -208,9 +207,25 @@ def test_long_pdf_is_read_page_by_page(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pdfplumber.page.Page, "extract_text", tracked_extract)
     monkeypatch.setattr(pdfplumber.page.Page, "close", tracked_close)
     pages = 30
-    _, ex = run(_long_pdf(pages), "DA-long.pdf")
+    _, ex = run(_long_pdf(pages), "DA-long.pdf", pdf_text="pdfplumber")
     assert ex.properties["page_count"] == pages
     assert [p.part for p in ex.text] == [f"page {n}" for n in range(1, pages + 1)]
     assert all(f"zqp{n}x" in ex.text[n - 1].text for n in range(1, pages + 1))
     assert most == 1 and not open_pages  # each page's layout freed before the next is parsed
-    assert pdf_module.MIN_TEXT_CHARS == 3
+    # PDFium (the default reader) reads the same pages, and opens none with pdfplumber: no rules drawn.
+    most = 0
+    _, fast = run(_long_pdf(pages), "DA-long.pdf")
+    assert [p.part for p in fast.text] == [p.part for p in ex.text] and most == 0
+    assert all(f"zqp{n}x" in fast.text[n - 1].text for n in range(1, pages + 1))
+
+
+def test_pdfium_text_keeps_pdfplumber_tables_and_words() -> None:
+    from shoal.samples import corpus as samples
+
+    for data in (samples.invoice_pdf(), samples.form_pdf()):
+        _, slow = run(data, "i.pdf", pdf_text="pdfplumber")
+        _, fast = run(data, "i.pdf")
+        assert [t.rows for t in fast.tables] == [t.rows for t in slow.tables]
+        assert fast.form_fields == slow.form_fields
+        assert set(all_text(fast).split()) == set(all_text(slow).split())
+    assert [t.rows for t in run(samples.invoice_pdf(), "i.pdf")[1].tables][0] == samples.INVOICE_ROWS
