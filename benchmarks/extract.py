@@ -88,8 +88,8 @@ def run(path):
 if __name__ == "__main__":
     files, procs = json.load(sys.stdin), int(sys.argv[1])
     t0 = time.monotonic()
-    # spawn: kreuzberg's Rust runtime keeps threads, which a forked child would not have.
-    with mp.get_context("spawn").Pool(procs) as pool:
+    # fork is safe: kreuzberg (and its Rust runtime's threads) is imported in the children only.
+    with mp.get_context("fork").Pool(procs) as pool:
         out = pool.map(run, files, chunksize=1)
     json.dump({"wall_s": time.monotonic() - t0, "files": out}, sys.stdout)
 """
@@ -387,7 +387,7 @@ def run_real_world(args) -> None:
         default = ROOT / ".bench" / "unstructured-venv" / "bin" / "python"
         if python is None and default.exists():
             python = str(default)
-        if python:
+        if python and "unstructured" not in args.skip:
             data = unstructured_texts(python, [str(corpus / i.rel) for i in items], procs=2)
             by_path = {f["path"]: f for f in data["files"]}
             contenders["unstructured"] = {
@@ -399,7 +399,7 @@ def run_real_world(args) -> None:
             }
         else:
             print("unstructured: not installed (run benchmarks/setup_unstructured.sh)", file=sys.stderr)
-        if kreuzberg_available():
+        if kreuzberg_available() and "kreuzberg" not in args.skip:
             data = kreuzberg_texts([str(corpus / i.rel) for i in items], procs=2)
             by_path = {f["path"]: f for f in data["files"]}
             contenders["kreuzberg"] = {
@@ -536,6 +536,9 @@ def main() -> None:
         help="leave out the image-only PDF (unstructured's fast strategy does no OCR)",
     )
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--skip", action="append", default=[], choices=("unstructured", "kreuzberg"), help="leave a contender out"
+    )
     ap.add_argument(
         "--corpus",
         choices=("samples", "real-world"),
