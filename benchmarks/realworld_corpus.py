@@ -106,13 +106,11 @@ def _odt_frame(text: str) -> bytes:
     from odf.text import P
 
     doc = OpenDocumentText()
-    frame = Frame(width="12cm", height="3cm", anchortype="paragraph")
+    frame = Frame(width="12cm", height="3cm", anchortype="page", anchorpagenumber="1")
     box = TextBox()
     box.addElement(P(text=text))
     frame.addElement(box)
-    holder = P()
-    holder.addElement(frame)
-    doc.text.addElement(holder)
+    doc.text.addElement(frame)  # anchored to the page: outside any paragraph
     buf = io.BytesIO()
     doc.save(buf)
     return buf.getvalue()
