@@ -1,4 +1,4 @@
-"""Extraction throughput and text recall: Shoal vs the `unstructured` library, in one run.
+"""Extraction throughput and text recall: Shoal vs the `unstructured` and `kreuzberg` libraries, in one run.
 
 The corpus is the sample corpus (shoal/samples/corpus.py, content known) copied N times; each copy
 is made byte-unique without changing its text (PDF comment after %%EOF, ZIP comment, an
@@ -9,7 +9,9 @@ Measured in the same run, on the same files:
     extractors (what `partition` does: text, tables, forms; OCR for scanned pages);
   * shoal, full chain: the same plus language, entities, key phrases, sentiment and PII;
   * unstructured `partition(strategy="fast")` in a pool of as many processes as Spark cores,
-    run in its own venv (benchmarks/setup_unstructured.sh) when that installs offline.
+    run in its own venv (benchmarks/setup_unstructured.sh) when that installs offline;
+  * kreuzberg `extract_file_sync` (Rust core, default configuration: text only, no OCR) in a
+    pool of as many processes as Spark cores, when installed (`pip install .[bench]`).
 Per-run fixed cost: after each Shoal run, a second run with nothing new (no-op) and a run with
 one new small text file are timed.
 Recall: the share of each sample's known words (text, table cells, form values) found in
@@ -70,6 +72,84 @@ if __name__ == "__main__":
         out = pool.map(run, files, chunksize=1)
     json.dump({"wall_s": time.monotonic() - t0, "files": out}, sys.stdout)
 """
+
+
+_KREUZBERG_WORKER = r"""
+import json, sys, time, multiprocessing as mp
+def run(path):
+    import kreuzberg
+    t = time.monotonic()
+    try:
+        text = kreuzberg.extract_file_sync(path).content or ""
+        err = None
+    except Exception as exc:
+        text, err = "", f"{type(exc).__name__}: {exc}"[:300]
+    return {"path": path, "seconds": time.monotonic() - t, "text": text, "error": err}
+if __name__ == "__main__":
+    files, procs = json.load(sys.stdin), int(sys.argv[1])
+    t0 = time.monotonic()
+    # fork is safe: kreuzberg (and its Rust runtime's threads) is imported in the children only.
+    with mp.get_context("fork").Pool(procs) as pool:
+        out = pool.map(run, files, chunksize=1)
+    json.dump({"wall_s": time.monotonic() - t0, "files": out}, sys.stdout)
+"""
+
+
+def kreuzberg_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("kreuzberg") is not None
+
+
+def kreuzberg_texts(paths: list[str], procs: int) -> dict:
+    """kreuzberg's text for `paths`, in a pool of `procs` processes of this interpreter."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _KREUZBERG_WORKER, str(procs)],
+        input=json.dumps(paths),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"kreuzberg run failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout)
+
+
+def run_kreuzberg(corpus: Path, files, procs: int) -> dict:
+    data = kreuzberg_texts([str(corpus / rel) for rel, _ in files], procs)
+    by_path = {f["path"]: f for f in data["files"]}
+    recalls = [recall(sample, by_path[str(corpus / rel)]["text"]) for rel, sample in files]
+    pages = pdf_pages(files)
+    errors = [f for f in data["files"] if f["error"]]
+    return {
+        "label": "kreuzberg (text only)",
+        "seconds": data["wall_s"],
+        "files": len(files),
+        "pages": pages,
+        "files_per_s": len(files) / data["wall_s"],
+        "pages_per_s": pages / data["wall_s"],
+        "recall": sum(recalls) / len(recalls),
+        "problems": len(errors),
+        "first_error": errors[0]["error"] if errors else None,
+        "load_avg_1min": round(os.getloadavg()[0], 1),
+    }
+
+
+def corpus_pdf_pages(paths: list[Path]) -> int:
+    """PDF pages of the files that are PDFs (PDFium's count; unreadable files count 0)."""
+    import pypdfium2
+
+    total = 0
+    for path in paths:
+        if path.read_bytes()[:1024].find(b"%PDF") < 0:
+            continue
+        try:
+            pdf = pypdfium2.PdfDocument(str(path))
+        except Exception:  # noqa: BLE001 - a damaged PDF has no page count
+            continue
+        total += len(pdf)
+        pdf.close()
+    return total
 
 
 def unique_copy(rel: str, data: bytes, n: int) -> bytes:
@@ -290,16 +370,24 @@ def run_real_world(args) -> None:
         print(f"corpus: {len(items)} files ({args.copies} copies of the mixed set)", file=sys.stderr)
         contenders: dict[str, dict] = {}
         got = shoal_texts(corpus, work / "ws", documents_only_routes())
-        contenders["shoal"] = {
+        contenders["shoal docs"] = {
             "seconds": got["seconds"],
             "texts": got["texts"],
             "errors": {k: "; ".join(v) for k, v in got["errors"].items()},
         }
+        if not args.skip_full:
+            # The full chain (documents + NLP + picture analysers): the built-in routes.
+            got = shoal_texts(corpus, work / "ws-full", {})
+            contenders["shoal full"] = {
+                "seconds": got["seconds"],
+                "texts": got["texts"],
+                "errors": {k: "; ".join(v) for k, v in got["errors"].items()},
+            }
         python = args.unstructured_python
         default = ROOT / ".bench" / "unstructured-venv" / "bin" / "python"
         if python is None and default.exists():
             python = str(default)
-        if python:
+        if python and "unstructured" not in args.skip:
             data = unstructured_texts(python, [str(corpus / i.rel) for i in items], procs=2)
             by_path = {f["path"]: f for f in data["files"]}
             contenders["unstructured"] = {
@@ -311,9 +399,29 @@ def run_real_world(args) -> None:
             }
         else:
             print("unstructured: not installed (run benchmarks/setup_unstructured.sh)", file=sys.stderr)
+        if kreuzberg_available() and "kreuzberg" not in args.skip:
+            data = kreuzberg_texts([str(corpus / i.rel) for i in items], procs=2)
+            by_path = {f["path"]: f for f in data["files"]}
+            contenders["kreuzberg"] = {
+                "seconds": data["wall_s"],
+                "texts": {i.rel: by_path[str(corpus / i.rel)]["text"] for i in items},
+                "errors": {
+                    i.rel: by_path[str(corpus / i.rel)]["error"] for i in items if by_path[str(corpus / i.rel)]["error"]
+                },
+            }
+        else:
+            print("kreuzberg: not installed (pip install .[bench])", file=sys.stderr)
+        pdf_page_count = corpus_pdf_pages([corpus / i.rel for i in items])
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report = {"files": len(items), "copies": args.copies, "contenders": {}, "kinds": {}}
+    report = {
+        "files": len(items),
+        "copies": args.copies,
+        "pdf_pages": pdf_page_count,
+        "load_avg_1min": round(os.getloadavg()[0], 1),
+        "contenders": {},
+        "kinds": {},
+    }
     bearing = [i for i in items if i.text_bearing]
     for name, c in contenders.items():
         has_text = [i for i in bearing if c["texts"].get(i.rel, "").strip()]
@@ -322,6 +430,7 @@ def run_real_world(args) -> None:
         report["contenders"][name] = {
             "seconds": round(c["seconds"], 2),
             "files_per_s": round(len(items) / c["seconds"], 2),
+            "pdf_pages_per_s": round(pdf_page_count / c["seconds"], 1),
             "text_bearing": len(bearing),
             "with_text": len(has_text),
             "with_right_text": len(right),
@@ -349,12 +458,19 @@ def run_real_world(args) -> None:
         print(f"{kind:40}" + "".join(f"{str(k.get(n, 0)) + ' / ' + str(k['files']):>16}" for n in names))
     print("controls (empty, encrypted) count as right when they end without text")
     print()
-    print(f"{'':14} {'seconds':>8} {'files/s':>8} {'with text':>12} {'right text':>12} {'coverage':>9}")
+    base = report["contenders"].get("kreuzberg")
+    print(
+        f"{'':14} {'seconds':>8} {'files/s':>8} {'PDF pages/s':>11} {'with text':>12} {'right text':>12} "
+        f"{'coverage':>9} {'vs kreuzberg':>12}"
+    )
     for n, r in report["contenders"].items():
+        ratio = f"{r['files_per_s'] / base['files_per_s']:.2f}x" if base else "-"
         print(
-            f"{n:14} {r['seconds']:8.1f} {r['files_per_s']:8.2f} {r['with_text']:>6}/{r['text_bearing']:<5} "
-            f"{r['with_right_text']:>6}/{r['text_bearing']:<5} {r['coverage']:9.3f}"
+            f"{n:14} {r['seconds']:8.1f} {r['files_per_s']:8.2f} {r['pdf_pages_per_s']:11.1f} "
+            f"{r['with_text']:>6}/{r['text_bearing']:<5} {r['with_right_text']:>6}/{r['text_bearing']:<5} "
+            f"{r['coverage']:9.3f} {ratio:>12}"
         )
+    print(f"{report['pdf_pages']} PDF pages; 1-minute load average at the end: {report['load_avg_1min']}")
     for n, r in report["contenders"].items():
         for miss in r["without_text"][:20]:
             print(f"  {n} without text: {miss['path']}: {(miss['error'] or '')[:160]}")
@@ -421,6 +537,9 @@ def main() -> None:
     )
     ap.add_argument("--json", action="store_true")
     ap.add_argument(
+        "--skip", action="append", default=[], choices=("unstructured", "kreuzberg"), help="leave a contender out"
+    )
+    ap.add_argument(
         "--corpus",
         choices=("samples", "real-world"),
         default="samples",
@@ -447,21 +566,27 @@ def main() -> None:
             results.append(run_unstructured(python, corpus, files, procs=2))
         else:
             print("unstructured: not installed (run benchmarks/setup_unstructured.sh)", file=sys.stderr)
+        if kreuzberg_available():
+            results.append(run_kreuzberg(corpus, files, procs=2))
+        else:
+            print("kreuzberg: not installed (pip install .[bench])", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     base = next((r for r in results if r["label"].startswith("unstructured")), None)
+    fastest = next((r for r in results if r["label"].startswith("kreuzberg")), None)
     if args.json:
         print(json.dumps({"results": results}, indent=2))
         return
     print(
         f"{'':34} {'seconds':>8} {'files/s':>8} {'pages/s':>8} {'recall':>7} {'vs unstructured':>16} "
-        f"{'no-op run s':>11} {'1-file run s':>12}"
+        f"{'vs kreuzberg':>12} {'no-op run s':>11} {'1-file run s':>12}"
     )
     for r in results:
         ratio = f"{r['files_per_s'] / base['files_per_s']:.2f}x" if base else "-"
+        vs_k = f"{r['files_per_s'] / fastest['files_per_s']:.2f}x" if fastest else "-"
         print(
             f"{r['label']:34} {r['seconds']:8.1f} {r['files_per_s']:8.2f} {r['pages_per_s']:8.2f} "
-            f"{r['recall']:7.3f} {ratio:>16} {r.get('noop_run_s', float('nan')):11.2f} "
+            f"{r['recall']:7.3f} {ratio:>16} {vs_k:>12} {r.get('noop_run_s', float('nan')):11.2f} "
             f"{r.get('one_file_run_s', float('nan')):12.2f}"
         )
     for r in results:

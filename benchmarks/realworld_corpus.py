@@ -5,7 +5,9 @@ PowerPoint 97-2003 files converted by LibreOffice from generated OOXML (when `so
 installed) plus Apache Tika's legacy test documents from tests/data; UTF-16/32 text, HTML
 and CSV with and without byte order marks; a HEIC photo of a printed page (pillow-heif);
 a long PDF; a damaged PDF (no cross-reference table or trailer); ODT, EPUB, RTF and source
-code; and the sample corpus. Controls that carry no text (an empty file, an encrypted PDF)
+code; issue 35's files that yielded no text (a Markdown table alone, text in an ODT frame, a
+`.pdf.txt` with a control character, a picture-only PPTX, OOXML named `.doc`/`.ppt`); and the
+sample corpus. Controls that carry no text (an empty file, an encrypted PDF)
 are listed but left out of coverage.
 
 Each text-bearing file holds a marker word unique to its copy, so "has text" can be told
@@ -94,6 +96,41 @@ def _odt(text: str) -> bytes:
     doc.text.addElement(P(text=text))
     buf = io.BytesIO()
     doc.save(buf)
+    return buf.getvalue()
+
+
+def _odt_frame(text: str) -> bytes:
+    """An ODT whose only text sits in a text box inside a frame (issue 35's simple.odt)."""
+    from odf.draw import Frame, TextBox
+    from odf.opendocument import OpenDocumentText
+    from odf.text import P
+
+    doc = OpenDocumentText()
+    frame = Frame(width="12cm", height="3cm", anchortype="page", anchorpagenumber="1")
+    box = TextBox()
+    box.addElement(P(text=text))
+    frame.addElement(box)
+    doc.text.addElement(frame)  # anchored to the page: outside any paragraph
+    buf = io.BytesIO()
+    doc.save(buf)
+    return buf.getvalue()
+
+
+def _picture_pptx(marker: str) -> bytes:
+    """A deck whose slide is only a picture of text (an exported or scanned deck)."""
+    from PIL import Image, ImageDraw
+    from pptx import Presentation
+    from pptx.util import Inches
+
+    img = Image.new("RGB", (1400, 260), "white")
+    ImageDraw.Draw(img).text((40, 90), f"Harbour briefing {marker}", fill="black", font=samples._font(56))
+    png = io.BytesIO()
+    img.save(png, format="PNG")
+    prs = Presentation()
+    slide = prs.slides.add_slide(prs.slide_layouts[6])
+    slide.shapes.add_picture(io.BytesIO(png.getvalue()), Inches(0.5), Inches(1))
+    buf = io.BytesIO()
+    prs.save(buf)
     return buf.getvalue()
 
 
@@ -309,6 +346,36 @@ def build(folder: Path, copies: int, unique_copy: Callable[[str, bytes, int], by
                     _known_word(rel),
                     unique_copy(rel, (base / rel).read_bytes(), n + 1),
                 )
+            # Issue 35's files without text: a Markdown table alone, text in an ODT frame, pdftotext
+            # output with a control character, a picture-only slide, OOXML under legacy names.
+            m = _marker("mdtable", n)
+            add("text/simple-table.md", "Markdown table", m, f"| berth | note |\n|---|---|\n| B7 | {m} |\n".encode())
+            add(
+                "office/simple-frame.odt",
+                "ODT (text in a frame)",
+                _marker("odtframe", n),
+                _odt_frame(_sentence(_marker("odtframe", n))),
+            )
+            m = _marker("pdftxt", n)
+            add("text/report.pdf.txt", "text named .pdf.txt", m, f"{_sentence(m)}\n\x0c\x02Page two.\n".encode())
+            add(
+                "office/picture.pptx",
+                "picture-only PPTX (OCR)",
+                _marker("picppt", n),
+                _picture_pptx(_marker("picppt", n)),
+            )
+            add(
+                "office/misnamed-docx.doc",
+                "OOXML named .doc/.ppt",
+                _marker("misdoc", n),
+                _docx(_sentence(_marker("misdoc", n))),
+            )
+            add(
+                "office/misnamed-pptx.ppt",
+                "OOXML named .doc/.ppt",
+                _marker("misdoc", n),
+                _pptx(_sentence(_marker("misdoc", n))),
+            )
             msg = _msg(_marker("msg", n))
             if msg:
                 add("mail/inspection.msg", "Outlook .msg", _marker("msg", n), msg)

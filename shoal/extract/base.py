@@ -121,6 +121,9 @@ class Context:
     # Decoded pictures (image pages, video keyframes) for the image analysers after the
     # decoder: media.frames.Frame objects, never serialised.
     frames: list[Any] = field(default_factory=list)
+    # Work later steps of the same chain reuse (one spaCy parse shared by entities and PII);
+    # lives only as long as the chain, never serialised.
+    shared: dict[str, Any] = field(default_factory=dict)
 
 
 class Extractor(ABC):

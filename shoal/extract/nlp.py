@@ -8,12 +8,18 @@ on that same spaCy pipeline, YAKE and VADER. English-only models run on English 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
+
+import numpy
 
 from shoal.config import ExtractSettings
 from shoal.extract.base import Context, Extraction, ExtractionSkipped, Extractor, TextPart
 
 SHORT_PART_CHARS = 200
+# One spaCy Doc holds at most this many characters (a page or two of dense text is ~5k): long
+# parts are parsed in pieces, rows keep offsets within their part.
+NLP_CHUNK_CHARS = 20_000
 _models: dict[str, Any] = {}
 _lock = threading.Lock()
 
@@ -72,16 +78,79 @@ def detect_language(text: str, settings: ExtractSettings) -> tuple[str | None, f
 
 
 def _parts(ctx: Context, *, english_only: bool) -> list[TextPart]:
-    """The non-empty text parts to analyse, cut to max_nlp_chars (English only for English models)."""
+    """The non-empty text parts to analyse, each cut to max_nlp_chars and all together to the
+    object's nlp_max_chars budget (English only for English models)."""
     languages: dict[str, str | None] = ctx.properties.get("part_languages", {})
+    budget = ctx.settings.nlp_max_chars or None
     out = []
     for i, p in enumerate(ctx.text):
         if not p.text.strip():
             continue
         if english_only and languages.get(str(i)) not in (None, "en"):
             continue
-        out.append(TextPart(p.part, p.text[: ctx.settings.max_nlp_chars]))
+        text = p.text[: ctx.settings.max_nlp_chars]
+        if budget is not None:
+            if budget <= 0:
+                break
+            text = text[:budget]
+            budget -= len(text)
+        out.append(TextPart(p.part, text))
     return out
+
+
+def budget_reached(ctx: Context) -> bool:
+    """Whether the nlp_max_chars budget left text unread by NLP (recorded in the object's properties)."""
+    limit = ctx.settings.nlp_max_chars
+    return bool(limit) and sum(len(p.text[: ctx.settings.max_nlp_chars]) for p in ctx.text) > limit
+
+
+def chunks(text: str, size: int = NLP_CHUNK_CHARS) -> list[tuple[int, str]]:
+    """(offset, chunk) pieces of at most `size` characters, cut at a paragraph break, else a line
+    break, else a space where one is in the chunk's second half: one spaCy Doc stays bounded."""
+    out = []
+    start = 0
+    while len(text) - start > size:
+        window = text[start : start + size]
+        cut = -1
+        for sep in ("\n\n", "\n", ". ", " "):
+            cut = window.rfind(sep)
+            if cut >= size // 2:
+                cut += len(sep)
+                break
+        if cut < size // 2:
+            cut = size
+        out.append((start, window[:cut]))
+        start += cut
+    out.append((start, text[start:]))
+    return out
+
+
+@dataclass
+class Parsed:
+    """One spaCy Doc of a chunk of a text part: `offset` is where the chunk starts in the part."""
+
+    part: str
+    offset: int
+    doc: Any
+
+
+def parsed(ctx: Context) -> list[Parsed]:
+    """The English parts parsed once per object (nlp.pipe, bounded chunks), shared by entities and PII."""
+    if "spacy" not in ctx.shared:
+        nlp = spacy_pipeline(ctx.settings)
+        pieces = [
+            (p.part, off, chunk)
+            for p in _parts(ctx, english_only=True)
+            for off, chunk in chunks(p.text, NLP_CHUNK_CHARS)
+        ]
+        out = []
+        for (part, off, _), doc in zip(pieces, nlp.pipe(c for _, _, c in pieces), strict=True):
+            # The per-token vectors are the pipeline's working memory: neither NER rows nor
+            # presidio read them afterwards, and a long document's would dwarf the rest.
+            doc.tensor = numpy.zeros((0, 0), dtype="float32")
+            out.append(Parsed(part, off, doc))
+        ctx.shared["spacy"] = out
+    return ctx.shared["spacy"]
 
 
 class Language(Extractor):
@@ -128,21 +197,23 @@ class Entities(Extractor):
         spacy_pipeline(settings)
 
     def run(self, ctx: Context) -> Extraction:
-        nlp = spacy_pipeline(ctx.settings)
         rows: list[dict[str, Any]] = []
-        for p in _parts(ctx, english_only=True):
-            doc = nlp(p.text)
+        for piece in parsed(ctx):
             rows.extend(
                 {
-                    "part": p.part,
+                    "part": piece.part,
                     "entity": e.text,
                     "label": e.label_,
-                    "start_char": e.start_char,
-                    "end_char": e.end_char,
+                    "start_char": piece.offset + e.start_char,
+                    "end_char": piece.offset + e.end_char,
                 }
-                for e in doc.ents
+                for e in piece.doc.ents
             )
-        return Extraction(rows={"entities": rows}, details={"model": ctx.settings.spacy_model})
+        return Extraction(
+            rows={"entities": rows},
+            properties={"nlp_budget_reached": True} if budget_reached(ctx) else {},
+            details={"model": ctx.settings.spacy_model},
+        )
 
 
 class KeyPhrases(Extractor):
@@ -228,17 +299,26 @@ class Pii(Extractor):
 
     def run(self, ctx: Context) -> Extraction:
         analyzer = pii_analyzer(ctx.settings)
+        engine = analyzer.nlp_engine
         rows = []
-        for p in _parts(ctx, english_only=True):
-            for r in analyzer.analyze(text=p.text, language="en", score_threshold=ctx.settings.pii_min_score):
+        for piece in parsed(ctx):
+            # Presidio reads the Doc entities already parsed instead of running the pipeline again.
+            artifacts = engine._doc_to_nlp_artifact(piece.doc, "en")
+            found = analyzer.analyze(
+                text=piece.doc.text,
+                language="en",
+                score_threshold=ctx.settings.pii_min_score,
+                nlp_artifacts=artifacts,
+            )
+            for r in found:
                 if r.entity_type in ctx.settings.pii_ignore:
                     continue
                 rows.append(
                     {
-                        "part": p.part,
+                        "part": piece.part,
                         "pii_type": r.entity_type,
-                        "start_char": r.start,
-                        "end_char": r.end,
+                        "start_char": piece.offset + r.start,
+                        "end_char": piece.offset + r.end,
                         "score": round(float(r.score), 4),
                         "recognizer": (r.recognition_metadata or {}).get("recognizer_name"),
                     }

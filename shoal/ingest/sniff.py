@@ -118,7 +118,11 @@ def detect_media_type(head: bytes, name: str, data: bytes | None = None) -> str:
         text = head[: len(head) - len(head) % 4].decode(wide, errors="replace").lstrip("\ufeff")
         sniffed = magic.from_buffer(text.encode("utf-8")[:SNIFF_BYTES], mime=True) if text.strip() else sniffed
     if sniffed in ("application/zip", "application/octet-stream") and data is not None and head[:2] == b"PK":
-        return _zip_type(data) or sniffed
+        return zip_type(data) or sniffed
+    if sniffed == "application/octet-stream" and _reads_as_text(head, ext):
+        # One stray control character (pdftotext's output, a log) makes libmagic call text "data":
+        # text that decodes cleanly is text whatever the name; then the extension refines it.
+        sniffed = "text/plain"
     if sniffed == "application/x-empty":
         return "application/x-empty"
     if sniffed in _OLE_GENERIC:
@@ -132,6 +136,25 @@ def detect_media_type(head: bytes, name: str, data: bytes | None = None) -> str:
         if sniffed in ("text/plain", "application/json") and _looks_like_json(head):
             return "application/json"
     return _ALIASES.get(sniffed, sniffed)
+
+
+def _reads_as_text(head: bytes, ext: str) -> bool:
+    """Whether bytes libmagic has no answer for are text: strict UTF-8 (a character cut at the end of
+    the sample allowed) that is almost all printable, or, for a text extension, no NUL byte and
+    mostly printable in cp1252 (the extension decides when the sniffer cannot)."""
+    if not head or b"\x00" in head:
+        return False
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3 or len(head) < SNIFF_BYTES:
+            if ext not in _TEXT_BY_EXTENSION:
+                return False
+            text = head.decode("cp1252", errors="replace")
+        else:
+            text = head[: exc.start].decode("utf-8")
+    printable = sum(ch.isprintable() or ch.isspace() for ch in text)
+    return printable >= 0.98 * len(text)
 
 
 def _ole_type(data: bytes) -> str | None:
@@ -158,7 +181,7 @@ def _looks_like_json(head: bytes) -> bool:
     return True
 
 
-def _zip_type(data: bytes) -> str | None:
+def zip_type(data: bytes) -> str | None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = zf.namelist()

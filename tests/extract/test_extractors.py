@@ -584,7 +584,8 @@ def test_pdf_pages_pdfminer_rejects_are_read_by_pdfium(monkeypatch):
     from shoal.extract.documents.pdf import Pdf
 
     data = samples.invoice_pdf()
-    ctx = Context(ObjectInfo("6" * 32, "/dev/null", "application/pdf", "i.pdf", len(data)), data, ExtractSettings())
+    settings = ExtractSettings(pdf_text="pdfplumber")
+    ctx = Context(ObjectInfo("6" * 32, "/dev/null", "application/pdf", "i.pdf", len(data)), data, settings)
 
     def reject(*args, **kwargs):
         raise AttributeError("PDF stream object {'Type': /ObjStm} does not have attribute 'N'")

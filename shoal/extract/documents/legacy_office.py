@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from abc import abstractmethod
 from typing import ClassVar
 
 from shoal.exceptions import DependencyError
@@ -83,13 +84,36 @@ class _Legacy(Extractor):
     def _empty(self) -> ExtractionSkipped:
         return ExtractionSkipped(f"no text in the {self.what}")
 
+    def run(self, ctx: Context) -> Extraction:
+        if ctx.data[:2] == b"PK":
+            # An OOXML file saved under a legacy name (typed by an older sniffer, or by its extension):
+            # its content decides, and catdoc would read nothing.
+            return _ooxml_extractor(ctx).run(ctx)
+        return self.read(ctx)
+
+    @abstractmethod
+    def read(self, ctx: Context) -> Extraction: ...
+
+
+def _ooxml_extractor(ctx: Context) -> Extractor:
+    from shoal.extract.documents.office import Docx, Pptx, Xlsx
+    from shoal.ingest.sniff import zip_type
+
+    by_type: dict[str, type[Extractor]] = {cls.media_type: cls for cls in (Docx, Pptx, Xlsx)}
+    media_type = zip_type(ctx.data)
+    if media_type not in by_type:
+        raise ValueError(
+            f"{ctx.obj.file_name}: typed {ctx.obj.media_type} but is a ZIP container ({media_type}), not OLE2"
+        )
+    return by_type[media_type]()
+
 
 class Doc(_Legacy):
     name = "doc"
     version = "1"
     tool, suffix, what = "catdoc", ".doc", "Word document"
 
-    def run(self, ctx: Context) -> Extraction:
+    def read(self, ctx: Context) -> Extraction:
         # -w: one line per paragraph; -d utf-8: output charset.
         out = convert(self.tool, ["-w", "-d", "utf-8"], ctx, self.suffix)
         links, seen = [], set()
@@ -110,7 +134,7 @@ class Xls(_Legacy):
     version = "1"
     tool, suffix, what = "xls2csv", ".xls", "Excel workbook"
 
-    def run(self, ctx: Context) -> Extraction:
+    def read(self, ctx: Context) -> Extraction:
         # -q 1: quote text cells only; -c ,: separator; sheets end with a form feed.
         out = convert(self.tool, ["-d", "utf-8", "-q", "1", "-c", ","], ctx, self.suffix)
         parts, tables = [], []
@@ -134,7 +158,7 @@ class Ppt(_Legacy):
     version = "2"
     tool, suffix, what = "catppt", ".ppt", "PowerPoint presentation"
 
-    def run(self, ctx: Context) -> Extraction:
+    def read(self, ctx: Context) -> Extraction:
         try:
             out = convert(self.tool, ["-d", "utf-8"], ctx, self.suffix)
         except ValueError:

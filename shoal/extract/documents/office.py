@@ -6,12 +6,15 @@ All four are ZIP containers: the bomb check runs before any of them is opened.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from typing import Any
 
 from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionSkipped, Extractor, Sections, TextPart
 from shoal.extract.safety import check_zip
 
 MAX_SHEET_TEXT_ROWS = 5_000
+MIN_TEXT_CHARS = 3  # a slide with less text than this is read from its pictures (as PDF scans are)
+MIN_OCR_SIDE = 32  # pixels: smaller pictures are icons, not text
 
 
 def _core(props) -> dict[str, Any]:
@@ -63,6 +66,7 @@ def _int_attr(el, default: int) -> int:
 
 class Docx(Extractor):
     name = "docx"
+    media_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
     version = "2"
     preload = ("docx",)
 
@@ -84,10 +88,26 @@ class Docx(Extractor):
         return Extraction(text=parts, tables=tables, properties=_core(document.core_properties))
 
 
+def _pictures(shapes) -> Iterator[bytes]:
+    """The image bytes of a slide's pictures, groups included (picture placeholders too)."""
+    from pptx.enum.shapes import MSO_SHAPE_TYPE
+
+    for shape in shapes:
+        if shape.shape_type == MSO_SHAPE_TYPE.GROUP:
+            yield from _pictures(shape.shapes)
+            continue
+        try:
+            image = shape.image  # pictures and filled picture placeholders have one
+        except (AttributeError, ValueError, KeyError):
+            continue
+        yield image.blob
+
+
 class Pptx(Extractor):
     name = "pptx"
-    version = "1"
-    preload = ("pptx",)
+    media_type = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
+    version = "2"  # 2: slides that are pictures are OCR'd
+    preload = ("pptx", "pytesseract")
 
     def run(self, ctx: Context) -> Extraction:
         from pptx import Presentation
@@ -95,6 +115,8 @@ class Pptx(Extractor):
         check_zip(ctx.data, ctx.settings, "PPTX")
         deck = Presentation(io.BytesIO(ctx.data))
         parts, tables = [], []
+        ocr_slides: list[int] = []
+        problems: list[str] = []
         for number, slide in enumerate(deck.slides, 1):
             label = f"slide {number}"
             lines: list[str] = []
@@ -105,6 +127,12 @@ class Pptx(Extractor):
                     rows = [[c.text for c in r.cells] for r in shape.table.rows]
                     tables.append(ExtractedTable(label, rows))
                     lines.extend(" | ".join(r) for r in rows)
+            if sum(len(line.strip()) for line in lines) < MIN_TEXT_CHARS:
+                # A slide that is a picture (a scanned or exported deck): read its pictures as scans are.
+                ocr = [t for t in (self._ocr(ctx, blob, label, problems) for blob in _pictures(slide.shapes)) if t]
+                if ocr:
+                    lines.extend(ocr)
+                    ocr_slides.append(number)
             if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
                 notes = slide.notes_slide.notes_text_frame.text
                 if notes.strip():
@@ -112,11 +140,30 @@ class Pptx(Extractor):
             parts.append(TextPart(label, "\n".join(lines)))
         props = _core(deck.core_properties)
         props["page_count"] = len(parts)
-        return Extraction(text=parts, tables=tables, properties=props)
+        props["ocr_slides"] = ocr_slides
+        return Extraction(
+            text=parts, tables=tables, properties=props, details={"problems": problems} if problems else {}
+        )
+
+    @staticmethod
+    def _ocr(ctx: Context, blob: bytes, label: str, problems: list[str]) -> str:
+        from shoal.extract.base import ExtractionRefused
+        from shoal.extract.documents.pdf import ocr_image
+        from shoal.extract.media.frames import open_image
+
+        try:
+            image = open_image(blob, ctx.settings.media.max_pixels)
+            if min(image.size) < MIN_OCR_SIDE:
+                return ""  # an icon or a bullet: no text worth a tesseract run
+            return ocr_image(image.convert("RGB"), ctx.settings.ocr_languages).strip()
+        except (ValueError, ExtractionRefused) as exc:  # one unreadable picture: the deck's text is kept
+            problems.append(f"{label}: picture: {exc}")
+            return ""
 
 
 class Xlsx(Extractor):
     name = "xlsx"
+    media_type = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
     version = "1"
     preload = ("openpyxl",)
 
@@ -143,14 +190,42 @@ class Xlsx(Extractor):
         return Extraction(text=parts, tables=tables, properties=props)
 
 
+# Deleted text kept for change tracking, and notes' bodies already read in place.
+_ODT_SKIP = {
+    ("urn:oasis:names:tc:opendocument:xmlns:text:1.0", "tracked-changes"),
+    ("urn:oasis:names:tc:opendocument:xmlns:text:1.0", "sequence-decls"),
+    ("urn:oasis:names:tc:opendocument:xmlns:text:1.0", "variable-decls"),
+}
+
+
+def _odt_xml_text(content: bytes) -> list[TextPart]:
+    """Every paragraph and heading of content.xml outside tables (read apart), with the XML parser alone."""
+    from defusedxml.ElementTree import fromstring
+
+    text_ns = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+    table = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}table"
+    lines: list[str] = []
+
+    def walk(el) -> None:
+        for child in el:
+            if child.tag in (f"{text_ns}p", f"{text_ns}h"):
+                lines.append("".join(child.itertext()))
+            elif child.tag not in (table, f"{text_ns}tracked-changes"):
+                walk(child)
+
+    walk(fromstring(content))
+    text = "\n".join(line for line in lines if line.strip())
+    return [TextPart("document", text)] if text.strip() else []
+
+
 class Odt(Extractor):
     name = "odt"
-    version = "2"
+    version = "3"  # 3: text in frames, text boxes and shapes
     preload = ("odf.opendocument", "odf.teletype", "odf.table")
 
     def run(self, ctx: Context) -> Extraction:
         from odf import teletype
-        from odf.namespaces import TEXTNS
+        from odf.namespaces import TABLENS, TEXTNS
         from odf.opendocument import load
         from odf.table import Table, TableCell, TableRow
 
@@ -168,11 +243,15 @@ class Odt(Extractor):
                     sections.add(teletype.extractText(el))
                 elif qname == (TEXTNS, "p"):
                     sections.add(teletype.extractText(el))
-                elif qname is not None and qname[0] == TEXTNS:
-                    walk(el)  # sections, lists and list items hold paragraphs too (tables: below)
+                elif qname is not None and qname[0] != TABLENS and qname not in _ODT_SKIP:
+                    # Sections, lists, frames, text boxes and shapes hold paragraphs too (tables: below).
+                    walk(el)
 
         walk(doc.text)
         parts = sections.done()
+        if not parts:
+            # Whatever odfpy's tree misses (an element it does not model), the XML still holds.
+            parts = _odt_xml_text(zf.read("content.xml")) if "content.xml" in zf.namelist() else []
         tables = []
         for i, t in enumerate(doc.getElementsByType(Table)):
             rows = [

@@ -132,7 +132,7 @@ _md = MarkdownIt("commonmark").enable("table")
 
 class Markdown(Extractor):
     name = "markdown"
-    version = "1"
+    version = "2"  # 2: table cells are text too
 
     def run(self, ctx: Context) -> Extraction:
         source, encoding = read_text(ctx)
@@ -158,6 +158,8 @@ class Markdown(Extractor):
                 table = []
             elif tok.type == "table_close" and table is not None:
                 tables.append(ExtractedTable(heading, table))
+                # A table's cells are text too (as in DOCX): a file that is only a table has text.
+                buf.extend(" | ".join(r) for r in table)
                 table = None
             elif tok.type == "tr_open":
                 row = []
