@@ -253,7 +253,8 @@ class _Batch:
         if "rows" not in totals:
             # Spark reports no metrics when the observed plan ran only inside a cache's build
             # (seen when every type was declared, so no inference pass ran): count directly.
-            totals = typed.agg(F.count(F.lit(1)).alias("rows"), F.count(ERROR_COL).alias("bad")).first().asDict()
+            counted = typed.agg(F.count(F.lit(1)).alias("rows"), F.count(ERROR_COL).alias("bad")).first()
+            totals = counted.asDict() if counted is not None else {"rows": 0, "bad": 0}
         self.result.rows_read, n_bad = int(totals["rows"]), int(totals["bad"])
         parsed.unpersist()
         # Bad rows are parsed again, with their raw text (the pass above left it out).

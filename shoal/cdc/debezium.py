@@ -211,8 +211,8 @@ def _read(uri: str) -> bytes:
 
 
 class DebeziumJson:
-    suffixes = (".json", ".jsonl")
-    sequence_column = SEQUENCE_COLUMN
+    suffixes: tuple[str, ...] = (".json", ".jsonl")
+    sequence_column: str | None = SEQUENCE_COLUMN
 
     def read_columns(self, file: ChangeFile, layout: CsvLayout) -> FileColumns:
         try:
@@ -244,7 +244,9 @@ class DebeziumJson:
         types[SEQUENCE_COLUMN] = "bigint"
         return FileColumns(names, names, types, tombstones)
 
-    def parse(self, uri, name, order, header, layout, columns, raw) -> Iterator[pa.RecordBatch]:
+    def parse(
+        self, uri: str, name: str, order: int, header: list[str], layout: CsvLayout, columns: list[str], raw: bool
+    ) -> Iterator[pa.RecordBatch]:
         buf = RowBuffer(name, order, columns)
         try:
             data = _read(uri)
@@ -340,8 +342,8 @@ def _fastavro() -> Any:
 
 
 class DebeziumAvro:
-    suffixes = (".avro",)
-    sequence_column = SEQUENCE_COLUMN
+    suffixes: tuple[str, ...] = (".avro",)
+    sequence_column: str | None = SEQUENCE_COLUMN
 
     def read_columns(self, file: ChangeFile, layout: CsvLayout) -> FileColumns:
         fastavro = _fastavro()
@@ -351,12 +353,14 @@ class DebeziumAvro:
                 schema = fastavro.reader(f).writer_schema
         except Exception as exc:  # noqa: BLE001 - fastavro raises several types for a bad file
             return FileColumns([], [], error=f"cannot read Avro file: {exc}")
-        fields = avro_fields(schema or {})
+        fields = avro_fields(schema if isinstance(schema, dict) else {})
         names = [*fields, SEQUENCE_COLUMN]
         types = {n: spark_type(f) for n, f in fields.items()} | {SEQUENCE_COLUMN: "bigint"}
         return FileColumns(names, names, types)
 
-    def parse(self, uri, name, order, header, layout, columns, raw) -> Iterator[pa.RecordBatch]:
+    def parse(
+        self, uri: str, name: str, order: int, header: list[str], layout: CsvLayout, columns: list[str], raw: bool
+    ) -> Iterator[pa.RecordBatch]:
         import fastavro
 
         buf = RowBuffer(name, order, columns)
@@ -365,7 +369,7 @@ class DebeziumAvro:
             fs, path = storage.filesystem(uri)
             with fs.open_input_stream(path) as f:
                 reader = fastavro.reader(f)
-                fields = avro_fields(reader.writer_schema or {})
+                fields = avro_fields(reader.writer_schema if isinstance(reader.writer_schema, dict) else {})
                 for record, event in enumerate(reader, start=1):
                     op, values, error = normalize(event, fields)
                     text = json.dumps(event, default=str) if raw or error else None

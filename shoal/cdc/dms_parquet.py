@@ -74,8 +74,8 @@ def _as_text(col: pa.ChunkedArray) -> pa.Array:
 
 
 class DmsParquet:
-    suffixes = (".parquet",)
-    sequence_column = None
+    suffixes: tuple[str, ...] = (".parquet",)
+    sequence_column: str | None = None
 
     def read_columns(self, file: ChangeFile, layout: CsvLayout) -> FileColumns:
         try:
@@ -89,7 +89,9 @@ class DmsParquet:
         cols = [f for f in schema if f.name.lower() != op]
         return FileColumns(schema.names, [f.name for f in cols], {f.name: spark_type(f.type) for f in cols})
 
-    def parse(self, uri, name, order, header, layout, columns, raw) -> Iterator[pa.RecordBatch]:
+    def parse(
+        self, uri: str, name: str, order: int, header: list[str], layout: CsvLayout, columns: list[str], raw: bool
+    ) -> Iterator[pa.RecordBatch]:
         try:
             fs, path = storage.filesystem(uri)
             with fs.open_input_file(path) as f:

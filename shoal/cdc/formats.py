@@ -47,14 +47,16 @@ class Format(Protocol):
 
 
 class _DmsCsv:
-    suffixes = (".csv",)
-    sequence_column = None
+    suffixes: tuple[str, ...] = (".csv",)
+    sequence_column: str | None = None
 
     def read_columns(self, file: ChangeFile, layout: CsvLayout) -> FileColumns:
         header = csv_source.read_header(file, layout)
         return FileColumns(header, csv_source.data_columns(header, layout))
 
-    def parse(self, uri, name, order, header, layout, columns, raw) -> Iterator[pa.RecordBatch]:
+    def parse(
+        self, uri: str, name: str, order: int, header: list[str], layout: CsvLayout, columns: list[str], raw: bool
+    ) -> Iterator[pa.RecordBatch]:
         schema = csv_source.output_schema(columns)
         fast = csv_source._parse_fast(uri, name, order, header, layout, columns, schema, raw)
         if fast is not None:
