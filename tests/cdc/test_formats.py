@@ -141,3 +141,13 @@ def test_format_by_name_and_unknown_format() -> None:
     assert formats.format_of("anything.csv", "debezium-json") == "debezium-json"
     with pytest.raises(ShoalError, match="must be one of dms-csv, dms-parquet, debezium-json, debezium-avro"):
         formats.get("maxwell")
+
+
+def test_cli_takes_format_and_schema_and_rejects_an_unknown_format(capsys, monkeypatch) -> None:
+    from tests.support.helpers import run_cli
+
+    code, out, _ = run_cli(["cdc", "apply", "--help"], capsys, monkeypatch)
+    assert code == 0 and "--format" in out and "--schema" in out and "debezium-avro" in out
+    args = ["cdc", "apply", "src", "--table", "t.x", "--key", "id", "--format", "maxwell"]
+    code, _, err = run_cli(args, capsys, monkeypatch)
+    assert code == 2 and "'maxwell' is not one of" in err and "dms-parquet" in err
