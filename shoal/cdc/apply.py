@@ -327,8 +327,15 @@ class _Batch:
         self._base_snapshot = int(snapshot.snapshotId())
         kept = [c for c in table_cols if c not in columns]
         self._carried = [*kept, "_file", "_pos"]
-        wanted = ", ".join(quote(c) for c in dict.fromkeys([*keys, seq, *kept]))
-        return self.spark.sql(f"SELECT {wanted}, _file, _pos FROM {self.table.sql} VERSION AS OF {self._base_snapshot}")
+        pinned = f"{self.table.sql} VERSION AS OF {self._base_snapshot}"
+        # The pinned snapshot reads with its own schema: a column the table lacks there (the
+        # sequence column a Debezium batch brings to a table loaded otherwise, or one added
+        # since by ALTER TABLE) is null, as the table's rows are.
+        present = {c.lower() for c in self.spark.sql(f"SELECT * FROM {pinned}").columns}
+        wanted = ", ".join(
+            quote(c) if c.lower() in present else f"NULL AS {quote(c)}" for c in dict.fromkeys([*keys, seq, *kept])
+        )
+        return self.spark.sql(f"SELECT {wanted}, _file, _pos FROM {pinned}")
 
     def _narrow(
         self, latest: DataFrame, target: DataFrame, tombstones: DataFrame | None, keys: list[str]
