@@ -6,6 +6,10 @@ between runs on shared machines; ratios within a run do not).
 
     python benchmarks/cdc_merge.py                       # 5M-row table, 1M changes
     python benchmarks/cdc_merge.py --rows 500000 --changes 100000 --json
+    python benchmarks/cdc_merge.py --format dms-parquet --modes merge-on-read   # another source
+
+With `--format` the batch is written as that tool writes it (DMS Parquet with `Op`, Debezium
+JSON envelopes one per line) and the floor appends the same files read by Spark.
 
 Targets (issue #2): apply within 2x of the plain append; at least 3x faster than PyIceberg.
 Issue #21: peak driver RSS (JVM + Python) under 4 GB at the default scale; reported per step.
@@ -24,7 +28,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 from memory import peak_rss_mb, reset_peak_rss
+from pyspark.sql import functions as F
 
 from shoal.cdc import ApplyOptions, apply_changes
 from shoal.config import load_settings
@@ -85,11 +91,58 @@ def change_rows(n_rows: int, n_changes: int, seed: int = 42) -> pa.Table:
     )
 
 
-def write_change_files(changes: pa.Table, folder: Path, files: int) -> None:
+def _debezium_lines(part: pa.Table) -> list[str]:
+    """Debezium JSON envelopes (schemas.enable=true) for the rows of `part`."""
+    fields = [
+        {"type": "int64", "optional": False, "field": "product_id"},
+        {"type": "string", "optional": True, "field": "category"},
+        {"type": "string", "optional": True, "field": "name"},
+        {"type": "int64", "optional": True, "field": "quantity"},
+        {"type": "double", "optional": True, "field": "price"},
+        {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "field": "updated_at"},
+    ]
+    schema = {
+        "type": "struct",
+        "name": "bench.products.Envelope",
+        "fields": [
+            {"type": "struct", "optional": True, "field": "before", "fields": fields},
+            {"type": "struct", "optional": True, "field": "after", "fields": fields},
+            {"type": "struct", "field": "source", "fields": [{"type": "int64", "field": "ts_ms"}]},
+            {"type": "string", "field": "op"},
+        ],
+    }
+    head = json.dumps(schema)
+    micros = pc.cast(part["updated_at"], pa.int64()).to_pylist()
+    lines = []
+    for r, us in zip(part.drop_columns(["op", "updated_at"]).to_pylist(), micros, strict=True):
+        lines.append(r | {"updated_at": us})
+    ops = part["op"].to_pylist()
+    out = []
+    for op, row, us in zip(ops, lines, micros, strict=True):
+        payload = {
+            "before": row if op == "D" else None,
+            "after": None if op == "D" else row,
+            "source": {"ts_ms": us // 1000},
+            "op": {"I": "c", "U": "u", "D": "d"}[op],
+        }
+        out.append('{"schema": ' + head + ', "payload": ' + json.dumps(payload) + "}")
+    return out
+
+
+def write_change_files(changes: pa.Table, folder: Path, files: int, fmt: str = "dms-csv") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     per = -(-changes.num_rows // files)
     for i in range(files):
         part = changes.slice(i * per, per)
+        if fmt == "dms-parquet":
+            pq.write_table(
+                part.rename_columns(["Op", *part.column_names[1:]]), folder / f"20220302-{1134010000 + i}.parquet"
+            )
+            continue
+        if fmt == "debezium-json":
+            name = f"bench.products+0+{i * per:010d}.json"
+            (folder / name).write_text("\n".join(_debezium_lines(part)) + "\n")
+            continue
         opts = pacsv.WriteOptions(include_header=True, quoting_style="needed")
         part = part.set_column(6, "updated_at", pc.strftime(part["updated_at"], "%Y-%m-%d %H:%M:%S"))
         pacsv.write_csv(part, folder / f"20220302-{1134010000 + i}.csv", opts)
@@ -115,6 +168,8 @@ def main() -> None:
         help="PyIceberg upsert runs on at most this many changes of the batch (it takes hours on 1M); "
         "its rows/s is compared with Shoal's",
     )
+    ap.add_argument("--format", default="dms-csv", choices=["dms-csv", "dms-parquet", "debezium-json"])
+    ap.add_argument("--modes", default="merge-on-read,copy-on-write", help="row-level write modes to time")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -128,7 +183,7 @@ def main() -> None:
     create_base(spark, args.rows)
     changes = change_rows(args.rows, args.changes)
     src = workspace / "changes"
-    write_change_files(changes, src, args.files)
+    write_change_files(changes, src, args.files, args.format)
     results: dict[str, dict] = {}
 
     # 1. The floor: read the same change files with Spark and append them.
@@ -136,7 +191,15 @@ def main() -> None:
     schema = "op string, product_id bigint, category string, name string, quantity bigint, price double, updated_at timestamp"
 
     def append() -> None:
-        df = spark.read.csv(str(src), header=True, schema=schema).drop("op")
+        if args.format == "dms-parquet":
+            df = spark.read.parquet(str(src)).drop("Op")
+        elif args.format == "debezium-json":
+            row = "product_id:bigint,category:string,name:string,quantity:bigint,price:double,updated_at:bigint"
+            df = spark.read.json(str(src), schema=f"payload struct<after:struct<{row}>>")
+            df = df.select("payload.after.*").where("product_id IS NOT NULL")
+            df = df.withColumn("updated_at", F.timestamp_micros("updated_at"))
+        else:
+            df = spark.read.csv(str(src), header=True, schema=schema).drop("op")
         df.writeTo("bench.append_floor").append()
 
     reset_peak_rss(spark)
@@ -156,10 +219,11 @@ def main() -> None:
     results["warmup"] = {"seconds": secs, "changes": 10}
     log(f"warm-up apply (10 changes):  {secs:8.2f} s")
 
-    for mode in ("merge-on-read", "copy-on-write"):
+    for mode in args.modes.split(","):
         table = f"bench.shoal_{mode.replace('-', '_')}"
         copy_base(spark, table, mode)
-        opts = ApplyOptions(table=table, keys=["product_id"], sequence="updated_at")
+        seq = "" if args.format == "debezium-json" else "updated_at"
+        opts = ApplyOptions(table=table, keys=["product_id"], sequence=seq, format=args.format, op_column="Op")
         t0 = time.perf_counter()
 
         def step(msg: str, t0: float = t0) -> None:
@@ -210,22 +274,20 @@ def main() -> None:
         log(f"PyIceberg upsert + delete:  {secs:8.2f} s  (on {sample.num_rows:,} of the changes)")
 
     floor = results["iceberg_append"]["seconds"]
-    best_mode = min(("merge-on-read", "copy-on-write"), key=lambda m: results[f"shoal_{m}"]["seconds"])
+    best_mode = min(args.modes.split(","), key=lambda m: results[f"shoal_{m}"]["seconds"])
     summary = {
         "rows": args.rows,
         "changes": args.changes,
         "rows_per_second": {
             k: round(v.get("changes", args.changes) / v["seconds"]) for k, v in results.items() if k != "warmup"
         },
-        "apply_vs_append": {
-            m: round(results[f"shoal_{m}"]["seconds"] / floor, 2) for m in ("merge-on-read", "copy-on-write")
-        },
+        "apply_vs_append": {m: round(results[f"shoal_{m}"]["seconds"] / floor, 2) for m in args.modes.split(",")},
         "faster_mode": best_mode,
     }
     if "pyiceberg_upsert" in results:
         rps = summary["rows_per_second"]
         summary["pyiceberg_vs_apply"] = {
-            m: round(rps[f"shoal_{m}"] / rps["pyiceberg_upsert"], 2) for m in ("merge-on-read", "copy-on-write")
+            m: round(rps[f"shoal_{m}"] / rps["pyiceberg_upsert"], 2) for m in args.modes.split(",")
         }
     summary["seconds"] = {k: round(v["seconds"], 2) for k, v in results.items()}
     summary["peak_driver_rss_mb"] = {k: v["peak_rss"] for k, v in results.items() if "peak_rss" in v}

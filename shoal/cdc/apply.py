@@ -16,9 +16,9 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from shoal.cdc import ledger, rowdelta, tombstones
+from shoal.cdc import formats, ledger, rowdelta, tombstones
 from shoal.cdc.batch import ACTION_COL, APPLIED_ACTIONS, TARGET_PREFIX, classify, latest_events
-from shoal.cdc.schema import cast_checked, infer_types, quote
+from shoal.cdc.schema import cast_checked, declared_types, infer_types, quote
 from shoal.cdc.source import (
     ERROR_COL,
     FILE_COL,
@@ -27,11 +27,8 @@ from shoal.cdc.source import (
     RAW_COL,
     ChangeFile,
     CsvLayout,
-    data_columns,
     discover,
     output_schema,
-    parse_files,
-    read_header,
 )
 from shoal.config import Settings
 from shoal.exceptions import BadChangeRowError, ShoalError, SourceError, literal
@@ -73,6 +70,13 @@ class ApplyOptions:
     delimiter: str = ","
     # Take files rewritten under a name already applied, as new changes (else reported, skipped).
     reapply: bool = False
+    # dms-csv, dms-parquet, debezium-json or debezium-avro (shoal.cdc.formats); None: by
+    # each file's name ending.
+    format: str | None = None
+    # Declared column types that override inference and the files' own schema: a mapping
+    # column -> Spark SQL type, or a file / existing table to take them from (see
+    # shoal.cdc.schema.declared_types).
+    schema: str | dict[str, str] | None = None
 
     def resolved(self, settings: Settings) -> ApplyOptions:
         """These options with every unset choice taken from `[cdc]`."""
@@ -106,6 +110,8 @@ class ApplyResult:
     files_rewritten: list[str] = field(default_factory=list)
     files_reapplied: list[str] = field(default_factory=list)
     tombstones_pruned: int = 0
+    # Kafka tombstone records (null values after a Debezium delete): nothing to apply.
+    tombstone_records_skipped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -136,6 +142,8 @@ def _validate_options(options: ApplyOptions) -> None:
             hint="give {columns} a,b,c",
             options=True,
         )
+    if options.format is not None:
+        formats.get(options.format)  # an unknown name is a clear error before any work
     if options.on_error not in ("fail", "quarantine"):
         raise ShoalError(
             f"{{on_error}} must be fail or quarantine, not {literal(repr(options.on_error))}", options=True
@@ -175,6 +183,10 @@ class _Batch:
         # Set when the batch commits as a row-delta: the snapshot the classification read.
         self._base_snapshot: int | None = None
         self._carried: list[str] = []
+        # The sequence column: as given, or (empty) the one the files' format carries.
+        self.sequence = options.sequence
+        self._file_types: dict[str, str] = {}
+        self._declared: dict[str, str] = {}
 
     # ---- the batch, step by step ---------------------------------------------------
     def run(self) -> ApplyResult:
@@ -197,6 +209,8 @@ class _Batch:
         self.result.files_applied = [f.name for f in files]
 
         table_cols = self._table_columns() if exists else {}
+        if self.opt.schema:
+            self._declared = {k.lower(): v for k, v in declared_types(self.spark, self.opt.schema).items()}
         if exists:
             self._check_existing(table_cols)
         headers, columns = self._columns(files, table_cols)
@@ -224,7 +238,7 @@ class _Batch:
         observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"), F.count(ERROR_COL).alias("bad"))
         good = observed.where(F.col(ERROR_COL).isNull()).drop(RAW_COL, ERROR_COL)
         keys = [self._name(k, columns) for k in self.opt.keys]
-        seq = self._name(self.opt.sequence, columns)
+        seq = self._name(self.sequence, columns)
         latest = latest_events(good, keys, seq)
         target = self._target(keys, seq, columns, table_cols) if exists else None
         tomb = self.table.sibling(TOMBSTONES_SUFFIX)
@@ -236,6 +250,11 @@ class _Batch:
         if latest.is_cached:
             latest.unpersist()  # classified holds all it is needed for
         totals = observation.get
+        if "rows" not in totals:
+            # Spark reports no metrics when the observed plan ran only inside a cache's build
+            # (seen when every type was declared, so no inference pass ran): count directly.
+            counted = typed.agg(F.count(F.lit(1)).alias("rows"), F.count(ERROR_COL).alias("bad")).first()
+            totals = counted.asDict() if counted is not None else {"rows": 0, "bad": 0}
         self.result.rows_read, n_bad = int(totals["rows"]), int(totals["bad"])
         parsed.unpersist()
         # Bad rows are parsed again, with their raw text (the pass above left it out).
@@ -268,7 +287,7 @@ class _Batch:
     # ---- steps ---------------------------------------------------------------------
     def _new_files(self, applied: ledger.Ledger) -> list[ChangeFile]:
         """Files not applied yet; rewritten ones are reported, and taken with `reapply`."""
-        self._listing = applied.check(discover(self.source))
+        self._listing = applied.check(discover(self.source, formats.suffixes(self.opt.format)))
         rewritten = [r.file for r in self._listing.rewritten]
         self.result.files_rewritten = [f.name for f in rewritten]
         if self.opt.reapply:
@@ -308,8 +327,15 @@ class _Batch:
         self._base_snapshot = int(snapshot.snapshotId())
         kept = [c for c in table_cols if c not in columns]
         self._carried = [*kept, "_file", "_pos"]
-        wanted = ", ".join(quote(c) for c in dict.fromkeys([*keys, seq, *kept]))
-        return self.spark.sql(f"SELECT {wanted}, _file, _pos FROM {self.table.sql} VERSION AS OF {self._base_snapshot}")
+        pinned = f"{self.table.sql} VERSION AS OF {self._base_snapshot}"
+        # The pinned snapshot reads with its own schema: a column the table lacks there (the
+        # sequence column a Debezium batch brings to a table loaded otherwise, or one added
+        # since by ALTER TABLE) is null, as the table's rows are.
+        present = {c.lower() for c in self.spark.sql(f"SELECT * FROM {pinned}").columns}
+        wanted = ", ".join(
+            quote(c) if c.lower() in present else f"NULL AS {quote(c)}" for c in dict.fromkeys([*keys, seq, *kept])
+        )
+        return self.spark.sql(f"SELECT {wanted}, _file, _pos FROM {pinned}")
 
     def _narrow(
         self, latest: DataFrame, target: DataFrame, tombstones: DataFrame | None, keys: list[str]
@@ -373,22 +399,37 @@ class _Batch:
                 f"--key {','.join(self.opt.keys)} differs from the keys the table was created with ({recorded})"
             )
 
-    def _columns(self, files: list[ChangeFile], table_cols: dict[str, str]) -> tuple[dict[str, list[str]], list[str]]:
-        """Header per file, and the batch's data columns (table spelling where known)."""
+    def _columns(self, files: list[ChangeFile], table_cols: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+        """What the parser needs per file (its format and header, as JSON), and the batch's
+        data columns (table spelling where known). Types the files declare are kept."""
         canonical = {c.lower(): c for c in table_cols}
-        headers: dict[str, list[str]] = {}
+        headers: dict[str, str] = {}
         columns: list[str] = []
+        sequences: set[str | None] = set()
         for f in files:
-            header = read_header(f, self.layout)
-            headers[f.name] = header
-            for c in data_columns(header, self.layout):
+            fmt_name = formats.format_of(f.name, self.opt.format)
+            fmt = formats.get(fmt_name)
+            sequences.add(fmt.sequence_column)
+            found = fmt.read_columns(f, self.layout)
+            self.result.tombstone_records_skipped += found.tombstones
+            if found.header or found.error:
+                headers[f.name] = json.dumps({"format": fmt_name, "header": found.header})
+            for c in found.columns:
                 name = canonical.setdefault(c.lower(), c)
                 if name not in columns:
                     columns.append(name)
+                if c in found.types:
+                    self._file_types[name] = found.types[c]
+        if not self.sequence:
+            # Debezium events carry their own order: the sequence column is the format's.
+            own = sequences - {None}
+            if len(own) != 1 or None in sequences:
+                raise ShoalError("the sequence column is not known", hint="give {sequence} COL", options=True)
+            self.sequence = str(next(iter(own)))
         if not columns:
             return headers, columns
         lower = {c.lower() for c in columns} | set(canonical)
-        for needed, option in [(k, "keys") for k in self.opt.keys] + [(self.opt.sequence, "sequence")]:
+        for needed, option in [(k, "keys") for k in self.opt.keys] + [(self.sequence, "sequence")]:
             if needed.lower() not in lower:
                 raise SourceError(
                     f"{{{option}}} column {literal(repr(needed))} is not in the change files "
@@ -401,10 +442,8 @@ class _Batch:
     def _name(self, wanted: str, columns: list[str]) -> str:
         return next(c for c in columns if c.lower() == wanted.lower())
 
-    def _parse(
-        self, files: list[ChangeFile], headers: dict[str, list[str]], columns: list[str], raw: bool
-    ) -> DataFrame:
-        rows = [(f.uri, f.name, i, json.dumps(headers[f.name])) for i, f in enumerate(files) if headers[f.name]]
+    def _parse(self, files: list[ChangeFile], headers: dict[str, str], columns: list[str], raw: bool) -> DataFrame:
+        rows = [(f.uri, f.name, i, headers[f.name]) for i, f in enumerate(files) if f.name in headers]
         in_schema = "uri string, name string, file_order int, header string"
         # The executor-side parser defines the schema; Spark's is derived from it.
         spark_schema = from_arrow_schema(output_schema(columns))
@@ -413,15 +452,21 @@ class _Batch:
             files_df = files_df.repartition(max(1, len(rows)))
         layout_json = json.dumps(asdict(self.layout))
         return files_df.mapInArrow(
-            partial(parse_files, layout_json=layout_json, columns=columns, raw=raw), spark_schema
+            partial(formats.parse_files, layout_json=layout_json, columns=columns, raw=raw), spark_schema
         )
 
     def _types(self, parsed: DataFrame, columns: list[str], table_cols: dict[str, str]) -> dict[str, str]:
-        new = [c for c in columns if c not in table_cols]
         types = {c: table_cols[c] for c in columns if c in table_cols}
+        # A new column's type: declared (--schema), else the files' own schema, else inferred.
+        for c in columns:
+            if c not in types:
+                declared = self._declared.get(c.lower()) or self._file_types.get(c)
+                if declared:
+                    types[c] = declared
+        new = [c for c in columns if c not in types]
         if new:
             clean = parsed.where(F.col(ERROR_COL).isNull())
-            seq = self.opt.sequence.lower()
+            seq = self.sequence.lower()
             keys = {k.lower() for k in self.opt.keys}
             inferred = infer_types(
                 clean,
@@ -438,8 +483,8 @@ class _Batch:
             F.when(F.col(quote(self._name(k, typed.columns))).isNull(), F.lit(f"key column {k!r} is empty"))
             for k in self.opt.keys
         ]
-        seq = self._name(self.opt.sequence, typed.columns)
-        checks.append(F.when(F.col(quote(seq)).isNull(), F.lit(f"sequence column {self.opt.sequence!r} is empty")))
+        seq = self._name(self.sequence, typed.columns)
+        checks.append(F.when(F.col(quote(seq)).isNull(), F.lit(f"sequence column {self.sequence!r} is empty")))
         return typed.withColumn(ERROR_COL, F.coalesce(F.col(ERROR_COL), *checks))
 
     def _cache(self, df: DataFrame) -> DataFrame:
@@ -630,7 +675,7 @@ def file_status(spark: SparkSession, settings: Settings, table: str, source: str
         "applied": [{"file": f, **meta} for f, meta in sorted(state.all_entries().items())],
     }
     if source is not None:
-        check = state.check(discover(source))
+        check = state.check(discover(source, formats.suffixes(None)))
         out["pending"] = [f.name for f in check.new]
         out["rewritten"] = [r.file.name for r in check.rewritten]
     return out

@@ -6,6 +6,8 @@ row bad (with the column and value named) instead of silently becoming NULL.
 
 from __future__ import annotations
 
+import json
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -88,3 +90,48 @@ def cast_checked(df: DataFrame, types: dict[str, str], error_col: str) -> DataFr
     return out.select(
         *[typed_value(F.col(quote(c)), types[c]).alias(c) if c in types else F.col(quote(c)) for c in df.columns]
     )
+
+
+def declared_types(spark, schema: str | dict[str, str]) -> dict[str, str]:
+    """Column -> Spark SQL type from a `--schema` value: a mapping, a JSON file
+    (`{"price": "decimal(10,2)"}`), a DDL file (`price decimal(10,2), sold_at timestamp`),
+    or an existing table whose column types to use. Types are checked by Spark's parser."""
+    from pathlib import Path
+
+    from shoal.exceptions import ShoalError, literal
+
+    if isinstance(schema, dict):
+        mapping = schema
+    elif Path(schema).is_file():
+        text = Path(schema).read_text()
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError:
+            loaded = None
+        if isinstance(loaded, dict):
+            mapping = {str(k): str(v) for k, v in loaded.items()}
+        else:
+            ddl = ", ".join(line.strip().rstrip(",") for line in text.splitlines() if line.strip())
+            return _parse_ddl(spark, ddl, schema)
+    else:
+        try:
+            fields = spark.table(schema).schema.fields
+        except Exception as exc:  # noqa: BLE001 - Spark raises AnalysisException and others
+            raise ShoalError(
+                literal(f"{schema}: is neither a schema file nor a table"),
+                hint="give {schema} FILE or NS.TABLE",
+                options=True,
+            ) from exc
+        return {f.name: f.dataType.simpleString() for f in fields}
+    ddl = ", ".join(f"{quote(c)} {t}" for c, t in mapping.items())
+    return _parse_ddl(spark, ddl, "the declared schema")
+
+
+def _parse_ddl(spark, ddl: str, where: str) -> dict[str, str]:
+    from shoal.exceptions import ShoalError, literal
+
+    try:
+        fields = spark.createDataFrame([], ddl).schema.fields
+    except Exception as exc:  # noqa: BLE001 - a parse error from Spark
+        raise ShoalError(literal(f"{where}: not a valid column list ({ddl}): {exc}".splitlines()[0])) from exc
+    return {f.name: f.dataType.simpleString() for f in fields}

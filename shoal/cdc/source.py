@@ -23,7 +23,7 @@ from shoal import storage
 from shoal.exceptions import SourceError, literal
 
 CHANGE_FILE_SUFFIXES = (".csv",)
-_LOAD_FILE = re.compile(r"^LOAD\d+\.csv$", re.IGNORECASE)
+_LOAD_FILE = re.compile(r"^LOAD\d+\.(csv|parquet)$", re.IGNORECASE)
 
 # Columns the parser adds next to the data columns (all data columns are strings here;
 # typing happens in Spark so every bad value can be reported with its file and line).
@@ -50,7 +50,7 @@ _BATCH_ROWS = 50_000
 
 
 def is_full_load(name: str) -> bool:
-    """Full-load files are LOAD00000001.csv, ...: their rows may omit the operation."""
+    """Full-load files are LOAD00000001.csv (or .parquet), ...: their rows may omit the operation."""
     return bool(_LOAD_FILE.match(posixpath.basename(name)))
 
 
@@ -78,9 +78,9 @@ class CsvLayout:
     delimiter: str = ","
 
 
-def discover(source: str) -> list[ChangeFile]:
-    """All change files under `source`, in application order."""
-    files = [ChangeFile(e.uri, e.relative, e.size, e.mtime) for e in storage.list_files(source, CHANGE_FILE_SUFFIXES)]
+def discover(source: str, suffixes: tuple[str, ...] = CHANGE_FILE_SUFFIXES) -> list[ChangeFile]:
+    """All change files under `source` (names ending in one of `suffixes`), in application order."""
+    files = [ChangeFile(e.uri, e.relative, e.size, e.mtime) for e in storage.list_files(source, suffixes)]
     return sorted(files, key=lambda f: f.sort_key)
 
 
@@ -371,3 +371,37 @@ def _row(fields, width, op_pos, col_pos, is_load, n_columns):
     if op not in VALID_OPS:
         return f"{_UNKNOWN_OP[0]}{op_text}{_UNKNOWN_OP[1]}", None, values
     return None, op, values
+
+
+class RowBuffer:
+    """Collects parsed rows of one file into record batches of the parser's output schema
+    (for the formats read record by record: Debezium JSON and Avro)."""
+
+    def __init__(self, name: str, order: int, columns: list[str]) -> None:
+        self.name, self.order = name, order
+        self.schema = output_schema(columns)
+        self.index = {c.lower(): i for i, c in enumerate(columns)}
+        self.cols: list[list] = [[] for _ in self.schema]
+
+    def add(self, line: int, raw: str | None, error: str | None, op: str | None, values: dict[str, str | None]) -> None:
+        n_meta = len(META_FIELDS)
+        for i, v in enumerate((self.name, self.order, line, raw, error, op)):
+            self.cols[i].append(v)
+        row: list[str | None] = [None] * (len(self.cols) - n_meta)
+        for c, v in values.items():
+            j = self.index.get(c.lower())
+            if j is not None:
+                row[j] = v
+        for j, v in enumerate(row):
+            self.cols[n_meta + j].append(v)
+
+    def full(self) -> bool:
+        return len(self.cols[0]) >= _BATCH_ROWS
+
+    def flush(self) -> pa.RecordBatch:
+        out = pa.RecordBatch.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(self.cols, self.schema, strict=True)], schema=self.schema
+        )
+        for c in self.cols:
+            c.clear()
+        return out

@@ -27,12 +27,21 @@ FLAGS = {
     "write_mode": "--write-mode",
     "delimiter": "--delimiter",
     "reapply": "--reapply",
+    "format": "--format",
+    "schema": "--schema",
 }
 
 
 class OnError(StrEnum):
     fail = "fail"
     quarantine = "quarantine"
+
+
+class SourceFormat(StrEnum):
+    dms_csv = "dms-csv"
+    dms_parquet = "dms-parquet"
+    debezium_json = "debezium-json"
+    debezium_avro = "debezium-avro"
 
 
 class WriteMode(StrEnum):
@@ -42,10 +51,20 @@ class WriteMode(StrEnum):
 
 @app.command("apply")
 def cdc_apply(
-    source: Annotated[str, typer.Argument(help="Folder of change files (LOAD*.csv full loads, time-named changes).")],
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Folder of change files (LOAD*.csv/.parquet full loads, time-named changes, Debezium sink files)."
+        ),
+    ],
     table: Annotated[str, typer.Option("--table", help="Target table NS.TABLE (created on first apply).")],
     key: Annotated[list[str], typer.Option("--key", help="Key column(s): COL[,COL...].")],
-    sequence: Annotated[str, typer.Option("--sequence", help="Column ordering events (newest wins).")],
+    sequence: Annotated[
+        str | None,
+        typer.Option(
+            "--sequence", help="Column ordering events (newest wins) [default for Debezium: source.lsn/ts_ms]."
+        ),
+    ] = None,
     partition_by: Annotated[
         str | None,
         typer.Option("--partition-by", help='Partition spec for a new table, e.g. "category, bucket(16, id)".'),
@@ -76,6 +95,17 @@ def cdc_apply(
             "--reapply", help="Apply files rewritten under a name already applied, as new changes (else skipped)."
         ),
     ] = False,
+    source_format: Annotated[
+        SourceFormat | None,
+        typer.Option("--format", help="Change-file format [default: by file name: .csv, .parquet, .json, .avro]."),
+    ] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option(
+            "--schema",
+            help='Declared column types overriding inference: a JSON file {"col": "decimal(10,2)"}, a DDL file, or NS.TABLE.',
+        ),
+    ] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Apply the change files under SOURCE not yet applied to the table, as one commit."""
@@ -84,7 +114,7 @@ def cdc_apply(
     opts = ApplyOptions(
         table=table,
         keys=split_values(key),
-        sequence=sequence,
+        sequence=sequence or "",
         partition_by=partition_by,
         op_column=op_column,
         header=not no_header,
@@ -93,6 +123,8 @@ def cdc_apply(
         write_mode=write_mode.value if write_mode else None,
         delimiter=delimiter,
         reapply=reapply,
+        format=source_format.value if source_format else None,
+        schema=schema,
     )
     s = settings()
     with output.progress(not json_out, f"cdc apply {table}") as say:

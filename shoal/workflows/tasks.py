@@ -89,12 +89,15 @@ def cdc(ctx: TaskContext, params: Any) -> Any:
     opts = ApplyOptions(
         table=_need(p, "Table"),
         keys=[keys] if isinstance(keys, str) else list(keys),
-        sequence=_need(p, "Sequence"),
+        # Debezium sources carry their own order: Sequence is needed for the DMS formats only.
+        sequence=p.get("Sequence") or "",
         partition_by=p.get("PartitionBy"),
         op_column=p.get("OpColumn"),
         on_error=p.get("OnError"),
         write_mode=p.get("WriteMode"),
         reapply=bool(p.get("Reapply", False)),
+        format=p.get("Format"),
+        schema=p.get("Schema"),
     )
     try:
         return apply_changes(ctx.spark(), ctx.settings, _need(p, "Source"), opts, progress=ctx.say).to_dict()
@@ -113,6 +116,8 @@ CDC_PARAMETERS = {
     "op_column": "OpColumn",
     "on_error": "OnError",
     "write_mode": "WriteMode",
+    "format": "Format",
+    "schema": "Schema",
 }
 
 
