@@ -10,6 +10,13 @@ import pytest
 from shoal.config import Settings, load_settings
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules with slow tests first (each kept whole and in its own order): in a parallel run
+    the long ones start early instead of leaving one process busy at the end."""
+    slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow") and item.module}
+    items.sort(key=lambda item: 0 if item.module is not None and item.module.__name__ in slow_modules else 1)
+
+
 @pytest.fixture(scope="session")
 def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     workspace = tmp_path_factory.mktemp("shoal-workspace")
