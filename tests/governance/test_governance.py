@@ -457,12 +457,16 @@ def test_cli_contract(w, cli_env, capsys, monkeypatch):
     assert code == 0 and json.loads(out)[0]["decision"] == "deny"
     code, out, err = run_cli(["audit", "list", "--as", w.names["frank"]], capsys, monkeypatch)
     assert code == 4 and "may not read the audit log" in err
-    # Taking the tag off ends what the tag grant gave; a second removal is an error, not a no-op.
+    # Taking the tag off ends what the tag grant gave (grace reads regions only through it; frank
+    # may hold a table grant from an earlier test); a second removal is an error, not a no-op.
+    grace = ["sql", "--as", w.names["grace"], f"SELECT region FROM {w.regions}"]
+    code, out, err = run_cli(grace, capsys, monkeypatch)
+    assert code == 0, err
     code, out, err = run_cli(
         ["tag", "unassign", "confidentiality", "--table", w.regions, "--json"], capsys, monkeypatch
     )
     assert code == 0 and json.loads(out)["ok"], err
-    code, out, err = run_cli(["sql", "--as", w.names["frank"], f"SELECT region FROM {w.regions}"], capsys, monkeypatch)
+    code, out, err = run_cli(grace, capsys, monkeypatch)
     assert code == 4 and "has no SELECT" in err
     code, out, err = run_cli(["tag", "unassign", "confidentiality", "--table", w.regions], capsys, monkeypatch)
     assert code != 0 and "has no tag 'confidentiality'" in err
