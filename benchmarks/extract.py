@@ -115,14 +115,14 @@ def kreuzberg_texts(paths: list[str], procs: int) -> dict:
     return json.loads(proc.stdout)
 
 
-def run_kreuzberg(corpus: Path, files, procs: int) -> dict:
-    data = kreuzberg_texts([str(corpus / rel) for rel, _ in files], procs)
+def text_contender(label: str, corpus: Path, files, data: dict) -> dict:
+    """One text-only contender's row from its run's per-file texts (kreuzberg, unstructured)."""
     by_path = {f["path"]: f for f in data["files"]}
     recalls = [recall(sample, by_path[str(corpus / rel)]["text"]) for rel, sample in files]
     pages = pdf_pages(files)
     errors = [f for f in data["files"] if f["error"]]
     return {
-        "label": "kreuzberg (text only)",
+        "label": label,
         "seconds": data["wall_s"],
         "files": len(files),
         "pages": pages,
@@ -133,6 +133,11 @@ def run_kreuzberg(corpus: Path, files, procs: int) -> dict:
         "first_error": errors[0]["error"] if errors else None,
         "load_avg_1min": round(os.getloadavg()[0], 1),
     }
+
+
+def run_kreuzberg(corpus: Path, files, procs: int) -> dict:
+    data = kreuzberg_texts([str(corpus / rel) for rel, _ in files], procs)
+    return text_contender("kreuzberg (text only)", corpus, files, data)
 
 
 def corpus_pdf_pages(paths: list[Path]) -> int:
@@ -507,22 +512,7 @@ def run_unstructured(python: str, corpus: Path, files, procs: int) -> dict:
     if proc.returncode != 0:
         raise RuntimeError(f"unstructured run failed: {proc.stderr[-2000:]}")
     data = json.loads(proc.stdout)
-    by_path = {f["path"]: f for f in data["files"]}
-    recalls = [recall(sample, by_path[str(corpus / rel)]["text"]) for rel, sample in files]
-    pages = pdf_pages(files)
-    errors = [f for f in data["files"] if f["error"]]
-    return {
-        "label": "unstructured partition (fast)",
-        "seconds": data["wall_s"],
-        "files": len(files),
-        "pages": pages,
-        "files_per_s": len(files) / data["wall_s"],
-        "pages_per_s": pages / data["wall_s"],
-        "recall": sum(recalls) / len(recalls),
-        "problems": len(errors),
-        "first_error": errors[0]["error"] if errors else None,
-        "load_avg_1min": round(os.getloadavg()[0], 1),
-    }
+    return text_contender("unstructured partition (fast)", corpus, files, data)
 
 
 def main() -> None:
