@@ -8,6 +8,19 @@ bash scripts/setup.sh test
 # Types: mypy over shoal/ ([tool.mypy] in pyproject.toml).
 .venv/bin/mypy
 mkdir -p test-artifacts
+# The suite starts a few hundred short-lived Spark JVMs (each CLI call under test starts one):
+# the C1 compiler alone and the serial collector start them faster (measured: a CLI query
+# 35-50% faster). spark-defaults.conf reaches every spark-submit, including commands whose
+# environment a test strips of SHOAL_* settings. Shoal's own defaults keep the full JIT for
+# long jobs. A SPARK_CONF_DIR set by the caller is kept.
+if [ -z "${SPARK_CONF_DIR:-}" ]; then
+  export SPARK_CONF_DIR="$PWD/test-artifacts/spark-conf"
+  mkdir -p "$SPARK_CONF_DIR"
+  printf '%s\n' \
+    "spark.driver.defaultJavaOptions -XX:TieredStopAtLevel=1 -XX:+UseSerialGC" \
+    "spark.executor.defaultJavaOptions -XX:TieredStopAtLevel=1 -XX:+UseSerialGC" \
+    > "$SPARK_CONF_DIR/spark-defaults.conf"
+fi
 # Two processes (SHOAL_TEST_WORKERS; 1 runs in this one): most of a test's time is a JVM, a
 # server or a subprocess starting, not both cores busy. A module's tests stay in one process
 # (its servers and Spark session are started once), and modules with slow tests start first.
