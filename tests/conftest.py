@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
 import pytest
+
+# pytest-xdist hands each worker the controller's terminal width as COLUMNS (80 when not a
+# terminal), which a single-process run does not have: CLI tables then wrap and split words.
+# Workers run as the single process does (Shoal's wide default for non-terminals).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
 
 from shoal.config import Settings, load_settings
 
