@@ -256,10 +256,10 @@ class ImageLabels(Extractor):
             ranked = [(label, score, media.label_model) for label, score in kept]
             boxes: list[scene.Found] = []
             if media.label_scenes:
-                persons = self._people(ctx, frame)
                 words = ctx.shared.get("ocr_words", {}).get(frame.part)
                 if words is None:  # the OCR step is off or after this one: read the words here
                     words = scene.read_words(frame.image, ctx.settings.ocr_languages)
+                persons = self._people(ctx, frame, words)
                 scenes = scene.scene_labels(frame.image, words, pages=pages, camera=bool(ctx.shared.get("exif_camera")))
                 fused = scene.fuse(persons, scenes, kept, media.label_top_k)
                 source = {"people": "opencv_people", "scene": "text_scene", "classifier": media.label_model}
@@ -297,7 +297,7 @@ class ImageLabels(Extractor):
         return Extraction(rows={"image_labels": rows}, properties={"top_label": top, "person_count": people})
 
     @staticmethod
-    def _people(ctx: Context, frame: Frame) -> list[scene.Found]:
+    def _people(ctx: Context, frame: Frame, words: list[scene.Word]) -> list[scene.Found]:
         import cv2
 
         media = ctx.settings.media
@@ -312,7 +312,7 @@ class ImageLabels(Extractor):
             return hog
 
         hog = _model("hog_people", build_hog)
-        return scene.people(frame.image, cascade, hog, media.person_face_min_weight, media.person_hog_min_score)
+        return scene.people(frame.image, cascade, hog, media.person_face_min_weight, media.person_hog_min_score, words)
 
 
 _NO_BOX = {"x": None, "y": None, "width": None, "height": None}

@@ -20,6 +20,7 @@ classifier's probabilities; benchmarks/labels.py measures the result on 50+ labe
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ from PIL import Image
 # Below this many pixels a side HOG's 64x128 window does not fit: OpenCV's
 # detectMultiScale then corrupts memory (seen on a 10x15 TIFF page), so it is never called.
 _HOG_MIN = (64, 128)
-_MAX_SIDE = 800  # detectors run on a copy this large at most: cost, not accuracy, past it
+_MAX_SIDE = 640  # detectors run on a copy this large at most: cost, not accuracy, past it
 
 
 @dataclass(frozen=True)
@@ -113,11 +114,13 @@ def people(
     hog: Any,
     face_min_weight: float,
     hog_min_score: float,
+    words: Sequence[Word] = (),
 ) -> list[Found]:
     """Person boxes: faces widened to head and shoulders, and HOG's whole bodies.
 
     A Haar face counts only with a strong cascade weight and, in a colour picture, skin
-    colour inside its box: the cascade alone fires on coins, cells and the moon."""
+    colour inside its box: the cascade alone fires on coins, cells and the moon. A HOG body
+    over text is dropped: letters' strokes fire it (posters, signs, scans)."""
     import cv2
 
     gray, scale = _small_gray(image)
@@ -140,12 +143,15 @@ def people(
             pw, ph = min(w_img, x + 2 * w) - px, min(h_img, y + 3 * h) - py
             found.append(Found("person", _squash(float(weight), 6.0), px, py, pw, ph))
     if gray.shape[1] >= _HOG_MIN[0] and gray.shape[0] >= _HOG_MIN[1]:
-        boxes, weights = hog.detectMultiScale(gray, winStride=(8, 8), padding=(8, 8), scale=1.05)
+        boxes, weights = hog.detectMultiScale(gray, winStride=(8, 8), padding=(8, 8), scale=1.08)
         for (x, y, w, h), weight in zip(boxes, np.ravel(weights), strict=True):
             if float(weight) < hog_min_score:
                 continue
-            box = tuple(int(round(v / scale)) for v in (x, y, w, h))
-            found.append(Found("person", _squash(float(weight), 1.0), *box))
+            bx, by, bw, bh = (int(round(v / scale)) for v in (x, y, w, h))
+            body = Found("person", _squash(float(weight), 1.0), bx, by, bw, bh)
+            if any(_overlap(body, Found("text", 0, t.x, t.y, t.width, t.height)) > 0.3 for t in words):
+                continue
+            found.append(body)
     return _suppress(found)
 
 
@@ -183,14 +189,33 @@ def text_blocks(words: list[Word]) -> list[Found]:
     return out
 
 
-def flat_share(image: Image.Image) -> tuple[float, int]:
-    """Share of the picture in its few flat colours, and how many flat colours cover
-    at least 8% of it. Rendered pages, posters, signs and screens are mostly flat colour;
-    photos spread over many shades."""
-    q = np.asarray(image.convert("RGB").resize((128, 128)), dtype=np.int32) // 32
-    keys = q[..., 0] * 64 + q[..., 1] * 8 + q[..., 2]
-    counts = np.sort(np.bincount(keys.ravel(), minlength=512))[::-1] / keys.size
-    return float(counts[:3].sum()), int((counts >= 0.08).sum())
+def _runs(rows: np.ndarray) -> int:
+    """Separate lines among row (or column) indices: neighbours within 3 pixels are one line."""
+    return int(len(rows) and 1 + np.count_nonzero(np.diff(rows) > 3))
+
+
+def _edge_runs(gray: np.ndarray, axis: int, reach: float) -> int:
+    """How many separate straight edges cross at least `reach` of the picture along `axis`
+    (0: horizontal edges, 1: vertical ones), away from the border (a scan's margin is no
+    edge). Window bars and panels of a screen run edge to edge; photos and text do not."""
+    g = gray.astype(np.int16)
+    # Over two pixels: a resized edge is spread over two; dark themes differ by ~15 levels.
+    jumps = np.abs(g[2:] - g[:-2]) > 12 if axis == 0 else np.abs(g[:, 2:] - g[:, :-2]) > 12
+    share = jumps.mean(axis=1 - axis)
+    size = len(share)
+    rows = np.flatnonzero(share >= reach)
+    return _runs(rows[(rows > 0.02 * size) & (rows < 0.98 * size)])
+
+
+def layout(image: Image.Image) -> dict[str, int]:
+    gray, _scale = _small_gray(image)
+    return {
+        # Edge to edge (window bars, a sidebar's border): a screen.
+        "ui_edges": _edge_runs(gray, 0, 0.93) + _edge_runs(gray, 1, 0.93),
+        # Dark rows across most of the width: the rules of a table or a form (a line of
+        # text is never dark across half its width).
+        "rules": _runs(np.flatnonzero((gray < 110).mean(axis=1) >= 0.5)),
+    }
 
 
 def scene_labels(
@@ -201,33 +226,46 @@ def scene_labels(
     camera: bool = False,
 ) -> list[tuple[str, float]]:
     """document / poster / sign / screenshot from how much text there is, how large, in how
-    many lines, on what background; [] for a picture without readable text."""
+    many lines, with what lines around it; [] for a picture without readable text.
+
+    Text height is relative to the picture's height. The thresholds were set on the pictures
+    of benchmarks/data/image_labels.csv (no separate held-out set: see docs/media.md)."""
     if len(words) < 2 and not (pages > 1 and words):
         return []
-    h_img = image.height
-    lines = {w.line for w in words}
-    heights = [w.height / h_img for w in words]
-    median_h, max_h = statistics.median(heights), max(heights)
     covered = sum(w.width * w.height for w in words) / (image.width * image.height)
-    flat, flat_colours = flat_share(image)
-    n, n_lines = len(words), len(lines)
-    scores: dict[str, float] = {}
-    # A page of running text: many words in many lines of small type.
-    scores["document"] = 0.45 * min(1.0, n / 40) + 0.25 * min(1.0, n_lines / 8) + 0.2 * (median_h < 0.06)
-    if pages > 1:
-        scores["document"] += 0.5  # a multi-page TIFF is a scan or a fax
-    # A screen: small type on several flat colour areas (bars, panels), never a photo.
-    scores["screenshot"] = (
-        0.4 * (flat_colours >= 2) * (flat > 0.75) + 0.3 * min(1.0, n / 25) + 0.2 * (median_h < 0.05) - 0.4 * camera
-    )
-    # A poster or a notice: a few lines of large type, a title larger than the rest.
-    scores["poster"] = 0.4 * (2 <= n_lines <= 10) + 0.3 * (max_h >= 0.07) + 0.2 * (n <= 40) + 0.1 * (flat > 0.6)
-    # A sign: one to three lines of large type, often photographed.
-    scores["sign"] = 0.4 * (n_lines <= 3) + 0.3 * (median_h >= 0.08) + 0.1 * (n <= 12) + 0.2 * camera
     if covered < 0.005:  # a word or two in a photo (a label, a number plate) makes no text scene
         return []
-    ranked = sorted(((label, round(min(0.95, s), 4)) for label, s in scores.items() if s >= 0.3), key=lambda t: -t[1])
-    return ranked
+    heights = [w.height / image.height for w in words]
+    median_h, max_h = statistics.median(heights), max(heights)
+    n, n_lines = len(words), len({w.line for w in words})
+    per_line = n / n_lines
+    shape = layout(image)
+    ui, ruled = shape["ui_edges"] > 0, shape["rules"] >= 3
+    # A page: running text (many words a line) in small type, or a ruled table or form.
+    document = (
+        0.3 * (median_h < 0.03)
+        + 0.3 * min(1.0, n / 30)
+        + 0.2 * min(1.0, n_lines / 6)
+        + 0.3 * (per_line >= 5)
+        + 0.3 * ruled
+    )
+    # A screen: edge-to-edge bars and panels around the text; never a camera's photo.
+    screenshot = 0.6 * ui + 0.2 * min(1.0, n / 20) + 0.15 * (median_h < 0.03) - 0.5 * camera
+    # A poster: a few short lines of large type, a title larger than the rest, no ruling.
+    poster = (
+        (max_h >= 0.05)
+        * (not ruled)
+        * (0.35 + 0.25 * (2 <= n_lines <= 10) + 0.15 * (max_h > 1.5 * median_h) + 0.1 * (per_line <= 4))
+    )
+    # A sign: one or two lines of large type, often photographed.
+    sign = (median_h >= 0.07) * (0.4 + 0.3 * (n_lines <= 2) + 0.1 * (n <= 8) + 0.2 * camera)
+    if ui:
+        document *= 0.6  # text on a screen is a screenshot first
+    scores = {"document": document, "screenshot": screenshot, "poster": poster, "sign": sign}
+    if pages > 1:  # a multi-page TIFF is a scan or a fax
+        scores = {k: v * 0.6 for k, v in scores.items()}
+        scores["document"] += 0.5
+    return sorted(((label, round(min(0.95, s), 4)) for label, s in scores.items() if s >= 0.3), key=lambda t: -t[1])
 
 
 def fuse(
