@@ -86,11 +86,13 @@ def read_words(image: Image.Image, languages: str) -> list[Word]:
     return words_from_tesseract(data)
 
 
-def _small_gray(image: Image.Image) -> tuple[np.ndarray, float]:
+def _small_gray(image: Image.Image, max_side: int = _MAX_SIDE) -> tuple[np.ndarray, float]:
     gray = image.convert("L")
-    scale = min(1.0, _MAX_SIDE / max(gray.size))
+    scale = min(1.0, max_side / max(gray.size))
     if scale < 1:
-        gray = gray.resize((max(1, round(gray.width * scale)), max(1, round(gray.height * scale))), Image.BILINEAR)
+        gray = gray.resize(
+            (max(1, round(gray.width * scale)), max(1, round(gray.height * scale))), Image.Resampling.BILINEAR
+        )
     return np.asarray(gray), scale
 
 
@@ -208,7 +210,8 @@ def _edge_runs(gray: np.ndarray, axis: int, reach: float) -> int:
 
 
 def layout(image: Image.Image) -> dict[str, int]:
-    gray, _scale = _small_gray(image)
+    # Near full size: shrinking a scan fades its thin rules below the darkness threshold.
+    gray, _scale = _small_gray(image, 1600)
     return {
         # Edge to edge (window bars, a sidebar's border): a screen.
         "ui_edges": _edge_runs(gray, 0, 0.93) + _edge_runs(gray, 1, 0.93),
