@@ -140,6 +140,14 @@ class MediaSettings(Section):
     label_resolution: int = Field(default=0, ge=0)  # 0: the model's own input side
     label_top_k: int = Field(default=5, ge=1)
     label_min_score: float = 0.02
+    # People (OpenCV face cascade and HOG bodies, with boxes) and text scenes (document, poster,
+    # sign, screenshot from the OCR words) ranked before the ImageNet classes; false: ImageNet only.
+    label_scenes: bool = True
+    # A face makes a person above this Haar cascade weight (false faces on coins or cells
+    # stayed below 6 on scikit-image's pictures; real ones scored 7+).
+    person_face_min_weight: float = Field(default=6.0, ge=0)
+    # A HOG whole-body box counts as a person above this SVM margin.
+    person_hog_min_score: float = Field(default=1.0, ge=0)
     # Faces: an OpenCV Haar cascade file name (from cv2.data) or a path.
     face_model: str = "haarcascade_frontalface_default.xml"
     face_min_px: int = Field(default=24, ge=8)

@@ -118,7 +118,21 @@ def test_image_tables(spark, extracted):
         "SELECT kind, rank, label, score FROM shoal.image_labels WHERE object_id = :o AND kind = 'object' ORDER BY rank",
         args={"o": face},
     ).collect()
-    assert labels[0].rank == 1 and labels[0].score >= labels[-1].score
+    assert labels[0].rank == 1 and labels[0].label == "person"
+    boxes = spark.sql(
+        "SELECT label, x, width FROM shoal.image_labels WHERE object_id = :o AND kind = 'detection'",
+        args={"o": face},
+    ).collect()
+    assert [b.label for b in boxes] == ["person"] and boxes[0].width > 0
+    tops = {
+        path: spark.sql(
+            "SELECT label FROM shoal.image_labels WHERE object_id = :o AND kind = 'object' AND rank = 1 "
+            "ORDER BY part LIMIT 1",
+            args={"o": oid(spark, path)},
+        ).first()[0]
+        for path in ("images/sign.jpg", "images/poster.png", "images/pages.tiff")
+    }
+    assert tops == {"images/sign.jpg": "sign", "images/poster.png": "poster", "images/pages.tiff": "document"}
     pages = spark.sql(
         "SELECT part FROM shoal.text WHERE object_id = :o ORDER BY part_index",
         args={"o": oid(spark, "images/pages.tiff")},

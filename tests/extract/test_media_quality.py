@@ -157,9 +157,47 @@ def test_label_model_by_path_finds_its_architecture_and_refuses_other_files(tmp_
     assert type(mobile).__name__ == "MobileNetV2"
     with pytest.raises(DependencyError, match="efficientnet_lite0"):
         models.label_weights(MediaSettings(label_model=str(tmp_path / "nowhere.pth")))
-    ctx = ctx_for(ms.face_photo(), "a.png", "image/png", label_model="efficientnet_lite0")
+    # label_scenes off: the classifier's labels alone, without boxes.
+    ctx = ctx_for(ms.face_photo(), "a.png", "image/png", label_model="efficientnet_lite0", label_scenes=False)
     rows = run_chain(ctx, ImageDecoder, ImageLabels)["image_labels"].rows["image_labels"]
     assert rows and all(r["model"] == "efficientnet_lite0" and r["x"] is None for r in rows)
+
+
+def _labels(data: bytes, name: str, media_type: str, ocr: bool = True, **media) -> dict[str, list]:
+    ctx = ctx_for(data, name, media_type, **media)
+    steps = (ImageDecoder, Ocr, ImageLabels) if ocr else (ImageDecoder, ImageLabels)
+    rows = run_chain(ctx, *steps)["image_labels"].rows["image_labels"]
+    return {
+        "labels": [(r["part"], r["label"]) for r in rows if r["kind"] == "object"],
+        "boxes": [r for r in rows if r["kind"] == "detection"],
+    }
+
+
+def test_the_demo_pictures_get_the_labels_a_person_would_give():
+    """The issue's report: portrait "football helmet", poster and sign "website", TIFF "metal nail"."""
+    face = _labels(ms.face_photo(), "astronaut.png", "image/png")
+    assert face["labels"][0] == ("image", "person"), face["labels"]
+    assert "football helmet" in [label for _p, label in face["labels"]]  # ImageNet's guess still follows
+    (person,) = [b for b in face["boxes"] if b["label"] == "person"]
+    assert 60 <= person["x"] <= 180 and person["y"] <= 80 and 200 <= person["width"] <= 400, person
+    sign = _labels(ms.photo_with_exif(), "sign.jpg", "image/jpeg")
+    assert sign["labels"][0] == ("image", "sign"), sign["labels"]
+    # Its words as one text box, where Tesseract found them.
+    (text,) = [b for b in sign["boxes"] if b["label"] == "text"]
+    assert text["y"] < 150 < text["y"] + text["height"] and text["width"] > 800, text
+    poster = _labels(ms.encode(ms.text_image(ms.POSTER_LINES), "PNG"), "poster.png", "image/png")
+    assert poster["labels"][0] == ("image", "poster"), poster["labels"]
+    # Without the OCR step before it the labeller reads the words itself: same answer.
+    alone = _labels(ms.multipage_tiff(ms.POSTER_LINES), "pages.tiff", "image/tiff", ocr=False)
+    firsts = {part: label for part, label in reversed(alone["labels"])}
+    assert firsts == {"page 1": "document", "page 2": "document", "page 3": "document"}, alone["labels"]
+    # A photo without people or text keeps the classifier's label first, with no boxes.
+    coffee = _labels(ms.encode(skimage_photo("coffee.png"), "PNG"), "coffee.png", "image/png")
+    assert coffee["labels"][0] == ("image", "espresso") and coffee["boxes"] == [], coffee
+    # A page of 10x15 pixels (OpenCV's HOG corrupts memory below its 64x128 window).
+    tiny = skimage_photo("multipage.tif")
+    tiny_labels = _labels(ms.encode(tiny.convert("RGB"), "PNG"), "tiny.png", "image/png", ocr=False)
+    assert tiny_labels["labels"] and tiny_labels["boxes"] == []
 
 
 # ---- place names in entities -----------------------------------------------------------

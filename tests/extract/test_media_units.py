@@ -174,7 +174,11 @@ def test_faces_found_in_a_portrait_and_not_in_text():
     f = faces[0]
     assert 150 <= f["x"] <= 220 and 40 <= f["y"] <= 110 and 70 <= f["width"] <= 130  # her face
     labels = out["image_labels"].rows["image_labels"]
-    assert labels and all(r["kind"] == "object" for r in labels) and labels[0]["rank"] == 1
+    assert labels[0]["kind"] == "object" and labels[0]["rank"] == 1 and labels[0]["label"] == "person"
+    # Her person box holds her face box.
+    (body,) = [r for r in labels if r["kind"] == "detection" and r["label"] == "person"]
+    assert body["x"] <= f["x"] and body["y"] <= f["y"]
+    assert body["x"] + body["width"] >= f["x"] + f["width"] and body["y"] + body["height"] >= f["y"] + f["height"]
     assert out["unsafe_content"].properties["unsafe"] is False
     text_ctx = ctx_for(ms.encode(ms.text_image(ms.SIGN_TEXT), "PNG"), "s.png", "image/png")
     assert run_chain(text_ctx, ImageDecoder, Faces)["faces"].rows["faces"] == []

@@ -12,7 +12,8 @@ from shoal.extract.media.av import AUDIO_TYPES, AV_EXTRACTORS, VIDEO_TYPES
 from shoal.extract.media.image import IMAGE_EXTRACTORS, IMAGE_TYPES
 
 EXTRACTORS: tuple[type[Extractor], ...] = (*IMAGE_EXTRACTORS, *AV_EXTRACTORS)
-_PICTURE = ["faces", "image_labels", "unsafe_content", "ocr"]
+# OCR before the labels: the labeller reads text scenes (document, sign...) from its words.
+_PICTURE = ["faces", "ocr", "image_labels", "unsafe_content"]
 ROUTES: dict[str, list[str]] = {
     **{mt: ["image", *_PICTURE] for mt in IMAGE_TYPES},
     **{mt: ["audio", "speech"] for mt in AUDIO_TYPES},

@@ -16,7 +16,7 @@ import numpy as np
 from PIL import ExifTags, Image
 
 from shoal.extract.base import Context, ExtractedTable, Extraction, ExtractionSkipped, Extractor, TextPart
-from shoal.extract.media import models
+from shoal.extract.media import models, scene
 from shoal.extract.media.frames import Frame, image_frames, open_image
 
 IMAGE_TYPES = (
@@ -82,6 +82,7 @@ class ImageDecoder(Extractor):
             raise ValueError("the image has no readable frame")
         ctx.frames.extend(frames)
         exif = _exif(img)
+        ctx.shared["exif_camera"] = bool(exif.get("camera"))  # a scene cue for the labeller
         rows = []
         for i, f in enumerate(frames):
             row = {
@@ -234,20 +235,37 @@ class Faces(Extractor):
 
 
 class ImageLabels(Extractor):
-    """Top-k ImageNet classes with scores (MobileNetV2 or EfficientNet-Lite in NumPy)."""
+    """What the picture shows: people and text scenes (document, poster, sign, screenshot)
+    first, then the ImageNet classes (MobileNetV2 or EfficientNet-Lite in NumPy); people and
+    text blocks also as boxes (kind 'detection'). `label_scenes = false` gives ImageNet only."""
 
     name = "image_labels"
-    version = "1"
+    version = "2"
     optional = True
+    preload = ("cv2", "pytesseract")
 
     def run(self, ctx: Context) -> Extraction:
         media = ctx.settings.media
         net = models.label_classifier(media)
-        rows = []
-        for frame in _frames(ctx):
+        frames = _frames(ctx)
+        pages = sum(1 for f in frames if f.time_s is None)
+        rows: list[dict[str, Any]] = []
+        for frame in frames:
             best = net.classify(frame.image, media.label_top_k)
             kept = [(label, score) for label, score in best if score >= media.label_min_score] or best[:1]
-            for rank, (label, score) in enumerate(kept, 1):
+            ranked = [(label, score, media.label_model) for label, score in kept]
+            boxes: list[scene.Found] = []
+            if media.label_scenes:
+                words = ctx.shared.get("ocr_words", {}).get(frame.part)
+                if words is None:  # the OCR step is off or after this one: read the words here
+                    words = scene.read_words(frame.image, ctx.settings.ocr_languages)
+                persons = self._people(ctx, frame, words)
+                scenes = scene.scene_labels(frame.image, words, pages=pages, camera=bool(ctx.shared.get("exif_camera")))
+                fused = scene.fuse(persons, scenes, kept, media.label_top_k)
+                source = {"people": "opencv_people", "scene": "text_scene", "classifier": media.label_model}
+                ranked = [(label, score, source[src]) for label, score, src in fused]
+                boxes = persons + scene.text_blocks(words)
+            for rank, (label, score, model) in enumerate(ranked, 1):
                 rows.append(
                     {
                         **_place(frame),
@@ -255,12 +273,46 @@ class ImageLabels(Extractor):
                         "rank": rank,
                         "label": label,
                         "score": round(score, 5),
-                        "model": media.label_model,
+                        "model": model,
                         **_NO_BOX,
                     }
                 )
-        top = rows[0]["label"] if rows else None
-        return Extraction(rows={"image_labels": rows}, properties={"top_label": top})
+            for rank, f in enumerate(boxes, 1):
+                rows.append(
+                    {
+                        **_place(frame),
+                        "kind": "detection",
+                        "rank": rank,
+                        "label": f.label,
+                        "score": round(f.score, 5),
+                        "model": "opencv_people" if f.label == "person" else "tesseract",
+                        "x": f.x,
+                        "y": f.y,
+                        "width": f.width,
+                        "height": f.height,
+                    }
+                )
+        top = next((r["label"] for r in rows if r["kind"] == "object"), None)
+        people = sum(1 for r in rows if r["kind"] == "detection" and r["label"] == "person")
+        return Extraction(rows={"image_labels": rows}, properties={"top_label": top, "person_count": people})
+
+    @staticmethod
+    def _people(ctx: Context, frame: Frame, words: list[scene.Word]) -> list[scene.Found]:
+        import cv2
+
+        media = ctx.settings.media
+        path = models.face_cascade(media)
+        cascade = _model(f"faces:{path}", lambda: cv2.CascadeClassifier(str(path)))
+        if cascade.empty():
+            raise ValueError(f"face model {path} could not be loaded by OpenCV")
+
+        def build_hog():
+            hog = cv2.HOGDescriptor()
+            hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+            return hog
+
+        hog = _model("hog_people", build_hog)
+        return scene.people(frame.image, cascade, hog, media.person_face_min_weight, media.person_hog_min_score, words)
 
 
 _NO_BOX = {"x": None, "y": None, "width": None, "height": None}
@@ -330,6 +382,8 @@ class Ocr(Extractor):
             data = pytesseract.image_to_data(
                 frame.image, lang=settings.ocr_languages, output_type=pytesseract.Output.DICT
             )
+            # The labeller after this step reads the scene (document, sign...) from these words.
+            ctx.shared.setdefault("ocr_words", {})[frame.part] = scene.words_from_tesseract(data)
             if settings.media.ocr_tables:
                 try:
                     found = find_tables(
@@ -386,4 +440,4 @@ class Ocr(Extractor):
 
 
 IMAGE_EXTRACTORS: tuple[type[Extractor], ...] = (ImageDecoder, Faces, ImageLabels, UnsafeContent, Ocr)
-ANALYSERS = ["faces", "image_labels", "unsafe_content", "ocr"]
+ANALYSERS = ["faces", "ocr", "image_labels", "unsafe_content"]

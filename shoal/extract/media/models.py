@@ -276,6 +276,8 @@ def check(settings: MediaSettings, needs: set[str]) -> None:
     if "image_labels" in needs:
         label_weights(settings)
         imagenet_labels()
+        if settings.label_scenes:  # people come from the face cascade too
+            face_cascade(settings)
     if "faces" in needs:
         face_cascade(settings)
     if "unsafe_content" in needs:
