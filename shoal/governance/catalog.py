@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from shoal.config import Settings
-from shoal.exceptions import SqlError
+from shoal.exceptions import SqlError, TableNotFoundError
 from shoal.governance.principals import Principal, Principals
 from shoal.governance.sql import GovernedSql
 from shoal.lake.tables import TableName
@@ -27,6 +27,16 @@ def _who(settings: Settings, principal: str | Principal | None) -> Principal | N
     if principal is None or isinstance(principal, Principal):
         return principal
     return Principals(settings).principal(principal)
+
+
+def _existing(spark: Any, settings: Settings, name: TableName) -> str:
+    """The catalog-qualified name of a table that exists, else TableNotFoundError."""
+    qualified = name.qualified(settings.catalog.name)
+    if not spark.catalog.tableExists(qualified):
+        raise TableNotFoundError(
+            f"table {name} does not exist", hint=f"list the tables: shoal table list {name.namespace}"
+        )
+    return qualified
 
 
 def list_tables(
@@ -66,7 +76,7 @@ def table_schema(
     if who is not None:
         # Refuses (AccessDenied) a table the principal may not discover, and audits the look.
         GovernedSql(spark, settings, who).execute(f"DESCRIBE TABLE {name}")
-    schema = spark.table(name.qualified(settings.catalog.name)).schema
+    schema = spark.table(_existing(spark, settings, name)).schema
     return [
         {
             "name": f.name,
@@ -86,7 +96,7 @@ def table_properties(
     who = _who(settings, principal)
     if who is not None:
         GovernedSql(spark, settings, who).execute(f"DESCRIBE TABLE {name}")
-    rows = run(spark, f"SHOW TBLPROPERTIES {name.qualified(settings.catalog.name)}").rows
+    rows = run(spark, f"SHOW TBLPROPERTIES {_existing(spark, settings, name)}").rows
     props = {str(k): str(v) for k, v in rows}
     if who is not None and not who.is_admin:
         props = {k: v for k, v in props.items() if not _PATH_KEY.search(k)}
@@ -105,7 +115,7 @@ def describe_table(
     props = table_properties(spark, settings, table, principal=None)
     qualified = name.qualified(settings.catalog.name)
     extended = run(spark, f"DESCRIBE TABLE EXTENDED {qualified}").rows
-    partitioning = [str(r[1]) for r in extended if str(r[0]).startswith("Part ") and r[1]]
+    partitioning = _partitioning(extended)
     location = next((str(r[1]) for r in extended if r[0] == "Location"), None)
     snapshots = run(spark, f"SELECT count(*) FROM {qualified}.snapshots").rows[0][0]
     info = Governance(settings).info(str(name))
@@ -127,6 +137,29 @@ def describe_table(
     return out
 
 
+def _partitioning(rows: list[tuple[Any, ...]]) -> list[str]:
+    """The partition spec from DESCRIBE's rows: Spark lists identity columns under "# Partition
+    Information" (one row per column) and transforms under "# Partitioning" ("Part 0", "bucket(16, id)")."""
+    out: list[str] = []
+    section = None
+    for row in rows:
+        head = str(row[0] or "").strip()
+        if head in ("# Partition Information", "# Partitioning"):
+            section = head
+            continue
+        if section is None:
+            continue
+        if not head or (head.startswith("#") and head != "# col_name"):
+            if out:
+                break
+            continue
+        if section == "# Partitioning" and head.startswith("Part "):
+            out.append(str(row[1]))
+        elif section == "# Partition Information" and head != "# col_name":
+            out.append(head)
+    return out
+
+
 def drop_table(
     spark: Any, settings: Settings, table: str, *, principal: str | Principal | None = None, purge: bool = False
 ) -> None:
@@ -135,6 +168,6 @@ def drop_table(
     who = _who(settings, principal)
     statement = f"DROP TABLE {name}" + (" PURGE" if purge else "")
     if who is None:
-        run(spark, f"DROP TABLE {name.qualified(settings.catalog.name)}" + (" PURGE" if purge else ""))
+        run(spark, f"DROP TABLE {_existing(spark, settings, name)}" + (" PURGE" if purge else ""))
     else:
         GovernedSql(spark, settings, who).execute(statement)

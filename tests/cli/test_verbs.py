@@ -65,7 +65,7 @@ def test_table_verbs_operator_and_governed(spark, settings, cli_env, capsys, mon
     assert "location" not in seen and seen["properties"]["team"] == "shop"
     assert not [k for k in seen["properties"] if "path" in k or "location" in k]
     code, out, err = cli("table", "drop", f"{ns}.items", "--as", user, "--json")
-    assert code == 1 and "error" in json.loads(out)
+    assert code == 4 and "DROP" in json.loads(out)["error"]  # AccessDenied's exit code
     assert spark.catalog.tableExists(f"{cat}.{ns}.items")
     code, _, err = cli("table", "schema", f"{ns}.items", "--as", "nobody-here")
     assert code == 1 and "nobody-here" in err
