@@ -53,3 +53,23 @@ def test_the_examples_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     assert "refused:" in done.stdout and "SUCCEEDED" in done.stdout
     assert (work / "my-lake" / "catalog.db").is_file()
+
+
+def test_import_is_light_and_typed(tmp_path: Path) -> None:
+    """`import shoal` and reaching `shoal.Lake` start no JVM and import no PySpark; the package
+    ships py.typed (PEP 561) and packaging includes it."""
+    code = (
+        "import sys, shoal\n"
+        "lake = shoal.Lake.open(workspace='w')\n"
+        "assert 'pyspark' not in sys.modules and 'py4j' not in sys.modules, sorted(sys.modules)\n"
+        "print(shoal.Lake.__module__, lake)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "shoal.api.lake" in done.stdout
+    assert (ROOT / "shoal" / "py.typed").is_file()
+    assert '"shoal" = ["py.typed"]' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
