@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+import shoal
+
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "python-api.md"
 
@@ -73,3 +75,31 @@ def test_import_is_light_and_typed(tmp_path: Path) -> None:
     assert "shoal.api.lake" in done.stdout
     assert (ROOT / "shoal" / "py.typed").is_file()
     assert '"shoal" = ["py.typed"]' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def test_lake_on_the_running_session_and_a_second_lake_refused(spark, settings, tmp_path: Path) -> None:
+    """Lake.sql over the session's lake converts with Spark's types; another lake in the same
+    process is refused (PySpark keeps one session per process) instead of reading the wrong catalog."""
+    import datetime as dt
+    import decimal
+
+    import pyarrow as pa
+
+    from shoal.exceptions import ConfigError
+
+    lake = shoal.Lake(settings)
+    result = lake.sql(
+        "SELECT 1 AS n, CAST(2.50 AS DECIMAL(10,2)) AS price, TIMESTAMP'2024-03-01 09:00:00' AS at, "
+        "array('a', 'b') AS tags, 'x' AS n"
+    )
+    assert result.columns == ["n", "price", "at", "tags", "n"] and len(result) == 1
+    table = result.to_arrow()
+    assert table.schema.field(1).type == pa.decimal128(10, 2) and table.column(1)[0].as_py() == decimal.Decimal("2.50")
+    assert table.column(3).to_pylist() == [["a", "b"]] and table.column_names[4] == "n"
+    assert table.column(2)[0].as_py().replace(tzinfo=None) == dt.datetime(2024, 3, 1, 9, 0)
+    assert result.to_pandas().shape == (1, 5)
+    assert result.to_spark().collect()[0][0] == 1
+
+    other = shoal.Lake.open(workspace=tmp_path / "other")
+    with pytest.raises(ConfigError, match="another lake"):
+        other.sql("SELECT 1")
