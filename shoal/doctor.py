@@ -201,8 +201,45 @@ def _absent(name: str, needed_for: str, extra: str) -> Check:
         "warn",
         f"the {extra} capability is not installed",
         needed_for,
-        f"pip install 'shoal[{extra}]' && shoal models install",
+        f"pip install 'shoal[{extra}]' && shoal model install",
     )
+
+
+# Optional capabilities: the extra that brings each, what it is for, and the modules it needs
+# (import names). Missing ones are warnings unless the configuration relies on them.
+CAPABILITIES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    ("documents", "documents", "document extraction (PDF, Office, e-mail, OCR)",
+     ("magic", "pdfplumber", "pypdf", "pypdfium2", "docx", "pptx", "openpyxl", "trafilatura", "pytesseract", "yake")),
+    ("media", "media", "images, audio and video", ("faster_whisper", "cv2", "onnxruntime", "imagehash")),
+    ("search", "search", "semantic search", ("tokenizers", "faiss", "bm25s", "scipy", "onnxruntime")),
+    ("web", "web", "shoal serve: the HTTP API and the console",
+     ("fastapi", "fastapi_offline", "uvicorn", "jinja2", "multipart")),
+    ("postgres endpoint", "web", "shoal serve --pg: the PostgreSQL endpoint for BI tools",
+     ("duckdb", "cryptography")),
+    ("iceberg-rest", "iceberg-rest", "shoal serve --iceberg-rest", ("pyiceberg",)),
+    ("postgres catalog", "postgres", "a PostgreSQL catalog database", ("psycopg",)),
+    ("custom models", "models", "shoal model: ONNX and skops models", ("sklearn", "skops", "onnxruntime")),
+    ("llm", "llm", "type: llm enrichment steps", ("jinja2",)),
+    ("avro", "avro", "Debezium Avro change files", ("fastavro",)),
+    ("outlook msg", "msg", "Outlook .msg e-mails", ("extract_msg",)),
+)  # fmt: skip
+
+
+def _capabilities(settings: Settings) -> list[Check]:
+    """One check per optional capability, naming the modules that are missing and the extra."""
+    required = {"postgres catalog": settings.catalog.type == "postgresql", "llm": bool(settings.llm.endpoints)}
+    checks = []
+    for name, extra, needed_for, modules in CAPABILITIES:
+        missing = [m for m in modules if not _has(m)]
+        if not missing:
+            checks.append(Check(name, "ok", f"installed ({', '.join(modules)})", needed_for))
+            continue
+        status: Status = "fail" if required.get(name) else "warn"
+        detail = f"missing Python module(s): {', '.join(missing)}"
+        if required.get(name):
+            detail += " (the configuration uses it)"
+        checks.append(Check(name, status, detail, needed_for, f"pip install 'shoal[{extra}]'"))
+    return checks
 
 
 def _object_storage(settings: Settings) -> Check | None:
@@ -262,6 +299,7 @@ def run_checks(settings: Settings, *, include_tests: bool = False) -> list[Check
         ),
     ]
     checks += _models(settings)
+    checks += _capabilities(settings)
     storage_check = _object_storage(settings)
     if storage_check is not None:
         checks.append(storage_check)

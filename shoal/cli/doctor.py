@@ -42,9 +42,18 @@ def doctor(
         if failed:
             output.out.print(f"[bold red]{len(failed)} problem(s)[/]: " + ", ".join(c.name for c in failed))
         else:
-            output.out.print("[green]everything Shoal needs is here[/]")
+            output.out.print(_summary(checks))
     if failed:
         raise typer.Exit(1)
+
+
+def _summary(checks: list) -> str:
+    """No failure: say which optional parts are missing, by name, instead of "everything is here"."""
+    missing = [c for c in checks if c.status == "warn"]
+    if not missing:
+        return "[green]everything Shoal checks for is here[/]"
+    listed = "; ".join(f"{c.name} ({output.escape(c.hint or c.detail)})" for c in missing)
+    return f"[green]the core is ready[/]; [yellow]not installed or not found ({len(missing)})[/]: {listed}"
 
 
 def config_init(

@@ -57,8 +57,8 @@ def sql(
     """Run SQL on the lake catalog and the external tables (CREATE EXTERNAL TABLE, MSCK REPAIR TABLE, ...)."""
     import sys
 
+    from shoal.governance.query import run_sql
     from shoal.spark import get_spark
-    from shoal.sql.external import SqlRunner
 
     if json_out:
         fmt = SqlFormat.json
@@ -77,21 +77,10 @@ def sql(
         )
     capped = limit is None and fmt == SqlFormat.table and sys.stdout.isatty()
     fetch = TERMINAL_ROWS + 1 if capped else limit
+    if as_ is not None and dialect == Dialect.spark and database:
+        raise ShoalError("--as with Spark SQL needs qualified table names (no --database)")
     s = settings()
-    if as_ is not None:
-        from shoal.governance import GovernedSql, Principals
-
-        spark = get_spark(s)
-        if dialect != Dialect.spark:
-            # Translate first, govern after: governance checks the Spark SQL that will run.
-            runner = SqlRunner(spark, s, dialect=dialect.value, database_name=database)
-            query, spark = runner.translate(query), runner.session
-        elif database:
-            raise ShoalError("--as with Spark SQL needs qualified table names (no --database)")
-        result = GovernedSql(spark, s, Principals(s).principal(as_)).execute(query, limit=fetch)
-    else:
-        runner = SqlRunner(get_spark(s), s, dialect=dialect.value, database_name=database)
-        result, _ = runner.execute(query, limit=fetch)
+    result = run_sql(get_spark(s), s, query, principal=as_, dialect=dialect.value, database=database, limit=fetch)
     cut = capped and len(result.rows) > TERMINAL_ROWS
     if cut:
         result.rows = result.rows[:TERMINAL_ROWS]

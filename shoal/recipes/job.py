@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, select
+from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, select
 
 from shoal import storage
 from shoal.config import Settings
@@ -422,6 +422,13 @@ class JobRegistry:
             {"name": r.name, "kind": r.kind, "source": r.source, "updated_at": r.updated_at.isoformat() + "Z"}
             for r in rows
         ]
+
+    def delete(self, name: str) -> None:
+        """Forget a registered job (its recipe file and the tables it wrote stay)."""
+        with self.engine.begin() as conn:
+            gone = conn.execute(delete(jobs_table).where(jobs_table.c.name == name)).rowcount
+        if not gone:
+            raise JobError(f"no job named {name!r}", hint="list jobs with `shoal job list`")
 
     def resolve(self, ref: str) -> Job:
         """A job file (registered on the way) or a registered name."""
