@@ -165,6 +165,15 @@ EVAL_SET = Path(__file__).parent / "data" / "speech_eval.json"
 SPEECH_SIZES = ("tiny.en", "base")
 
 
+_NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+
+
+def spoken(text: str) -> str:
+    """Digits as words and % as "percent" (Whisper writes "3" for "three": not an error)."""
+    text = text.replace("%", " percent")
+    return " ".join(_NUMBERS[int(w)] if w.isdigit() and int(w) < len(_NUMBERS) else w for w in ms.words(text))
+
+
 def speech_evaluation(limit: int | None = None) -> dict:
     """WER and RTF per model size on the evaluation passages (WAV, 16-bit espeak-ng output)."""
     from shoal.config import MediaSettings
@@ -195,9 +204,9 @@ def speech_evaluation(limit: int | None = None) -> dict:
                 audio += t.audio_s
                 hyp = join_text(t.segments)
                 n = len(ms.words(p["text"]))
-                errors.append(wer(p["text"], hyp) * n)
+                errors.append(wer(spoken(p["text"]), spoken(hyp)) * n)
                 words += n
-                worst.append((wer(p["text"], hyp), p["voice"], hyp))
+                worst.append((wer(spoken(p["text"]), spoken(hyp)), p["voice"], hyp))
             worst.sort(reverse=True)
             row = {
                 "model": size,
