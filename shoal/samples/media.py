@@ -156,20 +156,32 @@ def _need(tool: str, package: str) -> str:
     return path
 
 
-def speech_wav(sentence: str = SPEECH_SENTENCE, *, speed: int = 150, repeat: int = 1) -> bytes:
+def speech_wav(sentence: str = SPEECH_SENTENCE, *, speed: int = 150, repeat: int = 1, voice: str = "en-us") -> bytes:
     """The sentence spoken by espeak-ng (22 kHz mono WAV), `repeat` times with pauses between."""
     text = " ... ".join([sentence] * repeat)
     done = subprocess.run(
-        [_need("espeak-ng", "espeak-ng"), "-v", "en-us", "-s", str(speed), "--stdout", text],
+        [_need("espeak-ng", "espeak-ng"), "-v", voice, "-s", str(speed), "--stdout", text],
         capture_output=True,
         check=True,
     )
     return done.stdout
 
 
+# Lossy encodes at the quality people share speech in. ffmpeg's defaults for espeak's 22 kHz mono
+# are far lower (MP3 32 kbit/s, AAC about 73 kbit/s: 18 and 22 dB signal-to-noise against the
+# WAV), and that codec noise alone flipped Whisper between near-tied readings of the same
+# speech ("Rotterdam warehouse" / "Roger Damware House", "Garcia" / "Darcia"): issue 33.
+_AUDIO_CODECS = {
+    "mp3": ["-c:a", "libmp3lame", "-q:a", "2"],
+    "flac": [],
+    "ogg": ["-c:a", "libvorbis", "-q:a", "6"],
+    "m4a": ["-c:a", "aac", "-b:a", "160k"],
+}
+
+
 def convert_audio(wav: bytes, ext: str) -> bytes:
-    """The WAV re-encoded by ffmpeg as mp3, flac, ogg (Vorbis) or m4a (AAC)."""
-    codec = {"mp3": ["-c:a", "libmp3lame"], "flac": [], "ogg": ["-c:a", "libvorbis"], "m4a": ["-c:a", "aac"]}[ext]
+    """The WAV re-encoded by ffmpeg as mp3 (VBR ~q2), flac, ogg (Vorbis q6) or m4a (AAC 160 kbit/s)."""
+    codec = _AUDIO_CODECS[ext]
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.wav", Path(tmp) / f"out.{ext}"
         src.write_bytes(wav)
@@ -182,10 +194,11 @@ def slideshow_video(
 ) -> bytes:
     """A video of text slides (hard cuts, so each is a scene) with the speech as its soundtrack."""
     codecs = {
-        "mp4": ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac"],
-        "mov": ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac"],
-        "mkv": ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "libvorbis"],
-        "webm": ["-c:v", "libvpx-vp9", "-b:v", "0", "-crf", "40", "-deadline", "realtime", "-c:a", "libopus"],
+        "mp4": ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "160k"],
+        "mov": ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "aac", "-b:a", "160k"],
+        "mkv": ["-c:v", "libx264", "-pix_fmt", "yuv420p", "-c:a", "libvorbis", "-q:a", "6"],
+        "webm": ["-c:v", "libvpx-vp9", "-b:v", "0", "-crf", "40", "-deadline", "realtime"]
+        + ["-c:a", "libopus", "-b:a", "96k"],
     }[ext]
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)

@@ -438,8 +438,9 @@ def test_sentiment_and_language_of_reviews(router):
     assert pos["sentiment"].extraction.properties["sentiment"] == "positive"
     assert neg["sentiment"].extraction.properties["sentiment"] == "negative"
     assert fr["language"].extraction.properties["language"] == "fr"
-    # English-only models do not run on French parts.
-    assert fr["sentiment"].extraction.rows["sentiment"] == []
+    # French parts get French models (issue 33: the French review had no sentiment).
+    assert fr["sentiment"].extraction.properties["sentiment"] == "positive"
+    assert [r["part"] for r in fr["sentiment"].extraction.rows["sentiment"]] == ["document"]
 
 
 # ---- routing ------------------------------------------------------------------------------------

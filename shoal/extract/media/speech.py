@@ -89,6 +89,14 @@ class FasterWhisper:
             beam_size=self.settings.speech_beam_size,
             condition_on_previous_text=False,
             word_timestamps=self.settings.speech_word_timestamps,
+            # No sampling fallback at higher temperatures: it is random, so the same speech
+            # could be written two ways on two runs.
+            temperature=0.0,
+            # Silero VAD (its ONNX model ships inside faster-whisper, run by onnxruntime): silence
+            # and noise between utterances are cut before decoding, which is where Whisper makes up
+            # words ("Thank you."); timestamps still refer to the original audio.
+            vad_filter=self.settings.speech_vad,
+            vad_parameters={"min_silence_duration_ms": self.settings.speech_vad_min_silence_ms},
         )
         out = []
         for s in segments:
