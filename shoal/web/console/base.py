@@ -3,6 +3,7 @@ CSRF, audit), its limits, and small helpers. `routes.py` only mounts the pages."
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from shoal import __version__
 from shoal.config import Settings
@@ -54,6 +56,8 @@ class Console:
             lstrip_blocks=True,
         )
         self.env.filters["num"] = lambda v, fmt=",.0f": "" if v is None else format(v, fmt)
+        self.env.filters["when"] = when
+        self.env.filters["duration_ms"] = duration_ms
         self.principals = Principals(settings)
         self.sessions = sess.Sessions(settings)
         self.audit = AuditLog(settings)
@@ -112,6 +116,40 @@ class Console:
         """A 403 page, with its audit row."""
         self.audit.record(who.name, action, resource, False, reason=message, via="console")
         return self.error(request, who, session, 403, message)
+
+
+def when(value: Any) -> Markup | str:
+    """One time format everywhere: a <time> with the exact UTC instant; console.js shows it in
+    the reader's own zone ("3 min ago", the exact local time with its zone on hover). Naive
+    datetimes are UTC (how the lake and the state database keep them)."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value.isoformat()
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    utc = value.astimezone(dt.UTC)
+    exact = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time class="when" datetime="{0}" title="{1}">{1}</time>').format(
+        utc.isoformat(timespec="seconds"), exact
+    )
+
+
+def duration_ms(value: Any) -> str:
+    """Milliseconds for people: 840 ms, 2.4 s, 3 min 5 s."""
+    if value is None:
+        return ""
+    ms = int(value)
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms // 60_000} min {ms % 60_000 // 1000} s"
 
 
 def identifier(name: str) -> bool:
