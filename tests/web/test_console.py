@@ -88,6 +88,9 @@ def site(spark, settings, tmp_path_factory):
     gov = Governance(settings)
     gov.set_owner(f"{db}.deals", users["admin"], "deals by region <b>not bold</b>")
     gov.grant(admin, "SELECT", "TABLE", f"{db}.deals", users["analyst"], row_filter="region = 'EU'")
+    # Two columns of three: the editor's completion and schema tree must not show the third.
+    spark.sql(f"CREATE TABLE {db}.narrow (id INT, region STRING, margin_secret DOUBLE) USING iceberg")
+    gov.grant(admin, "SELECT", "TABLE", f"{db}.narrow", users["analyst"], columns=["id", "region"])
     # Search answers with objects whose shoal.object_index row the reader may select.
     for table in (
         "shoal.text",
@@ -514,42 +517,181 @@ def test_catalog_and_table_pages_differ_by_user(browser, site):
     g.close()
 
 
+def run_sql(page, sql: str, *, keys: bool = False) -> None:
+    """Type a statement into the editor and run it (the Run button, or Ctrl+Enter)."""
+    page.wait_for_selector("#sql-form .cm-content")
+    page.fill("#sql-form .cm-content", sql)
+    with page.expect_navigation():
+        if keys:
+            page.keyboard.press("Control+Enter")
+        else:
+            page.click("#run")
+
+
 def test_sql_editor_paging_csv_history_and_escaping(browser, site):
     a = Visit(browser, site, "analyst")
     page = a.go("/sql")
-    page.fill("#sql-text", "SELECT explode(sequence(1, 120)) AS n")
-    page.click("#run")
+    assert page.locator("#sql-text").is_hidden() and page.locator(".cm-editor").is_visible()  # the editor took over
+    run_sql(page, "SELECT explode(sequence(1, 120)) AS n", keys=True)  # Ctrl+Enter runs
     assert page.locator("#result tbody tr").count() == 50 and page.inner_text("#result tbody tr:first-child") == "1"
+    assert page.inner_text("#sql-total") == "120 rows"
+    assert re.fullmatch(r"[\d.]+ (ms|s) · ran .+", page.inner_text("#sql-timing"))
+    colors = page.evaluate(
+        """() => { const line = document.querySelector('#sql-form .cm-line');
+        const kw = [...line.querySelectorAll('span')].find(s => s.textContent === 'SELECT');
+        return kw ? [getComputedStyle(kw).color, getComputedStyle(line).color] : null; }"""
+    )
+    assert colors and colors[0] != colors[1], colors  # SQL keywords highlighted
     page.click("#next")
     assert page.inner_text("#result tbody tr:first-child") == "51"
     page.click("#next")
     assert page.locator("#result tbody tr").count() == 20 and page.locator("#next").count() == 0
     a.go(page.url.replace(a.site.base, ""), "sql")
 
-    page.fill("#sql-text", f"SELECT id, region, note FROM {site.db}.deals ORDER BY id")
-    page.click("#run")
-    assert page.locator("#result tbody tr").count() == 2
+    run_sql(page, f"SELECT id, region, note FROM {site.db}.deals ORDER BY id")
+    assert page.locator("#result tbody tr").count() == 2 and page.inner_text("#sql-total") == "2 rows"
     with page.expect_download() as download:
         page.click("#csv")
     csv_text = Path(download.value.path()).read_text()
     assert csv_text.splitlines()[0] == "id,region,note"
     assert "US" not in csv_text and "'=HYPERLINK" in csv_text  # governed rows; formulas defused
 
-    page.fill("#sql-text", "SELECT '<img src=x onerror=window.__xss=6>' AS h")
-    page.click("#run")
+    run_sql(page, "SELECT '<img src=x onerror=window.__xss=6>' AS h")
     assert page.inner_text("#result tbody td") == "<img src=x onerror=window.__xss=6>"
     assert not a.xss_fired()
     history = page.inner_text("#history")
-    assert "sequence(1, 120)" in history and f"{site.db}.deals" in history
+    assert "sequence(1, 120)" in history and f"{site.db}.deals" in history and "120 rows" in history
+    # One time format: relative, with the exact local time and its zone on hover.
+    ran = page.locator("#history time.when").first
+    assert "ago" in ran.inner_text() and re.search(r"\d\d:\d\d:\d\d", ran.get_attribute("title") or "")
+    assert not a.errors, a.errors
     a.close()
 
     g = Visit(browser, site, "guest")
     page = g.go("/sql")
-    page.fill("#sql-text", f"SELECT * FROM {site.db}.deals")
-    page.click("#run")
+    run_sql(page, f"SELECT * FROM {site.db}.deals")
     assert "has no SELECT" in page.inner_text("#sql-error") and page.locator("#result").count() == 0
     assert "sequence(1, 120)" not in page.inner_text("#history")  # history is private
     g.close()
+
+
+def test_sql_editor_completes_only_what_the_user_may_read(browser, site):
+    """The schema tree and completion come from /sql/schema.json, filtered by the same checks
+    as the statement itself: no table without SELECT, no column outside the grant."""
+    analyst = signin(site, site.users["analyst"])
+    schema = analyst.get("/sql/schema.json").json()
+    assert [c["name"] for c in schema[site.db]["narrow"]] == ["id", "region"]  # margin_secret is not granted
+    assert [c["name"] for c in schema[site.db]["deals"]] == ["id", "region", "amount", "note"]
+    assert "sales_db" not in schema  # no grant there
+    guest = signin(site, site.users["guest"])
+    assert site.db not in guest.get("/sql/schema.json").json()
+    admin = signin(site, site.users["admin"]).get("/sql/schema.json").json()
+    assert "margin_secret" in {c["name"] for c in admin[site.db]["narrow"]} and "sales_db" in admin
+    assert httpx.get(site.base + "/sql/schema.json", follow_redirects=False).status_code == 303  # signed in only
+
+    a = Visit(browser, site, "analyst")
+    page = a.go("/sql")
+    page.wait_for_selector("#schema-tree[data-loaded=true]", timeout=60_000)
+    tree = page.locator("#schema-tree").text_content() or ""  # folded tables included
+    assert "narrow" in tree and "region" in tree and "margin_secret" not in tree and "sales_db" not in tree
+    # Completion of a qualified table, then of the columns of the table the statement reads.
+    page.click("#sql-form .cm-content")
+    page.keyboard.type(f"SELECT * FROM {site.db}.nar")
+    page.wait_for_selector(".cm-tooltip-autocomplete")
+    assert "narrow" in page.inner_text(".cm-tooltip-autocomplete")
+    page.keyboard.press("Escape")
+    page.fill("#sql-form .cm-content", f"SELECT  FROM {site.db}.narrow")
+    page.keyboard.press("Control+Home")
+    for _ in range(7):
+        page.keyboard.press("ArrowRight")
+    page.keyboard.press("Control+Space")
+    page.wait_for_selector(".cm-tooltip-autocomplete")
+    options = page.inner_text(".cm-tooltip-autocomplete")
+    assert "region" in options and "margin_secret" not in options
+    page.keyboard.press("Escape")
+    # The tree's SELECT button writes a statement for its table.
+    page.locator(f"#schema-tree details.table[data-table='{site.db}.narrow'] button.insert").click()
+    assert f"FROM {site.db}.narrow" in page.inner_text("#sql-form .cm-content")
+    assert not a.errors, a.errors
+    a.close()
+
+
+def test_saved_queries_private_or_shared_and_cancel(browser, site):
+    a = Visit(browser, site, "analyst")
+    page = a.go("/sql")
+    page.fill("#sql-form .cm-content", "SELECT 'shared one' AS s")
+    page.click("#save-box summary")
+    page.fill("#save-form input[name=name]", "Team <b>query</b>")
+    page.check("#save-form input[name=shared]")
+    page.click("#save-form button")
+    assert page.inner_text("#sql-notice") == "Query saved." and "Team <b>query</b>" in page.inner_text("#saved")
+    shared_url = page.url
+    page.fill("#sql-form .cm-content", "SELECT 'mine only' AS s")
+    page.fill("#save-form input[name=name]", "Private one")
+    page.uncheck("#save-form input[name=shared]")
+    page.click("#save-form button")
+    private_url = page.url
+    assert "SELECT 'mine only'" in page.inner_text("#sql-form .cm-content")
+
+    # Cancel: a statement that would run for minutes stops when its author presses Cancel.
+    page.fill(
+        "#sql-form .cm-content",
+        "SELECT count(*) FROM (SELECT explode(sequence(1, 200000)) AS a) x "
+        "CROSS JOIN (SELECT explode(sequence(1, 200000)) AS b) y WHERE a * b = 7",
+    )
+    page.click("#run")
+    page.wait_for_selector("#cancel:visible")
+    time.sleep(2)  # let Spark start its jobs
+    with page.expect_navigation(timeout=60_000):
+        page.click("#cancel")
+    assert page.inner_text("#sql-error").startswith("cancelled")
+    assert "cancelled" in page.inner_text("#history tbody tr:first-child")
+    a.close()
+
+    g = Visit(browser, site, "guest")
+    page = g.go("/sql")
+    saved = page.inner_text("#saved")
+    assert "Team <b>query</b>" in saved and site.users["analyst"] in saved and "Private one" not in saved
+    page.click("#saved a")
+    assert "SELECT 'shared one'" in page.inner_text("#sql-form .cm-content")
+    assert page.locator("#unsave-form").count() == 0  # only its owner deletes it
+    assert g.page.request.get(private_url).status == 404  # private: answered as if missing
+    token = page.get_attribute("#sql-form input[name=csrf]", "value")
+    saved_id = shared_url.split("saved=")[1].split("&")[0]
+    r = page.request.post(f"{site.base}/sql/saved/{saved_id}/delete", form={"csrf": token})
+    assert r.ok and "Only the owner" in r.text()  # the redirect, followed
+    assert "Team <b>query</b>" in g.go("/sql").inner_text("#saved")
+    g.close()
+
+
+def test_error_pages_phone_width_and_dark_mode(browser, site):
+    client = signin(site, site.users["analyst"])
+    page = client.get("/no/such/page")
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert 'id="error-message"' in page.text and "Sign out" in page.text
+    api = client.get("/api/no/such/thing")
+    assert api.status_code == 404 and api.headers["content-type"] == "application/json"
+    stranger = httpx.get(site.base + "/nothing-here")
+    assert stranger.status_code == 404 and "Sign in" in stranger.text
+
+    a = Visit(browser, site, "admin")
+    a.page.set_viewport_size({"width": 390, "height": 844})
+    for path in ("/catalog", "/sql", "/objects", "/governance"):
+        page = a.go(path, f"phone{path.replace('/', '-')}")
+        box = page.locator("#logout").bounding_box()
+        assert page.locator("#logout").is_visible() and box and box["x"] + box["width"] <= 390, path
+        for link in page.locator("header.top nav a").all():
+            b = link.bounding_box()
+            assert b and b["x"] + b["width"] <= 390, (path, link.inner_text())
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 400, path  # no sideways page
+    a.close()
+
+    dark = browser.new_context(color_scheme="dark")
+    page = dark.new_page()
+    page.goto(site.base + "/login")
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(20, 25, 31)", background  # follows the system's dark setting
+    dark.close()
 
 
 def test_object_pages_render_results_escaped(browser, site):

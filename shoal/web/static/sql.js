@@ -96,13 +96,32 @@
   var cancel = document.getElementById("cancel");
   var running = document.getElementById("running");
   var elapsed = document.getElementById("elapsed");
-  form.addEventListener("submit", function () {
+  // The statement is posted from here, so the page (and Cancel) stays usable while it runs;
+  // the answer names the page of the kept result. Without this script the form posts as usual.
+  form.addEventListener("submit", function (ev) {
+    ev.preventDefault();
     textarea.value = editor.view.state.doc.toString();
+    if (!textarea.value.trim()) { return; }
     var started = Date.now();
     document.getElementById("run").disabled = true;
     cancel.hidden = false;
     running.hidden = false;
-    setInterval(function () { elapsed.textContent = ((Date.now() - started) / 1000).toFixed(0) + " s"; }, 500);
+    var tick = setInterval(function () { elapsed.textContent = ((Date.now() - started) / 1000).toFixed(0) + " s"; }, 500);
+    fetch(form.action, {
+      method: "POST", body: new URLSearchParams(new FormData(form)), credentials: "same-origin",
+      headers: { Accept: "application/json" }
+    }).then(function (r) {
+      return r.ok ? r.json() : Promise.reject(new Error("the console answered " + r.status + "; reload the page"));
+    }).then(function (answer) {
+      window.location.assign(answer.location);
+    }).catch(function (err) {
+      clearInterval(tick);
+      running.hidden = false;
+      running.textContent = err.message;
+      running.className = "error";
+      cancel.hidden = true;
+      document.getElementById("run").disabled = false;
+    });
   });
   cancel.addEventListener("click", function () {
     var body = new URLSearchParams();

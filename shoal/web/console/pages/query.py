@@ -54,8 +54,8 @@ def add(router: APIRouter, c: Console) -> None:
             result = GovernedSql(spark, c.settings, who).execute(sql, limit=limit)
         except (AccessDenied, SqlError, ShoalError) as exc:
             error = first_line(exc)
-            if group in cancelled:
-                error = "cancelled by you before it finished: " + error
+            if group in cancelled:  # Spark's own text names job ids and groups: say it plainly
+                error = "cancelled: you pressed Cancel before the statement finished"
             return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
         except Exception as exc:  # noqa: BLE001 - a failed query, audited; never an unaudited 500
             logging.getLogger("shoal.console").exception("unexpected error running a query")
@@ -177,6 +177,8 @@ def add(router: APIRouter, c: Console) -> None:
             error=error,
             duration_ms=ms,
         )
+        if request.headers.get("accept") == "application/json":  # the editor's script posted it
+            return JSONResponse({"location": f"/sql?q={qid}"})
         return RedirectResponse(f"/sql?q={qid}", status_code=303)
 
     @router.post("/sql/cancel")
