@@ -22,9 +22,12 @@ HERE = Path(__file__).resolve().parent.parent
 PAGE_SIZE = 50
 # Pictures the console shows inline; anything else is only downloaded.
 INLINE_IMAGES = {"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"}
+# What the original-file view shows in the page (besides audio/* and video/* players).
+INLINE_MEDIA = INLINE_IMAGES | {"application/pdf"}
 CSP = (
     "default-src 'self'; script-src 'self'{eval}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; connect-src 'self'"
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; connect-src 'self'; "
+    "media-src 'self'; frame-src 'self'"
 )
 
 
@@ -58,6 +61,7 @@ class Console:
         self.env.filters["num"] = lambda v, fmt=",.0f": "" if v is None else format(v, fmt)
         self.env.filters["when"] = when
         self.env.filters["duration_ms"] = duration_ms
+        self.env.filters["bytes"] = human_bytes
         self.principals = Principals(settings)
         self.sessions = sess.Sessions(settings)
         self.audit = AuditLog(settings)
@@ -138,6 +142,18 @@ def when(value: Any) -> Markup | str:
     return Markup('<time class="when" datetime="{0}" title="{1}">{1}</time>').format(
         utc.isoformat(timespec="seconds"), exact
     )
+
+
+def human_bytes(value: Any) -> str:
+    """Sizes for people, in binary units: 812 B, 14.2 KiB, 3.1 MiB."""
+    if value is None:
+        return ""
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""  # not reached
 
 
 def duration_ms(value: Any) -> str:
