@@ -694,7 +694,9 @@ def test_error_pages_phone_width_and_dark_mode(browser, site):
     dark.close()
 
 
-def test_object_pages_render_results_escaped(browser, site):
+def test_object_pages_render_results_escaped(browser, site, settings):
+    from shoal.governance import AuditLog
+
     a = Visit(browser, site, "analyst")
     page = a.go(f"/objects/{site.ids['xss.txt']}", "object-text")
     text = page.inner_text("#text-parts")
@@ -728,16 +730,70 @@ def test_object_pages_render_results_escaped(browser, site):
     assert "no access point" in page.inner_text("#raw-links")
     r = g.page.request.get(f"{site.base}/objects/{site.ids['poster.png']}/raw?ap=web-{site.source[4:]}&inline=1")
     assert r.status == 403
+    r = g.page.request.get(f"{site.base}/objects/{site.ids['poster.png']}/file?inline=1")
+    assert r.status == 403 and r.headers["content-type"].startswith("text/html") and "access point" in r.text()
     g.close()
+
+    # The original: an admin opens it (no access point needed), the analyst through theirs;
+    # both reads and the guest's refusal are audited.
+    poster = site.ids["poster.png"]
+    ad = Visit(browser, site, "admin")
+    page = ad.go(f"/objects/{poster}")
+    page.wait_for_function("() => document.querySelector('#image-preview img').naturalWidth > 0")
+    assert "/file?inline=1" in page.get_attribute("#image-preview img", "src")
+    assert "raw_path" not in page.content() and str(settings.workspace_dir) not in page.inner_text("main")
+    r = page.request.get(f"{site.base}/objects/{poster}/file")
+    assert r.status == 200 and r.body()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (
+        r.headers["content-disposition"].startswith("attachment") and "poster.png" in r.headers["content-disposition"]
+    )
+    inline = page.request.get(f"{site.base}/objects/{poster}/file?inline=1")
+    assert inline.headers["content-type"] == "image/png" and "sandbox" in inline.headers["content-security-policy"]
+    ad.close()
+    analyst_read = httpx.get(
+        f"{site.base}/objects/{poster}/file?inline=1", cookies=signin(site, site.users["analyst"]).cookies
+    )
+    assert analyst_read.status_code == 200 and analyst_read.headers["content-type"] == "image/png"
+    audit = AuditLog(settings)
+    assert any(
+        e["action"] == "object.raw" and e["decision"] == "allow"
+        for e in audit.list(principal=site.users["admin"], limit=20)
+    )
+    assert any(
+        e["action"] == "object.raw" and e["decision"] == "deny"
+        for e in audit.list(principal=site.users["guest"], limit=20)
+    )
 
 
 def test_inventory_and_search(browser, site):
     a = Visit(browser, site, "analyst")
     page = a.go("/objects?type=image/png", "objects")
     listed = page.inner_text("#objects")
-    assert site.ids["poster.png"][:12] in listed and site.ids["xss.txt"][:12] not in listed
+    assert "poster.png" in listed and "xss.txt" not in listed  # rows named by file, not hash
     page = a.go("/objects?text=Maria")
-    assert site.ids["xss.txt"][:12] in page.inner_text("#objects")
+    assert "xss.txt" in page.inner_text("#objects")
+
+    # Every column filled: title, PII yes/no, human sizes; sorted and paged.
+    page = a.go(f"/objects?tag=site={site.source}&sort=-size", "objects-sorted")
+    row = {r.get_attribute("data-object"): r for r in page.locator("#objects tbody tr").all()}
+    assert row[site.ids["xss.txt"]].locator("td.pii").inner_text().startswith("yes")
+    assert "EMAIL_ADDRESS" in row[site.ids["xss.txt"]].locator("td.pii").inner_text()
+    assert "<script>window.__xss=3</script>" in row[site.ids["lease.html"]].locator("td.title").inner_text()
+    sizes = page.locator("#objects td.size").all_inner_texts()
+    assert len(sizes) == 4 and all(re.fullmatch(r"\d+ B|\d+\.\d (KiB|MiB)", t) for t in sizes), sizes
+    exact = [
+        int(t.split()[0].replace(",", ""))
+        for t in page.locator("#objects td.size").evaluate_all("cells => cells.map(c => c.title)")
+    ]
+    assert exact == sorted(exact, reverse=True)  # largest first
+    assert "/" not in "".join(page.locator("#objects td.paths").all_inner_texts())  # no server paths
+    page = a.go(f"/objects?tag=site={site.source}&sort=name&per=3")
+    first_page = page.locator("#objects tbody tr").evaluate_all("rows => rows.map(r => r.dataset.object)")
+    page.click("#next")
+    second = page.locator("#objects tbody tr").evaluate_all("rows => rows.map(r => r.dataset.object)")
+    assert len(first_page) == 3 and len(second) == 1 and page.locator("#next").count() == 0
+    assert set(first_page + second) == {site.ids[n] for n in ("xss.txt", "lease.html", "poster.png", "astronaut.png")}
+    assert not a.xss_fired()
 
     page = a.go("/search?q=Maria+Garcia+lease+Berlin&mode=keyword", "search")
     hits = page.locator("#hits li")
@@ -871,3 +927,54 @@ def test_governance_request_approve_and_audit(browser, site):
     page = g.go(f"/catalog/{site.db}/deals")
     assert page.locator("#sample tbody tr").count() == 3
     g.close()
+
+
+def test_catalog_search_internal_toggle_query_link_and_owner_edits(browser, site, settings):
+    from shoal.governance import AuditLog
+
+    analyst = signin(site, site.users["analyst"])
+    page = analyst.get("/catalog").text
+    assert f'data-table="{site.db}.deals"' in page and 'data-table="shoal.text"' not in page  # internal: hidden
+    assert 'data-table="shoal.text"' in analyst.get("/catalog", params={"internal": "1"}).text
+    found = analyst.get("/catalog", params={"q": "narrow"}).text
+    assert f'data-table="{site.db}.narrow"' in found and f'data-table="{site.db}.deals"' not in found
+    assert f'data-table="{site.db}.deals"' in analyst.get("/catalog", params={"q": "REGION <b>"}).text  # description
+
+    # Only the owner (or an admin) edits owner and description; the refusal is audited.
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    r = analyst.post(f"/catalog/{site.db}/deals/about", data={"csrf": csrf, "description": "mine now"})
+    assert r.status_code == 403 and "mine now" not in analyst.get(f"/catalog/{site.db}/deals").text
+    assert analyst.post(f"/catalog/{site.db}/deals/about", data={"description": "no token"}).status_code == 403
+    assert any(
+        e["action"] == "table.describe" and e["decision"] == "deny"
+        for e in AuditLog(settings).list(principal=site.users["analyst"], limit=20)
+    )
+    gov = Governance(settings)
+    a = Visit(browser, site, "admin")
+    try:
+        page = a.go(f"/catalog/{site.db}/narrow")
+        page.click("#about-edit summary")
+        page.fill("#about-form input[name=owner]", site.users["analyst"])
+        page.fill("#about-form textarea[name=description]", "Deal margins <i>(two columns granted)</i>")
+        page.click("#about-form button")
+        assert page.inner_text("#about-saved") == "Saved."
+        assert page.inner_text("#description") == "Deal margins <i>(two columns granted)</i>"
+        assert page.inner_text("#owner") == site.users["analyst"]
+        # Now the analyst owns it, and may edit it too.
+        r = analyst.post(f"/catalog/{site.db}/narrow/about", data={"csrf": csrf, "description": "by its owner"})
+        assert r.status_code == 303 and "by its owner" in analyst.get(f"/catalog/{site.db}/narrow").text
+
+        # "query" opens the editor with a SELECT of the table, not run.
+        page = a.go("/catalog")
+        page.click(f"tr[data-table='{site.db}.deals'] a.query-link")
+        page.wait_for_selector("#sql-form .cm-content")
+        assert f"FROM `{site.db}`.`deals`" in page.inner_text("#sql-form .cm-content")
+        assert page.locator("#result").count() == 0
+        # Snapshots: labelled for what Iceberg counts; the last total is the table's rows.
+        page = a.go(f"/catalog/{site.db}/deals", "table-admin")
+        assert "rows in table after" in page.inner_text("#snapshots thead")
+        assert page.inner_text("#snapshots tbody tr:first-child td.total") == "3"
+        assert not a.errors, a.errors
+    finally:
+        a.close()
+        gov.set_owner(f"{site.db}.narrow", site.users["admin"], "")

@@ -62,6 +62,7 @@ class Console:
         self.env.filters["when"] = when
         self.env.filters["duration_ms"] = duration_ms
         self.env.filters["bytes"] = human_bytes
+        self.env.filters["cell"] = cell
         self.principals = Principals(settings)
         self.sessions = sess.Sessions(settings)
         self.audit = AuditLog(settings)
@@ -133,8 +134,12 @@ def when(value: Any) -> Markup | str:
             value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = dt.datetime.fromtimestamp(value, dt.UTC)
     if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
         return value.isoformat()
+    if not isinstance(value, dt.datetime):
+        return str(value)
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     utc = value.astimezone(dt.UTC)
@@ -142,6 +147,20 @@ def when(value: Any) -> Markup | str:
     return Markup('<time class="when" datetime="{0}" title="{1}">{1}</time>').format(
         utc.isoformat(timespec="seconds"), exact
     )
+
+
+def cell(value: Any) -> str:
+    """A value as people read it, not as Python prints it: maps as key=value, lists joined,
+    booleans as true/false, NULL as ∅ (autoescaped by the template like any text)."""
+    if value is None:
+        return "∅"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={cell(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(cell(v) for v in value) + "]"
+    return str(value)
 
 
 def human_bytes(value: Any) -> str:

@@ -5,32 +5,52 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from shoal import storage
 from shoal.exceptions import first_line
-from shoal.governance import AccessDenied, Governance, Principal
+from shoal.governance import AccessDenied, Governance, GovernanceError, Principal
 from shoal.governance.access import RawAccess
 from shoal.web.console import views
 from shoal.web.console.base import INLINE_IMAGES, INLINE_MEDIA, Console, identifier
 
 PREVIEW_BYTES = 16 * 1024  # of a text object's raw bytes shown on its page
 OBJECTS_PAGE = 100  # objects per inventory page
+TOMBSTONES_SUFFIX = "__cdc_tombstones"  # shoal.cdc's bookkeeping tables (NS.TABLE__cdc_tombstones)
+
+
+def _internal(entry: dict[str, Any]) -> bool:
+    """Shoal's own tables (the metadata layer, CDC tombstones): behind the catalog's toggle."""
+    return entry["database"] == "shoal" or str(entry["table"]).endswith(TOMBSTONES_SUFFIX)
 
 
 def add(router: APIRouter, c: Console) -> None:
     # ---- catalog -----------------------------------------------------------------------
     @router.get("/catalog")
-    def catalog(request: Request) -> Response:
+    def catalog(
+        request: Request,
+        q: Annotated[str, Query(max_length=200)] = "",
+        internal: Annotated[str | None, Query(pattern="^(1|0)?$")] = None,
+    ) -> Response:
         who, session = c.viewer(request)
         databases: dict[str, list[dict[str, Any]]] = {}
+        hidden = 0
+        words = q.lower().split()
         for entry in Governance(c.settings).visible_tables(c.spark(), who):
+            if _internal(entry) and internal != "1":
+                hidden += 1
+                continue
+            haystack = " ".join(str(entry.get(k) or "") for k in ("name", "owner", "description")).lower()
+            if any(w not in haystack for w in words):
+                continue
             databases.setdefault(entry["database"], []).append(
                 {key: value for key, value in entry.items() if key != "database"}
             )
         c.audit.record(who.name, "catalog.list", None, True, via="console", tables=sum(map(len, databases.values())))
-        return c.page(request, "catalog.html", who, session, databases=databases)
+        return c.page(
+            request, "catalog.html", who, session, databases=databases, q=q, internal=internal == "1", hidden=hidden
+        )
 
     @router.get("/catalog/{database}/{table}")
     def table_page(request: Request, database: str, table: str) -> Response:
@@ -76,9 +96,38 @@ def add(router: APIRouter, c: Console) -> None:
             table_tags=table_tags,
             column_tags=column_tags,
             privileges=privileges,
+            may_edit=who.is_admin or info["owner"] == who.name,
+            saved=request.query_params.get("saved") == "1",
             sample=sample,
             snapshots=snapshots,
         )
+
+    @router.post("/catalog/{database}/{table}/about")
+    def table_about(
+        request: Request,
+        database: str,
+        table: str,
+        description: Annotated[str, Form(max_length=2000)] = "",
+        owner: Annotated[str, Form(max_length=200)] = "",
+        csrf: Annotated[str, Form()] = "",
+    ) -> Response:
+        """Owner and description, changed by the table's owner or an admin (audited)."""
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        if not (identifier(database) and identifier(table)):
+            return c.error(request, who, session, 404, "not a table name")
+        name = f"{database}.{table}".lower()
+        gov = Governance(c.settings)
+        if not (who.is_admin or gov.owner(name) == who.name):
+            return c.refuse(
+                request, who, session, "table.describe", name, f"only the owner of {name} or an admin may edit it"
+            )
+        try:
+            gov.set_owner(name, owner.strip() or None, description.strip())
+        except GovernanceError as exc:
+            return c.error(request, who, session, 400, first_line(exc))
+        c.audit.record(who.name, "table.describe", name, True, via="console", owner=owner.strip() or None)
+        return RedirectResponse(f"/catalog/{quote(database)}/{quote(table)}?saved=1", status_code=303)
 
     # ---- objects -----------------------------------------------------------------------
     @router.get("/objects")
@@ -91,6 +140,7 @@ def add(router: APIRouter, c: Console) -> None:
         text: Annotated[str | None, Query(max_length=500)] = None,
         sort: Annotated[str, Query(pattern="^-?(name|source|type|status|pii|title|size)$")] = "name",
         page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1,
+        per: Annotated[int, Query(ge=1, le=500)] = OBJECTS_PAGE,
     ) -> Response:
         from shoal.catalog import list_objects
 
@@ -108,14 +158,14 @@ def add(router: APIRouter, c: Console) -> None:
             has_pii={"yes": True, "no": False}.get(pii or ""),
             tags=tags,
             text=text or None,
-            limit=OBJECTS_PAGE + 1,  # one more: is there a next page?
-            offset=(page_no - 1) * OBJECTS_PAGE,
+            limit=per + 1,  # one more: is there a next page?
+            offset=(page_no - 1) * per,
             order=sort.lstrip("-"),
             descending=sort.startswith("-"),
             principal=who,
             settings=c.settings,
         )
-        has_next, rows = len(rows) > OBJECTS_PAGE, rows[:OBJECTS_PAGE]
+        has_next, rows = len(rows) > per, rows[:per]
         for r in rows:  # named by file, not by content hash
             r["file_name"] = (
                 r.get("file_name") or (r.get("source_path") or "").rsplit("/", 1)[-1] or r["object_id"][:12]
@@ -125,6 +175,8 @@ def add(router: APIRouter, c: Console) -> None:
 
         def link(**change: Any) -> str:
             params = {k: v for k, v in {**filters, "sort": sort, "page": page_no, **change}.items() if v}
+            if per != OBJECTS_PAGE:
+                params["per"] = per
             return "/objects?" + urlencode(params)
 
         return c.page(
@@ -136,7 +188,7 @@ def add(router: APIRouter, c: Console) -> None:
             filters=filters,
             sort=sort,
             page=page_no,
-            first=(page_no - 1) * OBJECTS_PAGE + 1,
+            first=(page_no - 1) * per + 1,
             has_next=has_next,
             link=link,
         )
