@@ -978,3 +978,107 @@ def test_catalog_search_internal_toggle_query_link_and_owner_edits(browser, site
     finally:
         a.close()
         gov.set_owner(f"{site.db}.narrow", site.users["admin"], "")
+
+
+def test_screenshots_of_the_main_pages(browser, site):
+    """The console as the docs show it, at desktop and phone width. Always written to the test
+    artifacts; with SHOAL_DOCS_SCREENSHOTS=1 also to docs/images/ (then commit them)."""
+    out = ARTIFACTS / "console" / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs" / "images"
+    targets = [out] + ([docs] if os.environ.get("SHOAL_DOCS_SCREENSHOTS") == "1" else [])
+    for folder in targets:
+        folder.mkdir(parents=True, exist_ok=True)
+    a = Visit(browser, site, "admin")
+    page = a.go("/sql")
+    run_sql(page, f"SELECT region, count(*) AS deals, sum(amount) AS amount FROM {site.db}.deals GROUP BY region")
+    page.wait_for_selector("#schema-tree[data-loaded=true]", timeout=60_000)
+    sql_url = page.url.replace(site.base, "")
+    shots = {
+        "console-sql": sql_url,
+        "console-catalog": "/catalog",
+        "console-objects": f"/objects?tag=site={site.source}",
+        "console-object": f"/objects/{site.ids['poster.png']}",
+        "console-dashboard": "/dashboards/sales-revenue",
+    }
+    taken = []
+    for width, suffix in ((1300, ""), (390, "-phone")):
+        a.page.set_viewport_size({"width": width, "height": 900 if width > 400 else 844})
+        for name, path in shots.items():
+            if suffix and name in ("console-object", "console-dashboard"):
+                continue
+            page = a.go(path)
+            if name == "console-dashboard":
+                page.wait_for_function("() => document.querySelectorAll('.vega-chart[data-rendered]').length === 4")
+            if name == "console-sql":
+                page.wait_for_selector("#schema-tree[data-loaded=true]", timeout=60_000)
+            for folder in targets:
+                page.screenshot(path=str(folder / f"{name}{suffix}.jpg"), type="jpeg", quality=70)
+            taken.append(f"{name}{suffix}")
+    assert all((out / f"{n}.jpg").stat().st_size > 5_000 for n in taken)
+    assert not a.errors, a.errors
+    a.close()
+
+
+def test_admins_grant_revoke_and_search_the_audit_log(browser, site, settings):
+    """Grant and revoke from the console (admins only, CSRF, audited), and the audit page's
+    filters, paging and CSV export."""
+    grantee = f"gina_{uuid.uuid4().hex[:6]}"
+    Principals(settings).add(grantee, password=PASSWORD)
+    try:
+        analyst = signin(site, site.users["analyst"])
+        csrf = re.search(r'name="csrf" value="([^"]+)"', analyst.get("/governance").text).group(1)
+        assert 'id="grant-form"' not in analyst.get("/governance").text
+        form = {"privilege": "SELECT", "kind": "TABLE", "target": f"{site.db}.deals", "grantee": grantee}
+        assert analyst.post("/governance/grants", data={**form, "csrf": csrf}).status_code == 403
+        assert analyst.get("/governance/audit").status_code == 403
+        assert analyst.get("/governance/audit.csv").status_code == 403
+
+        a = Visit(browser, site, "admin")
+        page = a.go("/governance")
+        page.click("#grant-box summary")
+        page.fill("#grant-form input[name=target]", f"{site.db}.deals")
+        page.fill("#grant-form input[name=grantee]", grantee)
+        page.fill("#grant-form input[name=columns]", "id, region")
+        page.fill("#grant-form input[name=row_filter]", "region = 'US'")
+        page.click("#grant-form button")
+        assert "made" in page.inner_text("#gov-message")
+        grant_id = int(page.inner_text("#gov-message").split()[1])
+        row = page.locator(f"#grants tr[data-grant='{grant_id}']")
+        assert grantee in row.inner_text() and "region = 'US'" in row.inner_text()
+        reader = signin(site, grantee)
+        assert [c["name"] for c in reader.get("/sql/schema.json").json()[site.db]["deals"]] == ["id", "region"]
+        row.locator("button.revoke").click()
+        assert (
+            "revoked" in page.inner_text("#gov-message") and page.locator(f"tr[data-grant='{grant_id}']").count() == 0
+        )
+        assert site.db not in reader.get("/sql/schema.json").json()
+        # A bad grant is refused with its reason, and audited.
+        admin = signin(site, site.users["admin"])
+        token = re.search(r'name="csrf" value="([^"]+)"', admin.get("/governance").text).group(1)
+        bad = admin.post("/governance/grants", data={**form, "columns": "no_such_col", "csrf": token})
+        assert bad.status_code == 400 and "not granted" in bad.text
+
+        # The audit page: filters, paging, CSV.
+        page = a.go(f"/governance/audit?principal={site.users['admin']}&action=grant", "audit")
+        texts = page.locator("#audit tbody tr").all_inner_texts()
+        assert texts and all("grant" in t for t in texts) and any("deny" in t for t in texts)
+        page = a.go(f"/governance/audit?principal={site.users['analyst']}&decision=deny&per=2")
+        first = page.locator("#audit tbody tr td:first-child").all_inner_texts()
+        page.click("#next")
+        second = page.locator("#audit tbody tr td:first-child").all_inner_texts()
+        assert len(first) == 2 and second and not set(first) & set(second) and int(first[-1]) > int(second[0])
+        today = dt.datetime.now(dt.UTC).date()
+        page = a.go(f"/governance/audit?resource={site.db}.deals&since={today}&until={today}")
+        assert page.locator("#audit tbody tr").count() >= 1
+        page = a.go(f"/governance/audit?resource={site.db}.deals&until={today - dt.timedelta(days=2)}")
+        assert page.inner_text("#audit tbody") == "no audit rows match"
+        csv_text = admin.get(
+            "/governance/audit.csv", params={"action": "revoke", "principal": site.users["admin"]}
+        ).text
+        lines = csv_text.splitlines()
+        assert lines[0] == "id,ts,principal,action,resource,decision,reason,detail"
+        assert any(f",revoke,{grant_id}," in line for line in lines[1:])
+        assert not a.errors, a.errors
+        a.close()
+    finally:
+        Principals(settings).remove(grantee)
