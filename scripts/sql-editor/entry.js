@@ -46,7 +46,7 @@ export function sqlEditor(textarea, options) {
   const language = new Compartment();
   // Columns of the tables the statement names (FROM/JOIN), completed without a table prefix.
   const columnsInScope = (schema) => (context) => {
-    const word = context.matchBefore(/[A-Za-z_][A-Za-z0-9_]*/);
+    const word = context.matchBefore(/[A-Za-z0-9_]*/); // empty on Ctrl+Space after a space
     if (!word || (word.from === word.to && !context.explicit)) return null;
     const before = context.state.sliceDoc(word.from - 1, word.from);
     if (before === "." || before === "`") return null; // qualified names: lang-sql answers those

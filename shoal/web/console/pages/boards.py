@@ -77,7 +77,7 @@ def add(router: APIRouter, c: Console) -> None:
                 elif chart.type == "table":
                     cols = chart.columns or d["columns"]
                     item["columns"] = cols
-                    item["rows"] = [[r.get(c) for c in cols] for r in d["rows"][:500]]
+                    item["rows"] = dash.table_rows(chart, cols, d["rows"])
                 else:
                     item["spec"] = dash.vega_lite(chart, d["rows"])
             charts.append(item)
