@@ -129,7 +129,13 @@
     body.set("run", form.querySelector("input[name=run]").value);
     cancel.disabled = true;
     cancel.textContent = "Cancelling…";
-    fetch(form.dataset.cancelUrl, { method: "POST", body: body, credentials: "same-origin" });
+    // A 404 means the statement has not reached the server yet: ask again for a few seconds.
+    var tries = 0;
+    (function ask() {
+      fetch(form.dataset.cancelUrl, { method: "POST", body: body, credentials: "same-origin" }).then(function (r) {
+        if (r.status === 404 && ++tries < 20) { setTimeout(ask, 500); }
+      }).catch(function () {});
+    })();
   });
 
   // ---- saving: the editor's text, not the page's ----

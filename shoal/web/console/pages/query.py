@@ -194,7 +194,19 @@ def add(router: APIRouter, c: Console) -> None:
                 cancelled.add(group)
         if group is None:
             return JSONResponse({"cancelled": False, "reason": "no statement of yours is running"}, status_code=404)
-        c.spark().sparkContext.cancelJobGroup(group)
+        sc = c.spark().sparkContext
+
+        def keep_cancelling() -> None:
+            # Spark cancels only the group's active jobs: a statement still being checked or
+            # planned starts its jobs later, so repeat until the run has ended.
+            while True:
+                with lock:
+                    if group not in cancelled:
+                        return
+                sc.cancelJobGroup(group)
+                time.sleep(0.5)
+
+        threading.Thread(target=keep_cancelling, name="shoal-console-cancel", daemon=True).start()
         c.audit.record(who.name, "query.cancel", None, True, via="console")
         return JSONResponse({"cancelled": True})
 
