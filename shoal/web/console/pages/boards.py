@@ -92,5 +92,5 @@ def add(router: APIRouter, c: Console) -> None:
             options=options,
             chosen=chosen,
             feed_version=_feed_version(board),
-            queried_at=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            queried_at=time.time(),  # shown by the |when filter in the reader's zone
         )
