@@ -27,10 +27,13 @@ LIST_COLUMNS = (
     "object_id",
     "source_name",
     "source_path",
+    "file_name",
     "media_type",
     "status",
     "languages",
     "has_pii",
+    "pii_types",
+    "title",
     "page_count",
     "size_bytes",
     "raw_path",
@@ -40,6 +43,19 @@ LIST_COLUMNS = (
     "is_latest",
     "parent_object_id",
 )
+
+
+# Orders a listing may ask for, by name (never column text from the caller), with a tiebreak
+# that keeps pages stable.
+ORDERS = {
+    "name": "i.source_path",
+    "source": "i.source_name",
+    "type": "i.media_type",
+    "status": "i.status",
+    "pii": "i.has_pii",
+    "title": "i.title",
+    "size": "i.size_bytes",
+}
 
 
 def _records(df) -> list[dict[str, Any]]:
@@ -57,10 +73,14 @@ def list_objects(
     source_name: str | None = None,
     all_versions: bool = False,
     limit: int = 1000,
+    offset: int = 0,
+    order: str | None = None,
+    descending: bool = False,
     principal: Principal | None = None,
     settings: Settings | None = None,
 ) -> list[dict[str, Any]]:
-    """Objects matching every filter. With a `principal` (API, console) the `text` filter
+    """Objects matching every filter, `limit` of them from `offset`, sorted by one of ORDERS
+    (default: source, path, version). With a `principal` (API, console) the `text` filter
     matches only the extracted text that principal may read, through its grant on
     `shoal.text` (columns, row filters; no grant, no match); without one (the operator's
     CLI) it matches all text."""
@@ -108,13 +128,23 @@ def list_objects(
     sql = (
         f"SELECT {', '.join('i.' + c for c in LIST_COLUMNS)} FROM {metadata.table('object_index').sql} i"
         + (" WHERE " + " AND ".join(where) if where else "")
-        + f" ORDER BY i.source_name, i.source_path, i.version LIMIT {int(limit)}"
+        + f" ORDER BY {_order(order, descending)} LIMIT {int(limit)}"
+        + (f" OFFSET {int(offset)}" if offset else "")
     )
     rows = _records(spark.sql(sql, args=args))
     paths = object_paths(spark, [r["object_id"] for r in rows], principal=principal, settings=settings)
     for r in rows:
         r["paths"] = paths.get(r["object_id"], [])
     return rows
+
+
+def _order(order: str | None, descending: bool) -> str:
+    default = "i.source_name, i.source_path, i.version"
+    if not order:
+        return default
+    if order not in ORDERS:
+        raise ShoalError(f"cannot sort objects by {order!r}", hint="sort by one of: " + ", ".join(ORDERS))
+    return f"{ORDERS[order]} {'DESC' if descending else 'ASC'} NULLS LAST, {default}"
 
 
 def object_paths(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from typing import Any
 
 import sqlglot
@@ -60,13 +61,34 @@ class AuditLog:
             )
 
     def list(
-        self, *, principal: str | None = None, decision: str | None = None, limit: int = 100
+        self,
+        *,
+        principal: str | None = None,
+        decision: str | None = None,
+        limit: int = 100,
+        action: str | None = None,
+        resource: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        offset: int = 0,
     ) -> list[dict[str, Any]]:
-        q = select(audit).order_by(audit.c.id.desc()).limit(limit)
+        """Newest first. `action` matches a whole action or a prefix ending in "." ("query."),
+        `resource` a part of the resource; `since`/`until` are naive UTC, until exclusive."""
+        q = select(audit).order_by(audit.c.id.desc()).limit(limit).offset(offset)
         if principal:
             q = q.where(audit.c.principal == principal)
         if decision:
             q = q.where(audit.c.decision == decision)
+        if action:
+            q = q.where(
+                audit.c.action.startswith(action, autoescape=True) if action.endswith(".") else audit.c.action == action
+            )
+        if resource:
+            q = q.where(audit.c.resource.contains(resource, autoescape=True))
+        if since:
+            q = q.where(audit.c.ts >= since)
+        if until:
+            q = q.where(audit.c.ts < until)
         with self.engine.connect() as conn:
             rows = conn.execute(q).all()
         return [

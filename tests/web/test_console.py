@@ -88,6 +88,9 @@ def site(spark, settings, tmp_path_factory):
     gov = Governance(settings)
     gov.set_owner(f"{db}.deals", users["admin"], "deals by region <b>not bold</b>")
     gov.grant(admin, "SELECT", "TABLE", f"{db}.deals", users["analyst"], row_filter="region = 'EU'")
+    # Two columns of three: the editor's completion and schema tree must not show the third.
+    spark.sql(f"CREATE TABLE {db}.narrow (id INT, region STRING, margin_secret DOUBLE) USING iceberg")
+    gov.grant(admin, "SELECT", "TABLE", f"{db}.narrow", users["analyst"], columns=["id", "region"])
     # Search answers with objects whose shoal.object_index row the reader may select.
     for table in (
         "shoal.text",
@@ -514,45 +517,186 @@ def test_catalog_and_table_pages_differ_by_user(browser, site):
     g.close()
 
 
+def run_sql(page, sql: str, *, keys: bool = False) -> None:
+    """Type a statement into the editor and run it (the Run button, or Ctrl+Enter)."""
+    page.wait_for_selector("#sql-form .cm-content")
+    page.fill("#sql-form .cm-content", sql)
+    with page.expect_navigation():
+        if keys:
+            page.keyboard.press("Control+Enter")
+        else:
+            page.click("#run")
+
+
 def test_sql_editor_paging_csv_history_and_escaping(browser, site):
     a = Visit(browser, site, "analyst")
     page = a.go("/sql")
-    page.fill("#sql-text", "SELECT explode(sequence(1, 120)) AS n")
-    page.click("#run")
+    assert page.locator("#sql-text").is_hidden() and page.locator(".cm-editor").is_visible()  # the editor took over
+    run_sql(page, "SELECT explode(sequence(1, 120)) AS n", keys=True)  # Ctrl+Enter runs
     assert page.locator("#result tbody tr").count() == 50 and page.inner_text("#result tbody tr:first-child") == "1"
+    assert page.inner_text("#sql-total") == "120 rows"
+    assert re.fullmatch(r"[\d.]+ (ms|s) · ran .+", page.inner_text("#sql-timing"))
+    colors = page.evaluate(
+        """() => { const line = document.querySelector('#sql-form .cm-line');
+        const kw = [...line.querySelectorAll('span')].find(s => s.textContent === 'SELECT');
+        return kw ? [getComputedStyle(kw).color, getComputedStyle(line).color] : null; }"""
+    )
+    assert colors and colors[0] != colors[1], colors  # SQL keywords highlighted
     page.click("#next")
     assert page.inner_text("#result tbody tr:first-child") == "51"
     page.click("#next")
     assert page.locator("#result tbody tr").count() == 20 and page.locator("#next").count() == 0
     a.go(page.url.replace(a.site.base, ""), "sql")
 
-    page.fill("#sql-text", f"SELECT id, region, note FROM {site.db}.deals ORDER BY id")
-    page.click("#run")
-    assert page.locator("#result tbody tr").count() == 2
+    run_sql(page, f"SELECT id, region, note FROM {site.db}.deals ORDER BY id")
+    assert page.locator("#result tbody tr").count() == 2 and page.inner_text("#sql-total") == "2 rows"
     with page.expect_download() as download:
         page.click("#csv")
     csv_text = Path(download.value.path()).read_text()
     assert csv_text.splitlines()[0] == "id,region,note"
     assert "US" not in csv_text and "'=HYPERLINK" in csv_text  # governed rows; formulas defused
 
-    page.fill("#sql-text", "SELECT '<img src=x onerror=window.__xss=6>' AS h")
-    page.click("#run")
+    run_sql(page, "SELECT '<img src=x onerror=window.__xss=6>' AS h")
     assert page.inner_text("#result tbody td") == "<img src=x onerror=window.__xss=6>"
     assert not a.xss_fired()
     history = page.inner_text("#history")
-    assert "sequence(1, 120)" in history and f"{site.db}.deals" in history
+    assert "sequence(1, 120)" in history and f"{site.db}.deals" in history and "120 rows" in history
+    # One time format: relative, with the exact local time and its zone on hover.
+    ran = page.locator("#history time.when").first
+    assert "ago" in ran.inner_text() and re.search(r"\d\d:\d\d:\d\d", ran.get_attribute("title") or "")
+    assert not a.errors, a.errors
     a.close()
 
     g = Visit(browser, site, "guest")
     page = g.go("/sql")
-    page.fill("#sql-text", f"SELECT * FROM {site.db}.deals")
-    page.click("#run")
+    run_sql(page, f"SELECT * FROM {site.db}.deals")
     assert "has no SELECT" in page.inner_text("#sql-error") and page.locator("#result").count() == 0
     assert "sequence(1, 120)" not in page.inner_text("#history")  # history is private
     g.close()
 
 
-def test_object_pages_render_results_escaped(browser, site):
+def test_sql_editor_completes_only_what_the_user_may_read(browser, site):
+    """The schema tree and completion come from /sql/schema.json, filtered by the same checks
+    as the statement itself: no table without SELECT, no column outside the grant."""
+    analyst = signin(site, site.users["analyst"])
+    schema = analyst.get("/sql/schema.json").json()
+    assert [c["name"] for c in schema[site.db]["narrow"]] == ["id", "region"]  # margin_secret is not granted
+    assert [c["name"] for c in schema[site.db]["deals"]] == ["id", "region", "amount", "note"]
+    assert "sales_db" not in schema  # no grant there
+    guest = signin(site, site.users["guest"])
+    assert site.db not in guest.get("/sql/schema.json").json()
+    admin = signin(site, site.users["admin"]).get("/sql/schema.json").json()
+    assert "margin_secret" in {c["name"] for c in admin[site.db]["narrow"]} and "sales_db" in admin
+    assert httpx.get(site.base + "/sql/schema.json", follow_redirects=False).status_code == 303  # signed in only
+
+    a = Visit(browser, site, "analyst")
+    page = a.go("/sql")
+    page.wait_for_selector("#schema-tree[data-loaded=true]", timeout=60_000)
+    tree = page.locator("#schema-tree").text_content() or ""  # folded tables included
+    assert "narrow" in tree and "region" in tree and "margin_secret" not in tree and "sales_db" not in tree
+    # Completion of a qualified table, then of the columns of the table the statement reads.
+    page.click("#sql-form .cm-content")
+    page.keyboard.type(f"SELECT * FROM {site.db}.nar")
+    page.wait_for_selector(".cm-tooltip-autocomplete")
+    assert "narrow" in page.inner_text(".cm-tooltip-autocomplete")
+    page.keyboard.press("Escape")
+    page.fill("#sql-form .cm-content", f"SELECT  FROM {site.db}.narrow")
+    page.keyboard.press("Control+Home")
+    for _ in range(7):
+        page.keyboard.press("ArrowRight")
+    page.keyboard.press("Control+Space")
+    page.wait_for_selector(".cm-tooltip-autocomplete")
+    options = page.inner_text(".cm-tooltip-autocomplete")
+    assert "region" in options and "margin_secret" not in options
+    page.keyboard.press("Escape")
+    # The tree's SELECT button writes a statement for its table.
+    page.locator(f"#schema-tree details.table[data-table='{site.db}.narrow'] button.insert").click()
+    assert f"FROM {site.db}.narrow" in page.inner_text("#sql-form .cm-content")
+    assert not a.errors, a.errors
+    a.close()
+
+
+def test_saved_queries_private_or_shared_and_cancel(browser, site):
+    a = Visit(browser, site, "analyst")
+    page = a.go("/sql")
+    page.fill("#sql-form .cm-content", "SELECT 'shared one' AS s")
+    page.click("#save-box summary")
+    page.fill("#save-form input[name=name]", "Team <b>query</b>")
+    page.check("#save-form input[name=shared]")
+    page.click("#save-form button")
+    assert page.inner_text("#sql-notice") == "Query saved." and "Team <b>query</b>" in page.inner_text("#saved")
+    shared_url = page.url
+    page.fill("#sql-form .cm-content", "SELECT 'mine only' AS s")
+    page.fill("#save-form input[name=name]", "Private one")
+    page.uncheck("#save-form input[name=shared]")
+    page.click("#save-form button")
+    private_url = page.url
+    assert "SELECT 'mine only'" in page.inner_text("#sql-form .cm-content")
+
+    # Cancel: a statement that would run for minutes stops when its author presses Cancel.
+    page.fill(
+        "#sql-form .cm-content",
+        "SELECT count(*) FROM (SELECT explode(sequence(1, 200000)) AS a) x "
+        "CROSS JOIN (SELECT explode(sequence(1, 200000)) AS b) y WHERE a * b = 7",
+    )
+    page.click("#run")
+    page.wait_for_selector("#cancel:visible")
+    time.sleep(2)  # let Spark start its jobs
+    with page.expect_navigation(timeout=60_000):
+        page.click("#cancel")
+    assert page.inner_text("#sql-error").startswith("cancelled")
+    assert "cancelled" in page.inner_text("#history tbody tr:first-child")
+    a.close()
+
+    g = Visit(browser, site, "guest")
+    page = g.go("/sql")
+    saved = page.inner_text("#saved")
+    assert "Team <b>query</b>" in saved and site.users["analyst"] in saved and "Private one" not in saved
+    page.click("#saved a")
+    assert "SELECT 'shared one'" in page.inner_text("#sql-form .cm-content")
+    assert page.locator("#unsave-form").count() == 0  # only its owner deletes it
+    assert g.page.request.get(private_url).status == 404  # private: answered as if missing
+    token = page.get_attribute("#sql-form input[name=csrf]", "value")
+    saved_id = shared_url.split("saved=")[1].split("&")[0]
+    r = page.request.post(f"{site.base}/sql/saved/{saved_id}/delete", form={"csrf": token})
+    assert r.ok and "Only the owner" in r.text()  # the redirect, followed
+    assert "Team <b>query</b>" in g.go("/sql").inner_text("#saved")
+    g.close()
+
+
+def test_error_pages_phone_width_and_dark_mode(browser, site):
+    client = signin(site, site.users["analyst"])
+    page = client.get("/no/such/page")
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert 'id="error-message"' in page.text and "Sign out" in page.text
+    api = client.get("/api/no/such/thing")
+    assert api.status_code == 404 and api.headers["content-type"] == "application/json"
+    stranger = httpx.get(site.base + "/nothing-here")
+    assert stranger.status_code == 404 and "Sign in" in stranger.text
+
+    a = Visit(browser, site, "admin")
+    a.page.set_viewport_size({"width": 390, "height": 844})
+    for path in ("/catalog", "/sql", "/objects", "/governance"):
+        page = a.go(path, f"phone{path.replace('/', '-')}")
+        box = page.locator("#logout").bounding_box()
+        assert page.locator("#logout").is_visible() and box and box["x"] + box["width"] <= 390, path
+        for link in page.locator("header.top nav a").all():
+            b = link.bounding_box()
+            assert b and b["x"] + b["width"] <= 390, (path, link.inner_text())
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 400, path  # no sideways page
+    a.close()
+
+    dark = browser.new_context(color_scheme="dark")
+    page = dark.new_page()
+    page.goto(site.base + "/login")
+    background = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(20, 25, 31)", background  # follows the system's dark setting
+    dark.close()
+
+
+def test_object_pages_render_results_escaped(browser, site, settings):
+    from shoal.governance import AuditLog
+
     a = Visit(browser, site, "analyst")
     page = a.go(f"/objects/{site.ids['xss.txt']}", "object-text")
     text = page.inner_text("#text-parts")
@@ -586,16 +730,70 @@ def test_object_pages_render_results_escaped(browser, site):
     assert "no access point" in page.inner_text("#raw-links")
     r = g.page.request.get(f"{site.base}/objects/{site.ids['poster.png']}/raw?ap=web-{site.source[4:]}&inline=1")
     assert r.status == 403
+    r = g.page.request.get(f"{site.base}/objects/{site.ids['poster.png']}/file?inline=1")
+    assert r.status == 403 and r.headers["content-type"].startswith("text/html") and "access point" in r.text()
     g.close()
+
+    # The original: an admin opens it (no access point needed), the analyst through theirs;
+    # both reads and the guest's refusal are audited.
+    poster = site.ids["poster.png"]
+    ad = Visit(browser, site, "admin")
+    page = ad.go(f"/objects/{poster}")
+    page.wait_for_function("() => document.querySelector('#image-preview img').naturalWidth > 0")
+    assert "/file?inline=1" in page.get_attribute("#image-preview img", "src")
+    assert "raw_path" not in page.content() and str(settings.workspace_dir) not in page.inner_text("main")
+    r = page.request.get(f"{site.base}/objects/{poster}/file")
+    assert r.status == 200 and r.body()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (
+        r.headers["content-disposition"].startswith("attachment") and "poster.png" in r.headers["content-disposition"]
+    )
+    inline = page.request.get(f"{site.base}/objects/{poster}/file?inline=1")
+    assert inline.headers["content-type"] == "image/png" and "sandbox" in inline.headers["content-security-policy"]
+    ad.close()
+    analyst_read = httpx.get(
+        f"{site.base}/objects/{poster}/file?inline=1", cookies=signin(site, site.users["analyst"]).cookies
+    )
+    assert analyst_read.status_code == 200 and analyst_read.headers["content-type"] == "image/png"
+    audit = AuditLog(settings)
+    assert any(
+        e["action"] == "object.raw" and e["decision"] == "allow"
+        for e in audit.list(principal=site.users["admin"], limit=20)
+    )
+    assert any(
+        e["action"] == "object.raw" and e["decision"] == "deny"
+        for e in audit.list(principal=site.users["guest"], limit=20)
+    )
 
 
 def test_inventory_and_search(browser, site):
     a = Visit(browser, site, "analyst")
     page = a.go("/objects?type=image/png", "objects")
     listed = page.inner_text("#objects")
-    assert site.ids["poster.png"][:12] in listed and site.ids["xss.txt"][:12] not in listed
+    assert "poster.png" in listed and "xss.txt" not in listed  # rows named by file, not hash
     page = a.go("/objects?text=Maria")
-    assert site.ids["xss.txt"][:12] in page.inner_text("#objects")
+    assert "xss.txt" in page.inner_text("#objects")
+
+    # Every column filled: title, PII yes/no, human sizes; sorted and paged.
+    page = a.go(f"/objects?tag=site={site.source}&sort=-size", "objects-sorted")
+    row = {r.get_attribute("data-object"): r for r in page.locator("#objects tbody tr").all()}
+    assert row[site.ids["xss.txt"]].locator("td.pii").inner_text().startswith("yes")
+    assert "EMAIL_ADDRESS" in row[site.ids["xss.txt"]].locator("td.pii").inner_text()
+    assert "<script>window.__xss=3</script>" in row[site.ids["lease.html"]].locator("td.title").inner_text()
+    sizes = page.locator("#objects td.size").all_inner_texts()
+    assert len(sizes) == 4 and all(re.fullmatch(r"\d+ B|\d+\.\d (KiB|MiB)", t) for t in sizes), sizes
+    exact = [
+        int(t.split()[0].replace(",", ""))
+        for t in page.locator("#objects td.size").evaluate_all("cells => cells.map(c => c.title)")
+    ]
+    assert exact == sorted(exact, reverse=True)  # largest first
+    assert "/" not in "".join(page.locator("#objects td.paths").all_inner_texts())  # no server paths
+    page = a.go(f"/objects?tag=site={site.source}&sort=name&per=3")
+    first_page = page.locator("#objects tbody tr").evaluate_all("rows => rows.map(r => r.dataset.object)")
+    page.click("#next")
+    second = page.locator("#objects tbody tr").evaluate_all("rows => rows.map(r => r.dataset.object)")
+    assert len(first_page) == 3 and len(second) == 1 and page.locator("#next").count() == 0
+    assert set(first_page + second) == {site.ids[n] for n in ("xss.txt", "lease.html", "poster.png", "astronaut.png")}
+    assert not a.xss_fired()
 
     page = a.go("/search?q=Maria+Garcia+lease+Berlin&mode=keyword", "search")
     hits = page.locator("#hits li")
@@ -729,3 +927,158 @@ def test_governance_request_approve_and_audit(browser, site):
     page = g.go(f"/catalog/{site.db}/deals")
     assert page.locator("#sample tbody tr").count() == 3
     g.close()
+
+
+def test_catalog_search_internal_toggle_query_link_and_owner_edits(browser, site, settings):
+    from shoal.governance import AuditLog
+
+    analyst = signin(site, site.users["analyst"])
+    page = analyst.get("/catalog").text
+    assert f'data-table="{site.db}.deals"' in page and 'data-table="shoal.text"' not in page  # internal: hidden
+    assert 'data-table="shoal.text"' in analyst.get("/catalog", params={"internal": "1"}).text
+    found = analyst.get("/catalog", params={"q": "narrow"}).text
+    assert f'data-table="{site.db}.narrow"' in found and f'data-table="{site.db}.deals"' not in found
+    assert f'data-table="{site.db}.deals"' in analyst.get("/catalog", params={"q": "REGION <b>"}).text  # description
+
+    # Only the owner (or an admin) edits owner and description; the refusal is audited.
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    r = analyst.post(f"/catalog/{site.db}/deals/about", data={"csrf": csrf, "description": "mine now"})
+    assert r.status_code == 403 and "mine now" not in analyst.get(f"/catalog/{site.db}/deals").text
+    assert analyst.post(f"/catalog/{site.db}/deals/about", data={"description": "no token"}).status_code == 403
+    assert any(
+        e["action"] == "table.describe" and e["decision"] == "deny"
+        for e in AuditLog(settings).list(principal=site.users["analyst"], limit=20)
+    )
+    gov = Governance(settings)
+    a = Visit(browser, site, "admin")
+    try:
+        page = a.go(f"/catalog/{site.db}/narrow")
+        page.click("#about-edit summary")
+        page.fill("#about-form input[name=owner]", site.users["analyst"])
+        page.fill("#about-form textarea[name=description]", "Deal margins <i>(two columns granted)</i>")
+        page.click("#about-form button")
+        assert page.inner_text("#about-saved") == "Saved."
+        assert page.inner_text("#description") == "Deal margins <i>(two columns granted)</i>"
+        assert page.inner_text("#owner") == site.users["analyst"]
+        # Now the analyst owns it, and may edit it too.
+        r = analyst.post(f"/catalog/{site.db}/narrow/about", data={"csrf": csrf, "description": "by its owner"})
+        assert r.status_code == 303 and "by its owner" in analyst.get(f"/catalog/{site.db}/narrow").text
+
+        # "query" opens the editor with a SELECT of the table, not run.
+        page = a.go("/catalog")
+        page.click(f"tr[data-table='{site.db}.deals'] a.query-link")
+        page.wait_for_selector("#sql-form .cm-content")
+        assert f"FROM `{site.db}`.`deals`" in page.inner_text("#sql-form .cm-content")
+        assert page.locator("#result").count() == 0
+        # Snapshots: labelled for what Iceberg counts; the last total is the table's rows.
+        page = a.go(f"/catalog/{site.db}/deals", "table-admin")
+        assert "rows in table after" in page.inner_text("#snapshots thead")
+        assert page.inner_text("#snapshots tbody tr:first-child td.total") == "3"
+        assert not a.errors, a.errors
+    finally:
+        a.close()
+        gov.set_owner(f"{site.db}.narrow", site.users["admin"], "")
+
+
+def test_screenshots_of_the_main_pages(browser, site):
+    """The console as the docs show it, at desktop and phone width. Always written to the test
+    artifacts; with SHOAL_DOCS_SCREENSHOTS=1 also to docs/images/ (then commit them)."""
+    out = ARTIFACTS / "console" / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs" / "images"
+    targets = [out] + ([docs] if os.environ.get("SHOAL_DOCS_SCREENSHOTS") == "1" else [])
+    for folder in targets:
+        folder.mkdir(parents=True, exist_ok=True)
+    a = Visit(browser, site, "admin")
+    page = a.go("/sql")
+    run_sql(page, f"SELECT region, count(*) AS deals, sum(amount) AS amount FROM {site.db}.deals GROUP BY region")
+    page.wait_for_selector("#schema-tree[data-loaded=true]", timeout=60_000)
+    sql_url = page.url.replace(site.base, "")
+    shots = {
+        "console-sql": sql_url,
+        "console-catalog": "/catalog",
+        "console-objects": f"/objects?tag=site={site.source}",
+        "console-object": f"/objects/{site.ids['poster.png']}",
+        "console-dashboard": "/dashboards/sales-revenue",
+    }
+    taken = []
+    for width, suffix in ((1300, ""), (390, "-phone")):
+        a.page.set_viewport_size({"width": width, "height": 900 if width > 400 else 844})
+        for name, path in shots.items():
+            if suffix and name in ("console-object", "console-dashboard"):
+                continue
+            page = a.go(path)
+            if name == "console-dashboard":
+                page.wait_for_function("() => document.querySelectorAll('.vega-chart[data-rendered]').length === 4")
+            if name == "console-sql":
+                page.wait_for_selector("#schema-tree[data-loaded=true]", timeout=60_000)
+            for folder in targets:
+                page.screenshot(path=str(folder / f"{name}{suffix}.jpg"), type="jpeg", quality=70)
+            taken.append(f"{name}{suffix}")
+    assert all((out / f"{n}.jpg").stat().st_size > 5_000 for n in taken)
+    assert not a.errors, a.errors
+    a.close()
+
+
+def test_admins_grant_revoke_and_search_the_audit_log(browser, site, settings):
+    """Grant and revoke from the console (admins only, CSRF, audited), and the audit page's
+    filters, paging and CSV export."""
+    grantee = f"gina_{uuid.uuid4().hex[:6]}"
+    Principals(settings).add(grantee, password=PASSWORD)
+    try:
+        analyst = signin(site, site.users["analyst"])
+        csrf = re.search(r'name="csrf" value="([^"]+)"', analyst.get("/governance").text).group(1)
+        assert 'id="grant-form"' not in analyst.get("/governance").text
+        form = {"privilege": "SELECT", "kind": "TABLE", "target": f"{site.db}.deals", "grantee": grantee}
+        assert analyst.post("/governance/grants", data={**form, "csrf": csrf}).status_code == 403
+        assert analyst.get("/governance/audit").status_code == 403
+        assert analyst.get("/governance/audit.csv").status_code == 403
+
+        a = Visit(browser, site, "admin")
+        page = a.go("/governance")
+        page.click("#grant-box summary")
+        page.fill("#grant-form input[name=target]", f"{site.db}.deals")
+        page.fill("#grant-form input[name=grantee]", grantee)
+        page.fill("#grant-form input[name=columns]", "id, region")
+        page.fill("#grant-form input[name=row_filter]", "region = 'US'")
+        page.click("#grant-form button")
+        assert "made" in page.inner_text("#gov-message")
+        grant_id = int(page.inner_text("#gov-message").split()[1])
+        row = page.locator(f"#grants tr[data-grant='{grant_id}']")
+        assert grantee in row.inner_text() and "region = 'US'" in row.inner_text()
+        reader = signin(site, grantee)
+        assert [c["name"] for c in reader.get("/sql/schema.json").json()[site.db]["deals"]] == ["id", "region"]
+        row.locator("button.revoke").click()
+        assert (
+            "revoked" in page.inner_text("#gov-message") and page.locator(f"tr[data-grant='{grant_id}']").count() == 0
+        )
+        assert site.db not in reader.get("/sql/schema.json").json()
+        # A bad grant is refused with its reason, and audited.
+        admin = signin(site, site.users["admin"])
+        token = re.search(r'name="csrf" value="([^"]+)"', admin.get("/governance").text).group(1)
+        bad = admin.post("/governance/grants", data={**form, "columns": "no_such_col", "csrf": token})
+        assert bad.status_code == 400 and "not granted" in bad.text
+
+        # The audit page: filters, paging, CSV.
+        page = a.go(f"/governance/audit?principal={site.users['admin']}&action=grant", "audit")
+        texts = page.locator("#audit tbody tr").all_inner_texts()
+        assert texts and all("grant" in t for t in texts) and any("deny" in t for t in texts)
+        page = a.go(f"/governance/audit?principal={site.users['analyst']}&decision=deny&per=2")
+        first = page.locator("#audit tbody tr td:first-child").all_inner_texts()
+        page.click("#next")
+        second = page.locator("#audit tbody tr td:first-child").all_inner_texts()
+        assert len(first) == 2 and second and not set(first) & set(second) and int(first[-1]) > int(second[0])
+        today = dt.datetime.now(dt.UTC).date()
+        page = a.go(f"/governance/audit?resource={site.db}.deals&since={today}&until={today}")
+        assert page.locator("#audit tbody tr").count() >= 1
+        page = a.go(f"/governance/audit?resource={site.db}.deals&until={today - dt.timedelta(days=2)}")
+        assert page.inner_text("#audit tbody") == "no audit rows match"
+        csv_text = admin.get(
+            "/governance/audit.csv", params={"action": "revoke", "principal": site.users["admin"]}
+        ).text
+        lines = csv_text.splitlines()
+        assert lines[0] == "id,ts,principal,action,resource,decision,reason,detail"
+        assert any(f",revoke,{grant_id}," in line for line in lines[1:])
+        assert not a.errors, a.errors
+        a.close()
+    finally:
+        Principals(settings).remove(grantee)

@@ -3,6 +3,7 @@ CSRF, audit), its limits, and small helpers. `routes.py` only mounts the pages."
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 
 from shoal import __version__
 from shoal.config import Settings
@@ -20,9 +22,12 @@ HERE = Path(__file__).resolve().parent.parent
 PAGE_SIZE = 50
 # Pictures the console shows inline; anything else is only downloaded.
 INLINE_IMAGES = {"image/png", "image/jpeg", "image/gif", "image/webp", "image/bmp"}
+# What the original-file view shows in the page (besides audio/* and video/* players).
+INLINE_MEDIA = INLINE_IMAGES | {"application/pdf"}
 CSP = (
     "default-src 'self'; script-src 'self'{eval}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; connect-src 'self'"
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'; connect-src 'self'; "
+    "media-src 'self'; frame-src 'self'"
 )
 
 
@@ -54,6 +59,10 @@ class Console:
             lstrip_blocks=True,
         )
         self.env.filters["num"] = lambda v, fmt=",.0f": "" if v is None else format(v, fmt)
+        self.env.filters["when"] = when
+        self.env.filters["duration_ms"] = duration_ms
+        self.env.filters["bytes"] = human_bytes
+        self.env.filters["cell"] = cell
         self.principals = Principals(settings)
         self.sessions = sess.Sessions(settings)
         self.audit = AuditLog(settings)
@@ -112,6 +121,70 @@ class Console:
         """A 403 page, with its audit row."""
         self.audit.record(who.name, action, resource, False, reason=message, via="console")
         return self.error(request, who, session, 403, message)
+
+
+def when(value: Any) -> Markup | str:
+    """One time format everywhere: a <time> with the exact UTC instant; console.js shows it in
+    the reader's own zone ("3 min ago", the exact local time with its zone on hover). Naive
+    datetimes are UTC (how the lake and the state database keep them)."""
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = dt.datetime.fromtimestamp(value, dt.UTC)
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value.isoformat()
+    if not isinstance(value, dt.datetime):
+        return str(value)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    utc = value.astimezone(dt.UTC)
+    exact = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time class="when" datetime="{0}" title="{1}">{1}</time>').format(
+        utc.isoformat(timespec="seconds"), exact
+    )
+
+
+def cell(value: Any) -> str:
+    """A value as people read it, not as Python prints it: maps as key=value, lists joined,
+    booleans as true/false, NULL as ∅ (autoescaped by the template like any text)."""
+    if value is None:
+        return "∅"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={cell(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(cell(v) for v in value) + "]"
+    return str(value)
+
+
+def human_bytes(value: Any) -> str:
+    """Sizes for people, in binary units: 812 B, 14.2 KiB, 3.1 MiB."""
+    if value is None:
+        return ""
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""  # not reached
+
+
+def duration_ms(value: Any) -> str:
+    """Milliseconds for people: 840 ms, 2.4 s, 3 min 5 s."""
+    if value is None:
+        return ""
+    ms = int(value)
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms // 60_000} min {ms % 60_000 // 1000} s"
 
 
 def identifier(name: str) -> bool:

@@ -64,6 +64,10 @@ class Chart(BaseModel):
     agg: Literal["sum", "avg", "min", "max", "count", "last"] = "sum"
     format: str = ",.0f"  # kpi: a d3-format string, e.g. ",.2f"
     columns: list[str] = Field(default_factory=list)  # table: the columns shown (default all)
+    sort: str | None = Field(default=None, pattern=r"^-?[A-Za-z_][A-Za-z0-9_]*$")  # table: "col" or "-col"
+    x_title: str | None = None  # axis titles; default: the column name in words
+    y_title: str | None = None
+    unit: str = ""  # appended to numbers in axes and tooltips, e.g. "EUR"
 
     @model_validator(mode="after")
     def _fields(self) -> Chart:
@@ -176,26 +180,90 @@ def kpi_value(chart: Chart, rows: list[dict[str, Any]]) -> float | None:
     return nums[-1]
 
 
+# A pie with more slices than this is drawn as a sorted bar chart: repeated colours and a
+# clipped legend make many slices unreadable.
+MAX_PIE_SLICES = 8
+
+
+def words(column: str | None) -> str:
+    """A column name as an axis title: total_weighted_revenue -> Total weighted revenue."""
+    text = (column or "").replace("_", " ").strip()
+    return text[:1].upper() + text[1:]
+
+
 def vega_lite(chart: Chart, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """A Vega-Lite spec with the rows inline (no data URL: nothing is fetched by the browser)."""
+    """A Vega-Lite spec with the rows inline (no data URL: nothing is fetched by the browser).
+    Axis titles in words (or the chart's own), numbers in the chart's format, pies with many
+    slices as sorted bars."""
     spec: dict[str, Any] = {
         "$schema": "https://vega.github.io/schema/vega-lite/v6.json",
         "data": {"values": rows},
         "width": "container",
         "height": 240,
+        "config": {"legend": {"orient": "bottom", "columns": 4, "labelLimit": 160}},
     }
+    unit = f" {chart.unit}" if chart.unit else ""
     if chart.type == "pie":
-        spec["mark"] = {"type": "arc", "tooltip": True}
+        slices = {r.get(chart.color or "") for r in rows}
+        value_title = (chart.y_title or words(chart.theta)) + unit
+        if len(slices) <= MAX_PIE_SLICES:
+            spec["mark"] = {"type": "arc", "tooltip": True}
+            spec["encoding"] = {
+                "theta": {"field": chart.theta, "type": "quantitative", "aggregate": "sum", "title": value_title},
+                "color": {"field": chart.color, "type": "nominal", "title": chart.x_title or words(chart.color)},
+                "tooltip": [
+                    {"field": chart.color, "type": "nominal", "title": chart.x_title or words(chart.color)},
+                    {
+                        "field": chart.theta,
+                        "type": "quantitative",
+                        "aggregate": "sum",
+                        "format": chart.format,
+                        "title": value_title,
+                    },
+                ],
+            }
+            return spec
+        spec["mark"] = {"type": "bar", "tooltip": True}
         spec["encoding"] = {
-            "theta": {"field": chart.theta, "type": "quantitative", "aggregate": "sum"},
-            "color": {"field": chart.color, "type": "nominal"},
+            "y": {"field": chart.color, "type": "nominal", "sort": "-x", "title": chart.x_title or words(chart.color)},
+            "x": {
+                "field": chart.theta,
+                "type": "quantitative",
+                "aggregate": "sum",
+                "title": value_title,
+                "axis": {"format": chart.format},
+            },
         }
+        spec["height"] = {"step": 18}
         return spec
     spec["mark"] = {"type": chart.type, "tooltip": True, **({"point": True} if chart.type == "line" else {})}
     spec["encoding"] = {
-        "x": {"field": chart.x, "type": chart.x_type},
-        "y": {"field": chart.y, "type": "quantitative", "aggregate": "sum"},
+        "x": {"field": chart.x, "type": chart.x_type, "title": chart.x_title or words(chart.x)},
+        "y": {
+            "field": chart.y,
+            "type": "quantitative",
+            "aggregate": "sum",
+            "title": (chart.y_title or words(chart.y)) + unit,
+            "axis": {"format": chart.format},
+        },
     }
     if chart.color:
-        spec["encoding"]["color"] = {"field": chart.color, "type": "nominal"}
+        spec["encoding"]["color"] = {"field": chart.color, "type": "nominal", "title": words(chart.color)}
     return spec
+
+
+def table_rows(chart: Chart, columns: list[str], rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """A table chart's rows: sorted by `sort` ("-col" descending; NULLs last), fractional
+    numbers in the chart's format (integers such as years and counts as they are)."""
+    if chart.sort:
+        key = chart.sort.lstrip("-")
+        present = [r for r in rows if r.get(key) is not None]
+        missing = [r for r in rows if r.get(key) is None]
+        rows = sorted(present, key=lambda r: r[key], reverse=chart.sort.startswith("-")) + missing
+
+    def show(v: Any) -> Any:
+        if not isinstance(v, float):
+            return v
+        return format(v, chart.format) + (f" {chart.unit}" if chart.unit else "")
+
+    return [[show(r.get(c)) for c in columns] for r in rows[:500]]

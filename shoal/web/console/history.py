@@ -10,6 +10,7 @@ entry is only ever found for its author: anyone else is answered exactly as for 
 
 from __future__ import annotations
 
+import builtins
 import json
 import secrets
 from typing import Any
@@ -40,6 +41,20 @@ queries = Table(
     Column("error", Text),
     Column("duration_ms", Integer, nullable=False),
     Column("ran_at", DateTime, nullable=False, index=True),
+)
+
+
+# Saved queries: named statements kept by their owner; `shared` lets every signed-in user open
+# (and run, under their own grants) a copy. Only the owner changes or deletes one.
+saved = Table(
+    "shoal_console_saved",
+    state_tables,
+    Column("id", String(32), primary_key=True),
+    Column("owner", String(200), nullable=False, index=True),
+    Column("name", String(200), nullable=False),
+    Column("sql", Text, nullable=False),
+    Column("shared", Boolean, nullable=False, default=False),
+    Column("saved_at", DateTime, nullable=False),
 )
 
 
@@ -117,3 +132,46 @@ class QueryHistory:
         """A removed principal's queries go with it (a later principal of that name sees none)."""
         with self.engine.begin() as conn:
             conn.execute(delete(queries).where(queries.c.principal == principal))
+            conn.execute(delete(saved).where(saved.c.owner == principal))
+
+    # ---- saved queries ---------------------------------------------------------------------
+    def save(self, owner: str, name: str, sql: str, *, shared: bool) -> str:
+        """Keep a named statement; saving a name the owner already used replaces it."""
+        with self.engine.begin() as conn:
+            old = conn.execute(select(saved.c.id).where(saved.c.owner == owner, saved.c.name == name)).first()
+            query_id = old.id if old else new_id()
+            if old:
+                conn.execute(delete(saved).where(saved.c.id == query_id))
+            conn.execute(
+                insert(saved).values(
+                    id=query_id, owner=owner, name=name, sql=sql, shared=shared, saved_at=database.utcnow()
+                )
+            )
+        return query_id
+
+    def list_saved(self, principal: str) -> builtins.list[dict[str, Any]]:
+        """The principal's own saved queries and those others shared, the principal's first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(saved)
+                .where((saved.c.owner == principal) | saved.c.shared.is_(True))
+                .order_by(saved.c.name)
+                .limit(500)
+            )
+            found = [dict(r._mapping) for r in rows]
+        return sorted(found, key=lambda r: r["owner"] != principal)
+
+    def saved_query(self, principal: str, query_id: str) -> dict[str, Any] | None:
+        """One saved query if the principal owns it or it is shared; None otherwise (as if missing)."""
+        if not query_id or len(query_id) > 64:
+            return None
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                select(saved).where(saved.c.id == query_id, (saved.c.owner == principal) | saved.c.shared.is_(True))
+            ).first()
+        return dict(row._mapping) if row else None
+
+    def unsave(self, owner: str, query_id: str) -> bool:
+        """Delete one of the owner's saved queries; False when it is not theirs or missing."""
+        with self.engine.begin() as conn:
+            return conn.execute(delete(saved).where(saved.c.id == query_id, saved.c.owner == owner)).rowcount > 0

@@ -7,8 +7,10 @@ from typing import Annotated
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Form, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.exception_handlers import http_exception_handler
+from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from shoal.config import Settings
 from shoal.exceptions import first_line
@@ -30,6 +32,10 @@ LOGIN_ERRORS = {
 }
 
 
+# Paths that keep JSON errors: the HTTP API and its documentation.
+API_PREFIXES = ("/api/", "/healthz", "/docs", "/openapi", "/redoc", "/static/", "/raw/")
+
+
 def mount(app: FastAPI, settings: Settings) -> None:
     c = Console(settings)
     router = APIRouter(include_in_schema=False)
@@ -40,12 +46,27 @@ def mount(app: FastAPI, settings: Settings) -> None:
         return RedirectResponse("/login?" + urlencode({"next": exc.next_url}), status_code=303)
 
     @app.exception_handler(CsrfFailed)
-    async def _csrf(_request: Request, _exc: CsrfFailed) -> Response:
-        return HTMLResponse(
-            "<h1>403</h1><p>The form expired or did not come from this console. Go back, reload the page "
-            "and try again.</p>",
-            status_code=403,
+    async def _csrf(request: Request, _exc: CsrfFailed) -> Response:
+        return _styled_error(
+            request,
+            403,
+            "The form expired or did not come from this console. Go back, reload the page and try again.",
         )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # The API (and its docs) answer JSON; a person browsing the console gets a page.
+        if request.url.path.startswith(API_PREFIXES):
+            return await http_exception_handler(request, exc)
+        messages = {404: "There is no page at this address.", 405: "This address does not take that request."}
+        return _styled_error(request, exc.status_code, messages.get(exc.status_code, str(exc.detail)))
+
+    def _styled_error(request: Request, status: int, message: str) -> Response:
+        try:
+            who, session = c.viewer(request)
+        except LoginRequired:
+            who, session = None, None
+        return c.page(request, "error.html", who, session, status=status, message=message)
 
     @app.middleware("http")
     async def _headers(request: Request, call_next):

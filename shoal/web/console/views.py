@@ -75,3 +75,25 @@ def csv_safe(value: Any) -> str:
     """A cell for CSV: spreadsheet formulas from untrusted text are defused with a leading quote."""
     text = "" if value is None else str(value)
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def readable_schema(spark, settings, who: Principal) -> dict[str, dict[str, list[dict[str, str]]]]:
+    """{database: {table: [{name, type}]}} of what `who` may SELECT: the tables the catalog lets
+    them discover, each narrowed by Governance.access to the columns GovernedSql would let
+    them read (a table with none is left out). What the SQL editor
+    completes and its schema tree shows: nothing the statement itself would be refused."""
+    from shoal.governance import Governance
+
+    gov = Governance(settings)
+    out: dict[str, dict[str, list[dict[str, str]]]] = {}
+    for entry in gov.visible_tables(spark, who):
+        try:
+            fields = spark.table(f"`{entry['database']}`.`{entry['table']}`").schema.fields
+        except Exception:  # noqa: BLE001 - dropped since it was listed: nothing to complete
+            continue
+        access = gov.access(who, entry["name"], [f.name for f in fields])
+        visible = set(access.visible_columns) if access is not None else set()
+        columns = [{"name": f.name, "type": f.dataType.simpleString()} for f in fields if f.name.lower() in visible]
+        if columns:
+            out.setdefault(entry["database"], {})[entry["table"]] = columns
+    return out

@@ -5,31 +5,52 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Query, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi import APIRouter, Form, Query, Request
+from fastapi.responses import RedirectResponse, Response, StreamingResponse
 
 from shoal import storage
 from shoal.exceptions import first_line
-from shoal.governance import AccessDenied, Governance, Principal
+from shoal.governance import AccessDenied, Governance, GovernanceError, Principal
 from shoal.governance.access import RawAccess
 from shoal.web.console import views
-from shoal.web.console.base import INLINE_IMAGES, Console, identifier
+from shoal.web.console.base import INLINE_IMAGES, INLINE_MEDIA, Console, identifier
 
 PREVIEW_BYTES = 16 * 1024  # of a text object's raw bytes shown on its page
+OBJECTS_PAGE = 100  # objects per inventory page
+TOMBSTONES_SUFFIX = "__cdc_tombstones"  # shoal.cdc's bookkeeping tables (NS.TABLE__cdc_tombstones)
+
+
+def _internal(entry: dict[str, Any]) -> bool:
+    """Shoal's own tables (the metadata layer, CDC tombstones): behind the catalog's toggle."""
+    return entry["database"] == "shoal" or str(entry["table"]).endswith(TOMBSTONES_SUFFIX)
 
 
 def add(router: APIRouter, c: Console) -> None:
     # ---- catalog -----------------------------------------------------------------------
     @router.get("/catalog")
-    def catalog(request: Request) -> Response:
+    def catalog(
+        request: Request,
+        q: Annotated[str, Query(max_length=200)] = "",
+        internal: Annotated[str | None, Query(pattern="^(1|0)?$")] = None,
+    ) -> Response:
         who, session = c.viewer(request)
         databases: dict[str, list[dict[str, Any]]] = {}
+        hidden = 0
+        words = q.lower().split()
         for entry in Governance(c.settings).visible_tables(c.spark(), who):
+            if _internal(entry) and internal != "1":
+                hidden += 1
+                continue
+            haystack = " ".join(str(entry.get(k) or "") for k in ("name", "owner", "description")).lower()
+            if any(w not in haystack for w in words):
+                continue
             databases.setdefault(entry["database"], []).append(
                 {key: value for key, value in entry.items() if key != "database"}
             )
         c.audit.record(who.name, "catalog.list", None, True, via="console", tables=sum(map(len, databases.values())))
-        return c.page(request, "catalog.html", who, session, databases=databases)
+        return c.page(
+            request, "catalog.html", who, session, databases=databases, q=q, internal=internal == "1", hidden=hidden
+        )
 
     @router.get("/catalog/{database}/{table}")
     def table_page(request: Request, database: str, table: str) -> Response:
@@ -75,9 +96,38 @@ def add(router: APIRouter, c: Console) -> None:
             table_tags=table_tags,
             column_tags=column_tags,
             privileges=privileges,
+            may_edit=who.is_admin or info["owner"] == who.name,
+            saved=request.query_params.get("saved") == "1",
             sample=sample,
             snapshots=snapshots,
         )
+
+    @router.post("/catalog/{database}/{table}/about")
+    def table_about(
+        request: Request,
+        database: str,
+        table: str,
+        description: Annotated[str, Form(max_length=2000)] = "",
+        owner: Annotated[str, Form(max_length=200)] = "",
+        csrf: Annotated[str, Form()] = "",
+    ) -> Response:
+        """Owner and description, changed by the table's owner or an admin (audited)."""
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        if not (identifier(database) and identifier(table)):
+            return c.error(request, who, session, 404, "not a table name")
+        name = f"{database}.{table}".lower()
+        gov = Governance(c.settings)
+        if not (who.is_admin or gov.owner(name) == who.name):
+            return c.refuse(
+                request, who, session, "table.describe", name, f"only the owner of {name} or an admin may edit it"
+            )
+        try:
+            gov.set_owner(name, owner.strip() or None, description.strip())
+        except GovernanceError as exc:
+            return c.error(request, who, session, 400, first_line(exc))
+        c.audit.record(who.name, "table.describe", name, True, via="console", owner=owner.strip() or None)
+        return RedirectResponse(f"/catalog/{quote(database)}/{quote(table)}?saved=1", status_code=303)
 
     # ---- objects -----------------------------------------------------------------------
     @router.get("/objects")
@@ -88,6 +138,9 @@ def add(router: APIRouter, c: Console) -> None:
         pii: Annotated[str | None, Query(pattern="^(yes|no|)$")] = None,
         tag: Annotated[str | None, Query(max_length=200)] = None,
         text: Annotated[str | None, Query(max_length=500)] = None,
+        sort: Annotated[str, Query(pattern="^-?(name|source|type|status|pii|title|size)$")] = "name",
+        page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1,
+        per: Annotated[int, Query(ge=1, le=500)] = OBJECTS_PAGE,
     ) -> Response:
         from shoal.catalog import list_objects
 
@@ -105,13 +158,40 @@ def add(router: APIRouter, c: Console) -> None:
             has_pii={"yes": True, "no": False}.get(pii or ""),
             tags=tags,
             text=text or None,
-            limit=200,
+            limit=per + 1,  # one more: is there a next page?
+            offset=(page_no - 1) * per,
+            order=sort.lstrip("-"),
+            descending=sort.startswith("-"),
             principal=who,
             settings=c.settings,
         )
+        has_next, rows = len(rows) > per, rows[:per]
+        for r in rows:  # named by file, not by content hash
+            r["file_name"] = (
+                r.get("file_name") or (r.get("source_path") or "").rsplit("/", 1)[-1] or r["object_id"][:12]
+            )
         c.audit.record(who.name, "catalog.objects", None, True, via="console", rows=len(rows))
         filters = {"type": type or "", "lang": lang or "", "pii": pii or "", "tag": tag or "", "text": text or ""}
-        return c.page(request, "objects.html", who, session, rows=rows, filters=filters)
+
+        def link(**change: Any) -> str:
+            params = {k: v for k, v in {**filters, "sort": sort, "page": page_no, **change}.items() if v}
+            if per != OBJECTS_PAGE:
+                params["per"] = per
+            return "/objects?" + urlencode(params)
+
+        return c.page(
+            request,
+            "objects.html",
+            who,
+            session,
+            rows=rows,
+            filters=filters,
+            sort=sort,
+            page=page_no,
+            first=(page_no - 1) * per + 1,
+            has_next=has_next,
+            link=link,
+        )
 
     def _raw_links(who: Principal, raw_path: str | None) -> list[dict[str, str]]:
         """Access points through which this principal may read the object (checked again on read)."""
@@ -190,12 +270,12 @@ def add(router: APIRouter, c: Console) -> None:
         )
         image = q(f"SELECT part, width, height, format FROM shoal.image_properties {where} AND time_s IS NULL")
         raw_links = _raw_links(who, obj.get("raw_path"))
+        original = _original_allowed(who, obj.get("raw_path"))
         first_image = image["rows"][0] if image["rows"] else None
         preview = None
-        if raw_links and first_image and obj.get("media_type") in INLINE_IMAGES:
-            link = raw_links[0]
+        if original and first_image and obj.get("media_type") in INLINE_IMAGES:
             preview = {
-                "src": f"/objects/{object_id}/raw?" + urlencode({"ap": link["access_point"], "inline": "1"}),
+                "src": f"/objects/{object_id}/file?inline=1",
                 "width": first_image["width"],
                 "height": first_image["height"],
                 "faces": [f for f in faces["rows"] if f["part"] == first_image["part"]],
@@ -234,6 +314,7 @@ def add(router: APIRouter, c: Console) -> None:
             labels=labels,
             preview=preview,
             raw_links=raw_links,
+            original=original,
             raw_text=raw_text,
             phrases=phrases,
             sentiment=sentiment,
@@ -254,6 +335,79 @@ def add(router: APIRouter, c: Console) -> None:
             head = f.read(PREVIEW_BYTES + 1)
         text = head[:PREVIEW_BYTES].decode("utf-8", errors="replace")
         return text + ("\n[... more in the download]" if len(head) > PREVIEW_BYTES else "")
+
+    def _original_allowed(who: Principal, raw_path: str | None) -> bool:
+        """Admins read every original; anyone else through an access point that covers it."""
+        return bool(raw_path) and (who.is_admin or bool(_raw_links(who, raw_path)))
+
+    @router.get("/objects/{object_id}/file")
+    def object_file(
+        request: Request,
+        object_id: str,
+        inline: Annotated[str | None, Query(pattern="^(1|0)$")] = None,
+    ) -> Response:
+        """The original file, for an admin or through the viewer's access point; audited either
+        way (a refusal too). Inline only for types a browser shows without running them
+        (images, PDF, audio, video); anything else downloads."""
+        from shoal.lake import metadata
+
+        who, session = c.viewer(request)
+        if not views.OBJECT_ID.match(object_id):
+            return c.error(request, who, session, 404, "not an object id")
+        rows = (
+            c.spark()
+            .sql(
+                f"SELECT raw_path, media_type, source_path FROM {metadata.table('object_index').sql} "
+                "WHERE object_id = :o AND is_latest",
+                args={"o": object_id},
+            )
+            .collect()
+        )
+        if not rows or not rows[0].raw_path:
+            return c.error(request, who, session, 404, f"no object {object_id}")
+        row = rows[0]
+        client = request.client.host if request.client else None
+        name = (row.source_path or object_id).rsplit("/", 1)[-1]
+        if who.is_admin:
+            uri = row.raw_path
+            c.audit.record(who.name, "object.raw", object_id, True, via="console", client=client, inline=inline == "1")
+        else:
+            links = _raw_links(who, row.raw_path)
+            if not links:
+                return c.refuse(
+                    request,
+                    who,
+                    session,
+                    "object.raw",
+                    object_id,
+                    f"{who.name} may not open the original file: no access point of yours covers it "
+                    "(ask an admin for one)",
+                )
+            try:  # RawAccess checks the access point again and writes the audit row
+                target = RawAccess(c.settings).resolve(
+                    who, links[0]["access_point"], links[0]["path"], client=client, via="console"
+                )
+            except AccessDenied as exc:
+                return c.refuse(request, who, session, "object.raw", object_id, first_line(exc))
+            uri, name = target.uri, target.name
+        media = row.media_type or "application/octet-stream"
+        show = inline == "1" and (media in INLINE_MEDIA or media.startswith(("audio/", "video/")))
+        headers = {
+            "X-Content-Type-Options": "nosniff",
+            # A PDF needs the browser's viewer (no sandbox); everything else is sandboxed.
+            "Content-Security-Policy": "default-src 'none'; frame-ancestors 'self'"
+            + ("" if media == "application/pdf" else "; sandbox"),
+            "X-Frame-Options": "SAMEORIGIN",
+            "Cache-Control": "private, no-store",
+            "Content-Disposition": ("inline" if show else "attachment") + f"; filename*=UTF-8''{quote(name)}",
+        }
+
+        def chunks():
+            with storage.open_input(uri) as f:
+                while block := f.read(1 << 20):
+                    yield block
+
+        return StreamingResponse(chunks(), media_type=media if show else "application/octet-stream", headers=headers)
 
     @router.get("/objects/{object_id}/raw")
     def object_raw(

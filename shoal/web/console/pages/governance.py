@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
+from shoal.exceptions import ShoalError, first_line
 from shoal.governance import AccessDenied, Governance, GovernanceError
 from shoal.governance.access import AccessRequests, RawAccess
 from shoal.governance.errors import NotFound
+from shoal.web.console import views
 from shoal.web.console.base import Console
 
 
@@ -33,7 +39,7 @@ def add(router: APIRouter, c: Console) -> None:
             requests=requests_,
             grants=[g.to_dict() for g in (gov.list() if who.is_admin else gov.grants_for(who))],
             access_points=RawAccess(c.settings).list(who),
-            audit_rows=c.audit.list(limit=200) if who.is_admin else None,
+            audit_rows=c.audit.list(limit=50) if who.is_admin else None,
             message=_message(done, request_id, requests_),
         )
 
@@ -72,6 +78,176 @@ def add(router: APIRouter, c: Console) -> None:
             return _back("already", request_id)
         return _back(f"{decision}d", request_id)
 
+    # ---- grants (admins) ---------------------------------------------------------------------
+    @router.post("/governance/grants")
+    def governance_grant(
+        request: Request,
+        privilege: Annotated[str, Form(pattern="^(SELECT|INSERT|MODIFY|ALL)$")],
+        kind: Annotated[str, Form(pattern="^(TABLE|DATABASE)$")],
+        target: Annotated[str, Form(min_length=1, max_length=400)],
+        grantee: Annotated[str, Form(min_length=1, max_length=200)],
+        columns: Annotated[str, Form(max_length=4000)] = "",
+        exclude_columns: Annotated[str, Form(max_length=4000)] = "",
+        row_filter: Annotated[str, Form(max_length=4000)] = "",
+        masks: Annotated[str, Form(max_length=4000)] = "",
+        csrf: Annotated[str, Form()] = "",
+    ) -> Response:
+        """The CLI's `shoal grant`, for admins only (deny by default), audited like it."""
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        resource = f"{kind.lower()} {target}"
+        if not who.is_admin:
+            return c.refuse(request, who, session, "grant", resource, "only admins grant and revoke in the console")
+        gov = Governance(c.settings)
+        try:
+            mask_map = {}
+            for item in _split(masks):
+                col, sep, how = item.partition("=")
+                if not sep:
+                    raise GovernanceError(f"mask {item!r}: write COLUMN=KIND (hash, redact, null, last4, email)")
+                mask_map[col.strip()] = how.strip()
+            narrowed = kind == "TABLE" and bool(columns or exclude_columns or row_filter or mask_map)
+            grant = gov.grant(
+                who,
+                privilege,
+                kind,
+                target.strip(),
+                grantee.strip(),
+                columns=_split(columns) or None,
+                exclude_columns=_split(exclude_columns) or None,
+                row_filter=row_filter.strip() or None,
+                masks=mask_map,
+                table_columns=_table_columns(c, target.strip()) if narrowed else None,
+            )
+        except (GovernanceError, AccessDenied, ShoalError) as exc:
+            c.audit.record(who.name, "grant", resource, False, reason=first_line(exc), via="console")
+            return c.error(request, who, session, 400, f"not granted: {first_line(exc)}")
+        c.audit.record(
+            who.name, "grant", resource, True, via="console", grant_id=grant.id, grantee=grantee, privilege=privilege
+        )
+        return RedirectResponse(f"/governance?done=granted&id={grant.id}#grants", status_code=303)
+
+    @router.post("/governance/grants/{grant_id}/revoke")
+    def governance_revoke(
+        request: Request, grant_id: Annotated[int, Path(ge=1, le=2**31 - 1)], csrf: Annotated[str, Form()] = ""
+    ) -> Response:
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        if not who.is_admin:
+            return c.refuse(
+                request, who, session, "revoke", str(grant_id), "only admins grant and revoke in the console"
+            )
+        try:
+            Governance(c.settings).revoke(who, grant_id)
+        except (GovernanceError, AccessDenied, NotFound) as exc:
+            c.audit.record(who.name, "revoke", str(grant_id), False, reason=first_line(exc), via="console")
+            return c.error(request, who, session, 404, f"no grant {grant_id}")
+        c.audit.record(who.name, "revoke", str(grant_id), True, via="console")
+        return RedirectResponse(f"/governance?done=revoked&id={grant_id}#grants", status_code=303)
+
+    # ---- the audit log (admins) ----------------------------------------------------------------
+    def _audit_filters(
+        principal: str, action: str, resource: str, decision: str, since: str, until: str
+    ) -> dict[str, Any]:
+        return {
+            "principal": principal.strip() or None,
+            "action": action.strip() or None,
+            "resource": resource.strip() or None,
+            "decision": decision or None,
+            "since": _day(since),
+            "until": _day(until, end=True),
+        }
+
+    @router.get("/governance/audit")
+    def audit_page(
+        request: Request,
+        principal: Annotated[str, Query(max_length=200)] = "",
+        action: Annotated[str, Query(max_length=100)] = "",
+        resource: Annotated[str, Query(max_length=400)] = "",
+        decision: Annotated[str, Query(pattern="^(allow|deny|)$")] = "",
+        since: Annotated[str, Query(pattern=r"^(\d{4}-\d{2}-\d{2})?$")] = "",
+        until: Annotated[str, Query(pattern=r"^(\d{4}-\d{2}-\d{2})?$")] = "",
+        page_no: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
+        per: Annotated[int, Query(ge=1, le=500)] = AUDIT_PAGE,
+    ) -> Response:
+        who, session = c.viewer(request)
+        if not who.is_admin:
+            return c.refuse(request, who, session, "audit.view", None, "the audit log is for admins")
+        filters = _audit_filters(principal, action, resource, decision, since, until)
+        rows = c.audit.list(**filters, limit=per + 1, offset=(page_no - 1) * per)
+        form = {
+            "principal": principal,
+            "action": action,
+            "resource": resource,
+            "decision": decision,
+            "since": since,
+            "until": until,
+        }
+        query = urlencode({k: v for k, v in {**form, "per": per if per != AUDIT_PAGE else ""}.items() if v})
+        return c.page(
+            request,
+            "audit.html",
+            who,
+            session,
+            rows=rows[:per],
+            has_next=len(rows) > per,
+            page=page_no,
+            form=form,
+            query=query,
+        )
+
+    @router.get("/governance/audit.csv")
+    def audit_csv(
+        request: Request,
+        principal: Annotated[str, Query(max_length=200)] = "",
+        action: Annotated[str, Query(max_length=100)] = "",
+        resource: Annotated[str, Query(max_length=400)] = "",
+        decision: Annotated[str, Query(pattern="^(allow|deny|)$")] = "",
+        since: Annotated[str, Query(pattern=r"^(\d{4}-\d{2}-\d{2})?$")] = "",
+        until: Annotated[str, Query(pattern=r"^(\d{4}-\d{2}-\d{2})?$")] = "",
+    ) -> Response:
+        who, session = c.viewer(request)
+        if not who.is_admin:
+            return c.refuse(request, who, session, "audit.view", None, "the audit log is for admins")
+        rows = c.audit.list(**_audit_filters(principal, action, resource, decision, since, until), limit=AUDIT_CSV_MAX)
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        fields = ["id", "ts", "principal", "action", "resource", "decision", "reason", "detail"]
+        writer.writerow(fields)
+        for r in rows:
+            values = {**r, "detail": json.dumps(r.get("detail") or {}, sort_keys=True, default=str)}
+            writer.writerow([views.csv_safe(values.get(f)) for f in fields])
+        return Response(
+            buf.getvalue(),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": 'attachment; filename="shoal-audit.csv"'},
+        )
+
+
+AUDIT_PAGE = 100
+AUDIT_CSV_MAX = 100_000  # rows in one export; narrow the filters for more
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _day(text: str, *, end: bool = False) -> datetime | None:
+    """A YYYY-MM-DD (UTC) as the start of that day, or of the next one for an inclusive end."""
+    if not text:
+        return None
+    day = datetime.strptime(text, "%Y-%m-%d")
+    return day + timedelta(days=1) if end else day
+
+
+def _table_columns(c: Console, target: str) -> list[str]:
+    """The table's columns, which a narrowed grant is checked against (as the CLI does)."""
+    db, _, name = target.partition(".")
+    try:
+        return [f.name for f in c.spark().table(f"`{db}`.`{name}`").schema.fields]
+    except Exception as exc:  # noqa: BLE001 - a missing table: the grant is refused with a reason
+        raise GovernanceError(f"no table {target}") from exc
+
 
 # The page's notices, by code: the URL only picks one and names a request id, so a link cannot
 # make the console say anything else (no text from the query string is shown).
@@ -82,6 +258,8 @@ MESSAGES = {
     "notfound": "no access request {id}",
     "already": "request {id} was already decided",
     "invalid": "the request was not sent: name a table as DB.TABLE and give a reason of a few words",
+    "granted": "grant {id} made",
+    "revoked": "grant {id} revoked",
 }
 
 

@@ -6,34 +6,67 @@ import csv
 import io
 import json
 import logging
+import secrets
+import threading
 import time
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from shoal.exceptions import ShoalError, SqlError, first_line
 from shoal.governance import AccessDenied, Principal
 from shoal.web.console import views
-from shoal.web.console.base import PAGE_SIZE, Console
+from shoal.web.console.base import PAGE_SIZE, Console, identifier
 from shoal.web.console.history import MAX_KEPT_ROWS, QueryHistory
+
+# What the SQL page may say after a save or delete, chosen by a code (never text from the URL).
+SQL_NOTICES = {
+    "saved": "Query saved.",
+    "deleted": "Saved query deleted.",
+    "not-yours": "Only the owner of a saved query can delete it.",
+}
 
 
 def add(router: APIRouter, c: Console) -> None:
+    # Statements running now, by (principal, the run token their page posted): the Spark job
+    # group each runs in, so its author (and nobody else) can cancel it.
+    running: dict[tuple[str, str], str] = {}
+    cancelled: set[str] = set()
+    lock = threading.Lock()
+
     # ---- SQL editor ----------------------------------------------------------------------
-    def _run_sql(who: Principal, sql: str, limit: int) -> tuple[dict[str, Any], str | None, int]:
+    def _run_sql(who: Principal, sql: str, limit: int, run_token: str = "") -> tuple[dict[str, Any], str | None, int]:
         from shoal.governance import GovernedSql
 
         started = time.monotonic()
+        spark = c.spark()
+        # Jobs started by this thread belong to a group of its own (PySpark pins the thread to a
+        # JVM thread, so the group is this request's only): cancelJobGroup stops just them.
+        group = f"shoal-console-{secrets.token_hex(8)}"
+        key = (who.name, run_token)
+        if run_token:
+            with lock:
+                running[key] = group
+        spark.sparkContext.setJobGroup(group, f"console query by {who.name}", interruptOnCancel=True)
         try:
-            result = GovernedSql(c.spark(), c.settings, who).execute(sql, limit=limit)
+            result = GovernedSql(spark, c.settings, who).execute(sql, limit=limit)
         except (AccessDenied, SqlError, ShoalError) as exc:
-            return {"columns": [], "rows": []}, first_line(exc), int((time.monotonic() - started) * 1000)
+            error = first_line(exc)
+            if group in cancelled:  # Spark's own text names job ids and groups: say it plainly
+                error = "cancelled: you pressed Cancel before the statement finished"
+            return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
         except Exception as exc:  # noqa: BLE001 - a failed query, audited; never an unaudited 500
             logging.getLogger("shoal.console").exception("unexpected error running a query")
             c.audit.record(who.name, "api.error", "/sql", False, reason=type(exc).__name__, sql=sql, via="console")
             error = "the query failed (the error is in the audit log)"
             return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+            with lock:
+                running.pop(key, None)
+                cancelled.discard(group)
         rows = [[views.to_json_value(v) for v in r] for r in result.rows]
         return (
             {"columns": result.columns, "types": result.types, "rows": rows},
@@ -58,17 +91,32 @@ def add(router: APIRouter, c: Console) -> None:
             query_id=None,
             page=1,
             history=QueryHistory(c.settings).list(who.name),
+            saved=QueryHistory(c.settings).list_saved(who.name),
+            run_token=secrets.token_urlsafe(12),
         )
 
     @router.get("/sql")
     def sql_page(
         request: Request,
         q: Annotated[str | None, Query(max_length=64)] = None,
+        saved_id: Annotated[str | None, Query(alias="saved", max_length=64)] = None,
+        table: Annotated[str | None, Query(max_length=300)] = None,
         page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1,
+        done: Annotated[str | None, Query(max_length=20)] = None,
     ) -> Response:
         who, session = c.viewer(request)
         history = QueryHistory(c.settings)
         ctx: dict[str, Any] = {"sql": "", "result": None, "error": None, "query_id": None, "page": page_no}
+        ctx["notice"] = SQL_NOTICES.get(done or "")
+        if saved_id:
+            entry = history.saved_query(who.name, saved_id)
+            if entry is None:
+                return _not_found(request, who, session)
+            ctx.update(sql=entry["sql"], saved_entry=entry)
+        elif table and all(identifier(part) for part in table.split(".")) and table.count(".") == 1:
+            # "Query this table" from the catalog: a statement to start from, not run.
+            db, name = table.split(".")
+            ctx["sql"] = f"SELECT *\nFROM `{db}`.`{name}`\nLIMIT 100"
         if q:
             entry = history.get(who.name, q)
             if entry is None:
@@ -83,6 +131,7 @@ def add(router: APIRouter, c: Console) -> None:
                 ran_at=entry["ran_at"],
                 truncated=entry["truncated"],
                 kept=len(rows),
+                total=None if entry["truncated"] else len(rows),
                 result={
                     "columns": kept["columns"],
                     "rows": rows[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE],
@@ -93,16 +142,31 @@ def add(router: APIRouter, c: Console) -> None:
                 else None,
             )
         ctx["history"] = history.list(who.name)
+        ctx["saved"] = history.list_saved(who.name)
+        ctx["run_token"] = secrets.token_urlsafe(12)
         return c.page(request, "sql.html", who, session, **ctx)
+
+    @router.get("/sql/schema.json")
+    def sql_schema(request: Request) -> Response:
+        """The tables and columns the viewer may read, for completion and the schema tree."""
+        who, _session = c.viewer(request)
+        schema = views.readable_schema(c.spark(), c.settings, who)
+        c.audit.record(
+            who.name, "catalog.schema", None, True, via="console", tables=sum(len(t) for t in schema.values())
+        )
+        return JSONResponse(schema, headers={"Cache-Control": "no-store"})
 
     @router.post("/sql")
     def sql_run(
-        request: Request, sql: Annotated[str, Form(min_length=1, max_length=100_000)], csrf: Annotated[str, Form()] = ""
+        request: Request,
+        sql: Annotated[str, Form(min_length=1, max_length=100_000)],
+        csrf: Annotated[str, Form()] = "",
+        run: Annotated[str, Form(max_length=64)] = "",
     ) -> Response:
         who, session = c.viewer(request)
         c.check_csrf(request, session, csrf)
         # One more row than is kept tells whether the result was cut short.
-        result, error, ms = _run_sql(who, sql, MAX_KEPT_ROWS + 1)
+        result, error, ms = _run_sql(who, sql, MAX_KEPT_ROWS + 1, run)
         truncated = len(result["rows"]) > MAX_KEPT_ROWS
         qid = QueryHistory(c.settings).add(
             who.name,
@@ -113,7 +177,60 @@ def add(router: APIRouter, c: Console) -> None:
             error=error,
             duration_ms=ms,
         )
+        if request.headers.get("accept") == "application/json":  # the editor's script posted it
+            return JSONResponse({"location": f"/sql?q={qid}"})
         return RedirectResponse(f"/sql?q={qid}", status_code=303)
+
+    @router.post("/sql/cancel")
+    def sql_cancel(
+        request: Request, run: Annotated[str, Form(min_length=1, max_length=64)], csrf: Annotated[str, Form()] = ""
+    ) -> Response:
+        """Cancel the viewer's own running statement (Spark cancels its job group's jobs)."""
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        with lock:
+            group = running.get((who.name, run))
+            if group:
+                cancelled.add(group)
+        if group is None:
+            return JSONResponse({"cancelled": False, "reason": "no statement of yours is running"}, status_code=404)
+        sc = c.spark().sparkContext
+
+        def keep_cancelling() -> None:
+            # Spark cancels only the group's active jobs: a statement still being checked or
+            # planned starts its jobs later, so repeat until the run has ended.
+            while True:
+                with lock:
+                    if group not in cancelled:
+                        return
+                sc.cancelJobGroup(group)
+                time.sleep(0.5)
+
+        threading.Thread(target=keep_cancelling, name="shoal-console-cancel", daemon=True).start()
+        c.audit.record(who.name, "query.cancel", None, True, via="console")
+        return JSONResponse({"cancelled": True})
+
+    @router.post("/sql/saved")
+    def sql_save(
+        request: Request,
+        name: Annotated[str, Form(min_length=1, max_length=200)],
+        sql: Annotated[str, Form(min_length=1, max_length=100_000)],
+        csrf: Annotated[str, Form()] = "",
+        shared: Annotated[str, Form(max_length=10)] = "",
+    ) -> Response:
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        saved_id = QueryHistory(c.settings).save(who.name, name.strip() or "untitled", sql, shared=bool(shared))
+        c.audit.record(who.name, "query.save", None, True, via="console", shared=bool(shared), name=name)
+        return RedirectResponse("/sql?" + urlencode({"saved": saved_id, "done": "saved"}), status_code=303)
+
+    @router.post("/sql/saved/{saved_id}/delete")
+    def sql_unsave(request: Request, saved_id: str, csrf: Annotated[str, Form()] = "") -> Response:
+        who, session = c.viewer(request)
+        c.check_csrf(request, session, csrf)
+        gone = QueryHistory(c.settings).unsave(who.name, saved_id)
+        c.audit.record(who.name, "query.unsave", None, gone, via="console")
+        return RedirectResponse("/sql?" + urlencode({"done": "deleted" if gone else "not-yours"}), status_code=303)
 
     @router.get("/sql/{query_id}.csv")
     def sql_csv(request: Request, query_id: str) -> Response:
