@@ -26,8 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from shoal import storage
-from shoal.cdc.formats import FileColumns
-from shoal.cdc.source import ChangeFile, CsvLayout, RowBuffer
+from shoal.cdc.source import ChangeFile, CsvLayout, FileColumns, RowBuffer
 from shoal.exceptions import SourceError
 
 SEQUENCE_COLUMN = "_cdc_sequence"

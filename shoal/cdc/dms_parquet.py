@@ -16,7 +16,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shoal import storage
-from shoal.cdc.formats import FileColumns
 from shoal.cdc.source import (
     _BATCH_ROWS,
     _UNKNOWN_OP,
@@ -24,6 +23,7 @@ from shoal.cdc.source import (
     VALID_OPS,
     ChangeFile,
     CsvLayout,
+    FileColumns,
     RowBuffer,
     is_full_load,
     output_schema,

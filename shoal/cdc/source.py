@@ -14,7 +14,7 @@ import json
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -117,6 +117,19 @@ def data_columns(header: list[str], layout: CsvLayout) -> list[str]:
 
 def output_schema(columns: list[str]) -> pa.Schema:
     return pa.schema(META_FIELDS + [pa.field(c, pa.string()) for c in columns])
+
+
+# What every change-file format reads first (`shoal.cdc.formats.Format.read_columns`): here, below
+# the format modules, which all return it.
+@dataclass
+class FileColumns:
+    """What one file holds, read on the driver before the batch is parsed."""
+
+    header: list[str]  # passed to the parser as is (a CSV file's header row)
+    columns: list[str]  # data columns (without the operation column)
+    types: dict[str, str] = field(default_factory=dict)  # Spark SQL types the file's schema declares
+    tombstones: int = 0  # Kafka tombstone records (null values): skipped
+    error: str | None = None  # the file cannot be read: the parser reports it as a bad row
 
 
 class _RawAdapter(io.RawIOBase):

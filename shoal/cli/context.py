@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from shoal.cli import output
 from shoal.cli.output import Output
 from shoal.config import Settings, load_settings
 
@@ -17,7 +18,15 @@ class Run:
 
     config: Path | None = None
     out: Output = field(default_factory=Output)
-    quiet: bool = False  # the root option --quiet
+
+    @property
+    def quiet(self) -> bool:
+        """The root option --quiet (kept on the Output, which is what prints)."""
+        return self.out.quiet
+
+    @quiet.setter
+    def quiet(self, value: bool) -> None:
+        self.out.quiet = value
 
 
 # A context variable, not a global: the warm engine runs several commands at once, each in its
@@ -29,6 +38,7 @@ def activate(run: Run) -> None:
     """The root callback's choice for this run (Typer vendors its own click, so commands cannot
     look the context up through `click`; they ask `current()`)."""
     _active.set(run)
+    output.use(run.out)
 
 
 def current() -> Run:

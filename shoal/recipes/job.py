@@ -226,7 +226,7 @@ def read_recipe(raw: Any, base: Path, where: str) -> list[dict[str, Any]]:
             f"{where}: a recipe is a list of steps {{'Action': {{'Operation': ..., 'Parameters': {{...}}}}}}"
         )
     from shoal.recipes.apply import condition_mode, step_parts
-    from shoal.recipes.operations import OPERATIONS
+    from shoal.recipes.registry import OPERATIONS
 
     for i, step in enumerate(raw, 1):
         parts = step_parts(step)

@@ -47,8 +47,10 @@ from shoal.config import Settings
 from shoal.lake import database
 from shoal.workflows.engine import TaskContext
 from shoal.workflows.errors import TASK_FAILED, StatesError
+from shoal.workflows.functions import load_callable, resolve_function
 from shoal.workflows.params import need as _need
 from shoal.workflows.params import task_params as _params
+from shoal.workflows.publish import notify
 
 # ---- helpers ---------------------------------------------------------------------------------
 
@@ -431,7 +433,6 @@ def _run_registered_job(ctx: TaskContext, ref: str, arguments: dict[str, Any]) -
     """(job, run result or None, started, finished) for a registered recipe, Glue or Python job
     (a recipe run's JobResult, a Glue run's summary, None for Python)."""
     from shoal.recipes import JobRegistry, run_job
-    from shoal.workflows.tasks import load_callable
 
     job = JobRegistry(ctx.settings).resolve(ref)
     started = time.time()
@@ -564,15 +565,11 @@ def glue_start_crawler(ctx: TaskContext, params: Any) -> Any:
 
 
 def sns_publish(ctx: TaskContext, params: Any) -> Any:
-    from shoal.workflows.tasks import notify
-
     result = notify(ctx, params)
     return {"MessageId": result["MessageId"], **_sdk(_request_id())}
 
 
 def _invoke(ctx: TaskContext, ref: str, payload: Any) -> Any:
-    from shoal.workflows.functions import resolve_function
-
     return resolve_function(ctx.settings, ref)(payload)
 
 
@@ -607,9 +604,12 @@ def function_arn(name: str) -> Any:
 
 
 def _child(ctx: TaskContext, params: Any) -> tuple[dict[str, Any], Any]:
-    from shoal import workflows
     from shoal.workflows.store import SUCCEEDED
 
+    if ctx.run_workflow is None:
+        raise StatesError(
+            "States.Runtime", "this engine was made without a workflow runner: child executions cannot start"
+        )
     p = _params(params)
     arn = str(_need(p, "StateMachineArn"))
     workflow = arn.rsplit(":", 1)[-1]
@@ -619,7 +619,7 @@ def _child(ctx: TaskContext, params: Any) -> tuple[dict[str, Any], Any]:
             input_ = json.loads(input_)
         except json.JSONDecodeError as exc:
             raise StatesError("States.Runtime", f"Input is not JSON text: {exc}") from exc
-    record = workflows.run(
+    record = ctx.run_workflow(
         ctx.settings,
         workflow,
         input_,

@@ -94,6 +94,9 @@ class TaskContext:
     scope: str
     cancel: CancelToken
     say: Callable[[str], None]
+    # Runs another workflow, as `shoal.workflows.run` (child executions): handed in by whoever made
+    # the engine, so that task resources need not import the package that imports them.
+    run_workflow: Callable[..., ExecutionRecord] | None = None
     _spark_pool: str = ""
     _job_group: str = field(default_factory=lambda: uuid.uuid4().hex)
 
@@ -120,11 +123,13 @@ class Engine:
         *,
         store: Store | None = None,
         say: Callable[[str], None] = lambda _m: None,
+        run_workflow: Callable[..., ExecutionRecord] | None = None,
     ) -> None:
         self.settings = settings
         self.resolve = resolve
         self.store = store or Store(settings)
         self.say = say
+        self.run_workflow = run_workflow
 
     def start(
         self,
@@ -664,6 +669,7 @@ class _Run:
             scope,
             task_cancel,
             self.engine.say,
+            run_workflow=self.engine.run_workflow,
             _spark_pool=f"shoal-{scope or 'main'}",
         )
         self.store.event(self.id, "TaskScheduled", state=name, scope=scope, resource=resource, parameters=params)
