@@ -127,7 +127,7 @@ def speech_backends(corpus: Path, recordings: list[tuple[str, str]]) -> list[dic
     for label, make in contenders:
         try:
             engine = make()
-        except Exception as exc:  # a missing optional backend is reported, not fatal
+        except Exception as exc:  # noqa: BLE001 - a missing optional backend is reported, not fatal
             results.append({"backend": label, "error": str(exc).splitlines()[0]})
             continue
         busy = audio = 0.0

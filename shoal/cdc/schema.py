@@ -116,7 +116,7 @@ def declared_types(spark, schema: str | dict[str, str]) -> dict[str, str]:
     else:
         try:
             fields = spark.table(schema).schema.fields
-        except Exception as exc:  # noqa: BLE001 - Spark raises AnalysisException and others
+        except Exception as exc:  # Spark raises AnalysisException and others
             raise ShoalError(
                 literal(f"{schema}: is neither a schema file nor a table"),
                 hint="give {schema} FILE or NS.TABLE",
@@ -132,6 +132,6 @@ def _parse_ddl(spark, ddl: str, where: str) -> dict[str, str]:
 
     try:
         fields = spark.createDataFrame([], ddl).schema.fields
-    except Exception as exc:  # noqa: BLE001 - a parse error from Spark
+    except Exception as exc:  # a parse error from Spark
         raise ShoalError(literal(f"{where}: not a valid column list ({ddl}): {exc}".splitlines()[0])) from exc
     return {f.name: f.dataType.simpleString() for f in fields}

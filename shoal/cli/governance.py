@@ -234,7 +234,7 @@ def _table_columns(s, target: str) -> list[str]:
     db, name = table_key(target)
     try:
         return [f.name for f in get_spark(s).table(f"{s.catalog.name}.`{db}`.`{name}`").schema.fields]
-    except Exception as exc:  # noqa: BLE001 - a missing table is the user's error
+    except Exception as exc:  # a missing table is the user's error
         raise ShoalError(
             f"table {db}.{name} does not exist", hint="column, row and mask grants need the table's columns"
         ) from exc

@@ -333,7 +333,7 @@ def _ask_all(step: Step, groups: list[dict[str, Any]], endpoint: dict[str, Any])
         try:
             system = llm.render(step.system, **values) if step.system else None
             user = llm.render(step.prompt or "", **values)
-        except Exception as exc:  # a template error is this object's, never the whole task's
+        except Exception as exc:  # noqa: BLE001 - a template error is this object's, never the whole task's
             return llm.Answer(None, False, f"prompt template: {exc}", 0, 0, endpoint.get("model") or "")
         return client.ask(system, user, step.json_schema or {})
 

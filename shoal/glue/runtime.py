@@ -123,7 +123,7 @@ class GlueRun:
             else:
                 try:
                     self.spark.conf.set(key, value)
-                except Exception:  # Spark refuses static and core settings once it runs
+                except Exception:  # noqa: BLE001 - Spark refuses static and core settings once it runs
                     if self.spark.sparkContext.getConf().get(key) != value:
                         self._ignore(key)
 

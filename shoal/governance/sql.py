@@ -347,7 +347,7 @@ class GovernedSql:
         """Spark's analysis (names, types) without running anything."""
         try:
             self.spark.sql(sql)
-        except Exception as exc:  # noqa: BLE001 - analysis errors carry the reason in their text
+        except Exception as exc:  # analysis errors carry the reason in their text
             err = SqlError(first_line(exc))
             raise (self._denied_column(err) or err) from exc
 

@@ -25,7 +25,7 @@ class _PyCallable:
     def call(self) -> None:
         try:
             self.result = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the Python side below
+        except BaseException as exc:  # re-raised on the Python side below
             self.error = exc
             raise
         return None

@@ -34,7 +34,7 @@ def _session(path: Path):
     opts.inter_op_num_threads = 1
     try:
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - ONNX Runtime's errors are untyped (Fail, InvalidGraph, ...): all mean unloadable
         reason = str(exc).splitlines()[0]
         hint = None
         if "locale" in reason:  # StringNormalizer (lower-casing text) needs a generated locale

@@ -33,7 +33,7 @@ def _load(path: Path):
 
     try:
         return spacy.load(path)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - spaCy raises many kinds for a broken pipeline: all mean unloadable
         raise ModelError(f"{path.name} is not a loadable spaCy pipeline: {str(exc).splitlines()[0][:300]}") from None
 
 

@@ -195,7 +195,7 @@ def _check_expression(text: str) -> None:
         raise QualityError(f"custom rule expression must be one SQL condition, not a statement: {text!r}")
 
 
-def run_ruleset(spark, settings, ruleset: Ruleset, *, say=lambda _m: None) -> QualityRun:
+def run_ruleset(spark, settings, ruleset: Ruleset, *, say=lambda _m: None) -> QualityRun:  # noqa: C901 - evaluates, records and reports every rule kind in one run
     from pyspark.sql import functions as F
 
     from shoal.lake.tables import TableName

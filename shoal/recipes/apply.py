@@ -158,7 +158,7 @@ def _unchanged(before: DataFrame, after: DataFrame, name: str) -> bool:
     quoted = "`" + name.replace("`", "``") + "`"
     try:
         return before[quoted]._jc.expr().exprId().id() == after[quoted]._jc.expr().exprId().id()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a column without an expression id (a py4j error) counts as changed
         return False
 
 

@@ -444,7 +444,7 @@ class SearchIndex:
         if folders != self._keywords_key:
             try:
                 self._keywords = KeywordIndex.load(*(self.root / f for f in folders))
-            except Exception:  # being replaced or damaged: FTS5 answers meanwhile
+            except Exception:  # noqa: BLE001 - being replaced or damaged: FTS5 answers meanwhile
                 return None
             self._keywords_key = folders
         return self._keywords

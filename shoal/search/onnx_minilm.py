@@ -241,14 +241,14 @@ class OnnxEncoder:
             self.session = ort.InferenceSession(
                 str(self.path), opts, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
             )
-        except Exception as exc:  # a damaged cache file: build it again, once
+        except Exception as exc:  # noqa: BLE001 - a damaged cache file: build it again, once
             self.path.unlink(missing_ok=True)
             self.path = model_file(model, precision, root)
             try:
                 self.session = ort.InferenceSession(
                     str(self.path), opts, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
                 )
-            except Exception:
+            except Exception:  # noqa: BLE001 - a second failure, of any kind, means this runtime cannot load it
                 raise DependencyError(
                     f"ONNX Runtime cannot load the embedding graph {self.path}: {str(exc).splitlines()[0][:300]}",
                     hint="set [search] backend = 'numpy' to use the NumPy encoder",

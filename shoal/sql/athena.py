@@ -245,7 +245,7 @@ class AthenaTranslator:
             self._column_types = self._column_types_source() if self._column_types_source else {}
         return self._column_types
 
-    def type_of(self, node: exp.Expr | None) -> str | None:
+    def type_of(self, node: exp.Expr | None) -> str | None:  # noqa: C901 - a case per expression type
         if node is None:
             return None
         known = node.meta.get("spark_type") if node.meta else None

@@ -173,7 +173,7 @@ class SqlRunner:
             target = named.group(1).split("`.`")[-1].strip("`").lower()
             try:
                 tokens = sqlglot.tokenize(statement, read=ShoalAthena)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a statement sqlglot cannot tokenize just has no position to report
                 tokens = []
             for tok in tokens:
                 if tok.text.strip('"`').lower() == target:
@@ -242,7 +242,7 @@ class SqlRunner:
             if name not in self._schemas:
                 try:
                     fields = self.session.table(name).schema.fields
-                except Exception:
+                except Exception:  # noqa: BLE001 - a table Spark cannot resolve has no known column types
                     continue
                 self._schemas[name] = [(f.name, f.dataType.simpleString()) for f in fields]
             for field, t in self._schemas[name]:
@@ -257,7 +257,7 @@ class SqlRunner:
                 continue
             try:
                 fields = self.session.sql(self._rewrite(query)[0]).schema.fields
-            except Exception:
+            except Exception:  # noqa: BLE001 - a query Spark cannot analyse has no known column types
                 continue
             for f in fields:
                 t = f.dataType.simpleString()

@@ -41,7 +41,7 @@ import time
 import uuid
 from typing import Any
 
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, insert, select, update
+from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, insert, select
 
 from shoal.config import Settings
 from shoal.lake import database
@@ -193,14 +193,6 @@ class QueryStore:
                 )
             )
 
-    def update_execution(self, execution: dict[str, Any]) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(athena_queries)
-                .where(athena_queries.c.query_execution_id == execution["QueryExecutionId"])
-                .values(execution=json.dumps(execution))
-            )
-
     def get(self, query_execution_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         with self.engine.connect() as conn:
             row = conn.execute(
@@ -282,7 +274,7 @@ def _write_result_file(uri: str, kind: str, stored: dict[str, Any], raw: Any) ->
         text = "".join("\t".join(v or "" for v in row) + "\n" for row in rows)
     try:
         storage.write_bytes_atomic(uri, text.encode("utf-8"))
-    except Exception as exc:  # noqa: BLE001 - any store's refusal becomes the query's failure
+    except Exception as exc:
         raise StatesError(TASK_FAILED, f"cannot write the query result to {uri}: {exc}") from exc
 
 
@@ -323,7 +315,7 @@ def _run_query(ctx: TaskContext, p: dict[str, Any]) -> tuple[dict[str, Any], Exc
         result = _stored_result(query, raw)
         if result_file:
             _write_result_file(result_file, kind, result, raw)
-    except Exception as exc:  # noqa: BLE001 - recorded as the query's FAILED state, then handed on
+    except Exception as exc:  # noqa: BLE001 - a failed query is the execution's recorded failure, as the service reports it
         error = exc
         started = time.time()
     done = time.time()

@@ -221,7 +221,7 @@ class _StopWatch(threading.Thread):
         while not self._done.wait(self.POLL_S):
             try:
                 request = self.store.stop_request(self.run_.id)
-            except Exception:  # a busy database: look again at the next tick
+            except Exception:  # noqa: BLE001 - a busy database: look again at the next tick
                 continue
             if request:
                 self.reason = StatesError(request.get("error") or "States.Aborted", request.get("cause") or "stopped")
@@ -691,7 +691,7 @@ class _Run:
                 cause=err.cause,
             )
             raise
-        except Exception as exc:  # noqa: BLE001 - any task failure becomes a States error the definition can catch
+        except Exception as exc:  # any task failure becomes a States error the definition can catch
             failure = errors.from_exception(exc)
             self.store.event(self.id, "TaskFailed", state=name, scope=scope, error=failure.error, cause=failure.cause)
             raise failure from exc

@@ -35,7 +35,7 @@ _REF_TOKEN = re.compile(r"\.([A-Za-z_][\w-]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]"
 def _compiled(path: str):
     try:
         return jsonpath_parse(path)
-    except (JsonPathLexerError, JsonPathParserError, Exception) as exc:  # the parser raises plain Exception too
+    except (JsonPathLexerError, JsonPathParserError, Exception) as exc:  # noqa: BLE001 - the parser raises plain Exception too
         raise ValueError(f"not a valid JSONPath: {path!r} ({exc})") from None
 
 

@@ -707,7 +707,7 @@ class Connection(socketserver.BaseRequestHandler):
                     qr = self.governed.execute(self.pg.translate(sql), limit=limit + 1)
                 finally:
                     sc.setLocalProperty("spark.jobGroup.id", None)
-        except Exception as exc:  # noqa: BLE001 - every failure is the client's error, not the server's
+        except Exception as exc:  # every failure is the client's error, not the server's
             if self.canceled:
                 raise PgError("canceling statement due to user request", "57014") from exc
             if isinstance(exc, ShoalError):

@@ -29,7 +29,7 @@ def add(router: APIRouter, c: Console) -> None:
             result = GovernedSql(c.spark(), c.settings, who).execute(sql, limit=limit)
         except (AccessDenied, SqlError, ShoalError) as exc:
             return {"columns": [], "rows": []}, first_line(exc), int((time.monotonic() - started) * 1000)
-        except Exception as exc:  # noqa: BLE001 - a failed query, audited; never an unaudited 500
+        except Exception as exc:  # a failed query, audited; never an unaudited 500
             logging.getLogger("shoal.console").exception("unexpected error running a query")
             c.audit.record(who.name, "api.error", "/sql", False, reason=type(exc).__name__, sql=sql, via="console")
             error = "the query failed (the error is in the audit log)"
