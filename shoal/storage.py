@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyarrow import fs as pafs
 
 from shoal.exceptions import SourceError
@@ -250,7 +251,7 @@ def write_bytes(uri: str, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def _staged_output(uri: str) -> Iterator[pafs.NativeFile]:
+def _staged_output(uri: str) -> Iterator[pa.NativeFile]:
     """An output stream for `uri` that readers see whole or not at all: written under a
     hidden unique name beside it, moved into place when the block ends (a rename on disk, one
     object copy on S3). If the block fails, the staged file is removed and `uri` untouched."""

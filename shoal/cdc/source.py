@@ -15,6 +15,7 @@ import posixpath
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,7 @@ FILE_COL, ORDER_COL, LINE_COL, RAW_COL, ERROR_COL, OP_COL = (
     "_error",
     "_op",
 )
-META_FIELDS = [
+META_FIELDS: list[pa.Field] = [
     pa.field(FILE_COL, pa.string()),
     pa.field(ORDER_COL, pa.int32()),
     pa.field(LINE_COL, pa.int64()),
@@ -241,7 +242,7 @@ def _parse_fast(uri, name, order, header, layout, columns, schema, raw=True) -> 
 
     try:
         table = pacsv.read_csv(
-            pa.BufferReader(data),
+            pa.BufferReader(data),  # type: ignore[arg-type]  # a NativeFile reads like a binary file
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip, use_threads=False),
             parse_options=pacsv.ParseOptions(delimiter=layout.delimiter, newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(
@@ -257,11 +258,14 @@ def _parse_fast(uri, name, order, header, layout, columns, schema, raw=True) -> 
 
     by_lower = {c.lower(): c for c in names}
     op_name = _OP_INTERNAL if _OP_INTERNAL in names else by_lower.get(op_lower)
+    # Any: pyarrow-stubs' compute overloads reject mixing string arrays with str scalars.
+    raw_op: Any
+    op: Any
     if op_name is None:
         raw_op = pa.nulls(n, pa.string())
     else:
         raw_op = pc.utf8_trim_whitespace(table[op_name].combine_chunks())
-        raw_op = pc.if_else(pc.equal(raw_op, ""), pa.scalar(None, pa.string()), raw_op)
+        raw_op = pc.if_else(pc.equal(raw_op, pa.scalar("")), pa.scalar(None, pa.string()), raw_op)
     op = pc.utf8_upper(raw_op)
     if is_load:
         op = pc.fill_null(op, "I")
