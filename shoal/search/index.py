@@ -135,7 +135,7 @@ class SearchIndex:
         self.keywords_pointer = self.root / "keywords.current"
         self._local = threading.local()
         self._faiss: Any = None
-        self._faiss_key: tuple[int, int, int] | None = None
+        self._faiss_key: list[int] | None = None
         self._faiss_selector: Any = None
         self._keywords: KeywordIndex | None = None
         self._keywords_key: list[str] | None = None
