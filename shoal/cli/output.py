@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
 from typing import Annotated, Any
 
@@ -39,7 +39,7 @@ from shoal.sql import QueryResult, to_json_value
 WIDE_DEFAULT = 200
 
 
-def _width(stream, environ: Mapping[str, str]) -> int | None:
+def _width(stream: Any, environ: Mapping[str, str]) -> int | None:
     if environ.get("COLUMNS", "").isdigit():
         return int(environ["COLUMNS"])
     try:
@@ -50,7 +50,9 @@ def _width(stream, environ: Mapping[str, str]) -> int | None:
     return WIDE_DEFAULT
 
 
-def make_console(stream, *, stderr: bool = False, file=None, environ: Mapping[str, str] | None = None) -> Console:
+def make_console(
+    stream: Any, *, stderr: bool = False, file: Any = None, environ: Mapping[str, str] | None = None
+) -> Console:
     """The console for `stream` (the warm engine builds one per command for its caller's streams)."""
     env = os.environ if environ is None else environ
     return Console(file=file, stderr=stderr, highlight=False, soft_wrap=True, width=_width(stream, env), _environ=env)
@@ -319,7 +321,7 @@ class Output:
         self.json = json
         self.quiet = quiet  # the root option --quiet
 
-    def progress(self, title: str):
+    def progress(self, title: str) -> AbstractContextManager[Meter]:
         return progress(not self.json, title)
 
     def failure(self, exc: ShoalError) -> None:

@@ -3,9 +3,12 @@ table owners, console sessions, failed sign-in counters, and the append-only aud
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     Boolean,
     Column,
+    Connection,
     DateTime,
     Integer,
     MetaData,
@@ -126,7 +129,7 @@ audit = Table(
 
 
 @event.listens_for(audit, "after_create")
-def _append_only(target, connection, **kw) -> None:
+def _append_only(target: Table, connection: Connection, **kw: Any) -> None:
     """The audit log only grows: the database itself refuses updates and deletes."""
     if connection.dialect.name == "sqlite":
         for op in ("UPDATE", "DELETE"):

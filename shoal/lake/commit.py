@@ -56,7 +56,7 @@ def commit_with_properties(spark: SparkSession, properties: dict[str, str], fn: 
     return call.result
 
 
-def _iceberg_table(spark: SparkSession, qualified_name: str):
+def _iceberg_table(spark: SparkSession, qualified_name: str) -> Any:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified_name)

@@ -79,7 +79,7 @@ def _create(url: str, settings: Settings) -> Engine:
         eng = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(eng, "connect")
-        def _pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - runs per connection
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:  # pragma: no cover - runs per connection
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             # WAL + NORMAL stays durable across process crashes (not power loss) and keeps

@@ -23,7 +23,7 @@ _NUMERIC = {
 }
 
 
-def _session(path: Path):
+def _session(path: Path) -> Any:
     try:
         import onnxruntime as ort
     except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency

@@ -13,7 +13,7 @@ from typing import Any
 from shoal.models.base import ModelError, Prediction, from_scores
 
 
-def _skops():
+def _skops() -> Any:
     try:
         import skops.io as sio
     except ImportError as exc:  # pragma: no cover - skops is a dependency

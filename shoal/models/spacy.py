@@ -28,7 +28,7 @@ def resolve(ref: str) -> Path:
     raise ModelError(f"package {ref} holds no spaCy pipeline folder (config.cfg)")
 
 
-def _load(path: Path):
+def _load(path: Path) -> Any:
     import spacy
 
     try:

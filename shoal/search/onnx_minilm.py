@@ -19,7 +19,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -107,7 +107,7 @@ class _DropMessage(logging.Filter):
         return self.text not in record.getMessage()
 
 
-def _graph(model: Weights):
+def _graph(model: Weights) -> Any:
     from onnx import TensorProto, helper, numpy_helper
 
     w, dim, heads, eps = model.w, model.dim, model.heads, model.eps
@@ -121,7 +121,7 @@ def _graph(model: Weights):
             inits.append(numpy_helper.from_array(np.require(value, requirements="C"), name))
         return name
 
-    def node(op: str, inputs: list[str], out: str, domain: str = "", **attrs) -> str:
+    def node(op: str, inputs: list[str], out: str, domain: str = "", **attrs: Any) -> str:
         nodes.append(helper.make_node(op, inputs, [out], name=out, domain=domain, **attrs))
         return out
 

@@ -20,13 +20,16 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal.config import Settings
 from shoal.workflows import choice, errors, paths, query
 from shoal.workflows.definition import StateMachine, build, language_of
 from shoal.workflows.errors import StatesError, WorkflowError
 from shoal.workflows.store import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionRecord, Store, now, owner_alive
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 # The language's limit on the variables one scope can see (256 KiB per Assign is MAX_PAYLOAD_BYTES).
@@ -100,7 +103,7 @@ class TaskContext:
     _spark_pool: str = ""
     _job_group: str = field(default_factory=lambda: uuid.uuid4().hex)
 
-    def spark(self):
+    def spark(self) -> SparkSession:
         """The shared SparkSession, with this thread's jobs in the branch's FAIR pool."""
         from shoal.spark import get_spark
 
@@ -706,7 +709,9 @@ class _Run:
         )
         return result
 
-    def _with_timeout(self, handler, tctx: TaskContext, params: Any, timeout: float, name: str) -> Any:
+    def _with_timeout(
+        self, handler: Callable[[TaskContext, Any], Any], tctx: TaskContext, params: Any, timeout: float, name: str
+    ) -> Any:
         box: dict[str, Any] = {}
 
         def target() -> None:
