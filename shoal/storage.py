@@ -20,11 +20,15 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyarrow import fs as pafs
 
 from shoal.exceptions import SourceError
+
+if TYPE_CHECKING:
+    from shoal.config import StorageSettings
 
 S3_ENV = {
     "endpoint": "SHOAL_STORAGE__ENDPOINT",
@@ -37,7 +41,7 @@ _s3_cache: dict[tuple, pafs.S3FileSystem] = {}
 _s3_lock = threading.Lock()
 
 
-def configure(storage) -> dict[str, str]:  # storage: config.StorageSettings
+def configure(storage: StorageSettings) -> dict[str, str]:
     """Export the object-store settings to this process's environment; returns what was set."""
     env = {S3_ENV["region"]: storage.region, S3_ENV["path_style"]: "true" if storage.path_style else "false"}
     if storage.endpoint:
@@ -296,7 +300,7 @@ def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts)
 
 
-def open_input(uri: str, *, follow_links: bool = True):
+def open_input(uri: str, *, follow_links: bool = True) -> Any:
     """A readable binary stream (for hashing or copying large files without loading them).
 
     `follow_links=False` refuses a local path that is (or became, since it was listed) a

@@ -7,9 +7,13 @@ row bad (with the column and value named) instead of silently becoming NULL.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Candidate types in order of preference for an inferred column.
 _INT_RE = r"^\s*[+-]?[0-9]{1,18}\s*$"
@@ -92,7 +96,7 @@ def cast_checked(df: DataFrame, types: dict[str, str], error_col: str) -> DataFr
     )
 
 
-def declared_types(spark, schema: str | dict[str, str]) -> dict[str, str]:
+def declared_types(spark: SparkSession, schema: str | dict[str, str]) -> dict[str, str]:
     """Column -> Spark SQL type from a `--schema` value: a mapping, a JSON file
     (`{"price": "decimal(10,2)"}`), a DDL file (`price decimal(10,2), sold_at timestamp`),
     or an existing table whose column types to use. Types are checked by Spark's parser."""
@@ -127,7 +131,7 @@ def declared_types(spark, schema: str | dict[str, str]) -> dict[str, str]:
     return _parse_ddl(spark, ddl, "the declared schema")
 
 
-def _parse_ddl(spark, ddl: str, where: str) -> dict[str, str]:
+def _parse_ddl(spark: SparkSession, ddl: str, where: str) -> dict[str, str]:
     from shoal.exceptions import ShoalError, literal
 
     try:

@@ -457,7 +457,7 @@ class SearchIndex:
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         return ids, np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
 
-    def ann(self):
+    def ann(self) -> Any:
         """The live HNSW graph (an IndexIDMap over IndexHNSWFlat; deleted entries have label
         -1), loaded again only when an indexing run has replaced the file; None before any."""
         import faiss
@@ -577,7 +577,7 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 _local = threading.local()
 
 
-def _stemmer():
+def _stemmer() -> Any:
     # PyStemmer's stemmers are not thread-safe: one per thread (the API serves from a pool).
     if not hasattr(_local, "stemmer"):
         import Stemmer

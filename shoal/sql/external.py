@@ -21,7 +21,7 @@ import re
 import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
@@ -41,6 +41,9 @@ from shoal.sql.external_tables import (
     run_df,
     table_location,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ATHENA_DIALECTS = {"athena", "trino", "presto"}
 
@@ -75,7 +78,9 @@ _ICEBERG_PROPERTIES = {
 class SqlRunner:
     """Runs SQL scripts in a source dialect against the lake and the external tables."""
 
-    def __init__(self, spark, settings: Settings, *, dialect: str = "athena", database_name: str | None = None) -> None:
+    def __init__(
+        self, spark: SparkSession, settings: Settings, *, dialect: str = "athena", database_name: str | None = None
+    ) -> None:
         self.spark = spark
         self.settings = settings
         self.dialect = dialect
@@ -556,7 +561,7 @@ _default_ready: set[int] = set()
 _default_lock = threading.Lock()
 
 
-def _ensure_default_database(spark) -> None:
+def _ensure_default_database(spark: SparkSession) -> None:
     """The `default` database exists in the lake, as it does in every Athena catalog.
 
     Parallel branches start runners at once; Iceberg's JDBC catalog checks and inserts in two

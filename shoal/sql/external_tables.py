@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Boolean, Column, DateTime, MetaData, String, Table, Text, delete, select, update
 
 from shoal.config import Settings
 from shoal.exceptions import SqlError, first_line
 from shoal.lake import database
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 state_tables = MetaData()
 external_tables = Table(
@@ -145,7 +148,7 @@ def _is_empty(settings: Settings, location: str) -> bool:
     return not any(e.type == pafs.FileType.File for e in found)
 
 
-def run_df(spark, sql: str):
+def run_df(spark: SparkSession, sql: str) -> DataFrame:
     try:
         return spark.sql(sql)
     except Exception as exc:
