@@ -40,13 +40,16 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shoal.config import Settings
 from shoal.private import private_dir, private_file
 from shoal.progress import spark_tasks
+
+if TYPE_CHECKING:
+    pass
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -167,7 +170,7 @@ class SearchIndex:
     # ---- indexing ------------------------------------------------------------------------------
     def update(
         self,
-        spark,
+        spark: Any,  # a SparkSession (mapPartitions is typed narrower than the encoder it runs)
         *,
         model: str,
         size: int,
