@@ -136,13 +136,13 @@ class FileColumns:
 class _RawAdapter(io.RawIOBase):
     """Lets io.BufferedReader wrap a pyarrow input stream."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: Any) -> None:  # a pyarrow input stream
         self._s = stream
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Any) -> int:  # a writable buffer
         data = self._s.read(len(b))
         n = len(data)
         b[:n] = data
@@ -207,7 +207,16 @@ _FAST_MAX_BYTES = 1 << 30
 _OP_INTERNAL = "__shoal_op__"
 
 
-def _parse_fast(uri, name, order, header, layout, columns, schema, raw=True) -> pa.RecordBatch | None:
+def _parse_fast(
+    uri: str,
+    name: str,
+    order: int,
+    header: list[str],
+    layout: CsvLayout,
+    columns: list[str],
+    schema: pa.Schema,
+    raw: bool = True,
+) -> pa.RecordBatch | None:
     """Vectorised parse with pyarrow's CSV reader, for the common well-formed file.
 
     Applies when every record is exactly one physical line (so line numbers are the row
@@ -290,7 +299,9 @@ def _parse_fast(uri, name, order, header, layout, columns, schema, raw=True) -> 
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa.RecordBatch]:
+def _parse_one(
+    uri: str, name: str, order: int, header: list[str], layout: CsvLayout, columns: list[str], schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
     is_load = is_full_load(name)
     index = {c.lower(): i for i, c in enumerate(columns)}
     op_lower = layout.op_column.lower()
@@ -365,7 +376,9 @@ def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa
         yield flush()
 
 
-def _row(fields, width, op_pos, col_pos, is_load, n_columns):
+def _row(
+    fields: list[str], width: int, op_pos: int | None, col_pos: list[tuple[int, int]], is_load: bool, n_columns: int
+) -> tuple[str | None, str | None, list[str | None]]:
     """Validate one CSV record: returns (error, op, values aligned to the batch columns)."""
     values: list[str | None] = [None] * n_columns
     n = len(fields)

@@ -36,13 +36,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from shoal import definitions, storage
 from shoal.exceptions import ShoalError
 from shoal.models import llm
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql import SparkSession
+
+    from shoal.config import Settings
 
 VERSION = "1"
 # Built-in document classes: keyword phrases, counted case-insensitively over the whole text.
@@ -344,7 +351,9 @@ def _ask_all(step: Step, groups: list[dict[str, Any]], endpoint: dict[str, Any])
         client.close()
 
 
-def _resolve(spark, settings, job: EnrichmentJob) -> tuple[dict[str, dict[str, str]], dict[str, Any], int | None]:
+def _resolve(
+    spark: SparkSession, settings: Settings, job: EnrichmentJob
+) -> tuple[dict[str, dict[str, str]], dict[str, Any], int | None]:
     """Driver side: reference tables, model records and endpoints, checked before any work."""
     from shoal.models import get_model
 
@@ -393,7 +402,14 @@ def _resolve(spark, settings, job: EnrichmentJob) -> tuple[dict[str, dict[str, s
     return references, context, partitions
 
 
-def run_job(spark, settings, job: EnrichmentJob, *, force: bool = False, say=lambda _m: None) -> EnrichResult:
+def run_job(
+    spark: SparkSession,
+    settings: Settings,
+    job: EnrichmentJob,
+    *,
+    force: bool = False,
+    say: Callable[[str], None] = lambda _m: None,
+) -> EnrichResult:
     from pyspark.sql import functions as F
 
     from shoal.lake import metadata
@@ -515,6 +531,6 @@ def run_job(spark, settings, job: EnrichmentJob, *, force: bool = False, say=lam
     return result
 
 
-def _ensure(spark) -> None:
+def _ensure(spark: SparkSession) -> None:
     for name, schema in TABLES.items():
         spark.sql(f"CREATE TABLE IF NOT EXISTS shoal.{name} ({schema}) USING iceberg")
