@@ -45,7 +45,7 @@ from shoal.exceptions import ShoalError
 from shoal.models import llm
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Iterator
 
     from pyspark.sql import SparkSession
 
@@ -216,14 +216,16 @@ def _texts(parts: list[dict[str, Any]], spans: dict[str, list[tuple[int, int, st
     return [redact(p["text"] or "", spans.get(p["part"], []))[0] if redacted else (p["text"] or "") for p in parts]
 
 
-def _partition(job_json: str, warehouse: str, references: dict[str, dict[str, str]], context: dict[str, Any]):
+def _partition(
+    job_json: str, warehouse: str, references: dict[str, dict[str, str]], context: dict[str, Any]
+) -> Callable[[Iterable[dict[str, Any]]], Iterator[tuple[str, str]]]:
     """Executor side: one object's texts, PII spans and entities in; rows and files out.
 
     `context` carries what the driver resolved: registry records of the models (so every
     executor uses the same version) and the LLM endpoints' settings with thread counts.
     """
 
-    def run(groups):
+    def run(groups: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str]]:
         from shoal.models import load_predictor
 
         job = EnrichmentJob.model_validate_json(job_json)
