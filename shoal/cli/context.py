@@ -5,7 +5,6 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from shoal.cli import output
 from shoal.cli.output import Output
@@ -51,25 +50,6 @@ def current() -> Run:
 
 def settings() -> Settings:
     return load_settings(current().config)
-
-
-class _State:
-    """`state["json"] = ...` / `state["config"]`: kept for command modules written before `Output`
-    (they read and write the current run; new code uses `JsonOpt` and `current()`)."""
-
-    def __getitem__(self, key: str) -> Any:
-        run = current()
-        return run.out.json if key == "json" else run.config
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        run = current()
-        if key == "json":
-            run.out.json = bool(value)
-        else:
-            run.config = value
-
-
-state = _State()
 
 
 def split_values(values: list[str]) -> list[str]:
