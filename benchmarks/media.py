@@ -132,7 +132,7 @@ def speech_backends(corpus: Path, recordings: list[tuple[str, str]]) -> list[dic
     for label, make in contenders:
         try:
             engine = make()
-        except Exception as exc:  # a missing optional backend is reported, not fatal
+        except Exception as exc:  # noqa: BLE001 - a missing optional backend is reported, not fatal
             results.append({"backend": label, "error": str(exc).splitlines()[0]})
             continue
         busy = audio = 0.0
@@ -191,7 +191,7 @@ def speech_evaluation(limit: int | None = None) -> dict:
             settings = MediaSettings(speech_model=size)
             try:
                 engine = FasterWhisper(settings)
-            except Exception as exc:  # a size whose package is missing is reported, not fatal
+            except Exception as exc:  # noqa: BLE001 - a size whose package is missing is reported, not fatal
                 out["models"].append({"model": size, "error": str(exc).splitlines()[0]})
                 continue
             transcribe_file(files[0][0], settings, engine)  # warm-up, not timed

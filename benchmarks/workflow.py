@@ -44,7 +44,7 @@ def chain(n: int) -> dict[str, Any]:
 class NullStore(store.Store):
     """No persistence at all: what interpretation alone costs."""
 
-    def __init__(self) -> None:  # noqa: D401 - deliberately skips the database
+    def __init__(self) -> None:  # deliberately skips the database
         self._seq = {}
         import threading
 

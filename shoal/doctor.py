@@ -116,7 +116,7 @@ def _catalog_database(settings: Settings) -> Check:
         with engine.connect() as conn:
             version = conn.execute(sqlalchemy.text("SELECT version()")).scalar()
         engine.dispose()
-    except Exception as exc:  # the driver's own words say what is wrong (auth, host, database)
+    except Exception as exc:  # noqa: BLE001 - the driver's own words say what is wrong (auth, host, database)
         return Check(
             "catalog database",
             "fail",
@@ -143,7 +143,7 @@ def _resolved(name: str, needed_for: str, resolve: Callable[[], object]) -> Chec
         found = resolve()
     except ShoalError as exc:
         return Check(name, "fail", str(exc).splitlines()[0], needed_for, exc.hint)
-    except Exception as exc:  # a model that fails to resolve for any reason blocks its capability
+    except Exception as exc:  # noqa: BLE001 - a model that fails to resolve for any reason blocks its capability
         return Check(name, "fail", f"{type(exc).__name__}: {exc}", needed_for)
     return Check(name, "ok", str(found), needed_for)
 
@@ -256,7 +256,7 @@ def _object_storage(settings: Settings) -> Check | None:
         storage.configure(settings.storage)
         fs, base = storage.filesystem(target)
         fs.get_file_info(base.split("/", 1)[0])  # the bucket: credentials and endpoint answer here
-    except Exception as exc:  # credentials, endpoint or bucket: the client's message says which
+    except Exception as exc:  # noqa: BLE001 - credentials, endpoint or bucket: the client's message says which
         return Check(
             "object storage",
             "fail",

@@ -14,8 +14,12 @@ from contextlib import closing, contextmanager
 from contextvars import ContextVar
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from shoal.config import Settings
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 from shoal.exceptions import DependencyError
 from shoal.private import private_dir, private_file, scratch_dir, scratch_path
 
@@ -27,7 +31,7 @@ _command_session: ContextVar = ContextVar("shoal_command_session", default=None)
 
 
 @contextmanager
-def command_session(session) -> Iterator[None]:
+def command_session(session: SparkSession) -> Iterator[None]:
     """Make `session` what get_spark returns in this context (and threads started from it)."""
     token = _command_session.set(session)
     try:
@@ -260,7 +264,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     return conf
 
 
-def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
+def get_spark(settings: Settings) -> SparkSession:
     """Return the process's SparkSession, building it from `settings` on first use."""
     from pyspark.sql import SparkSession
 
@@ -302,7 +306,7 @@ def get_spark(settings: Settings):  # -> pyspark.sql.SparkSession
         return spark
 
 
-def renew_catalog_connections(spark, settings: Settings) -> None:
+def renew_catalog_connections(spark: SparkSession, settings: Settings) -> None:
     """Initialize the Iceberg catalog, then replace the SQLite connections it opened doing so.
 
     Iceberg 1.10.2's JdbcCatalog leaves a metadata ResultSet open when it initializes
@@ -329,13 +333,13 @@ def renew_catalog_connections(spark, settings: Settings) -> None:
         logging.getLogger(__name__).debug("catalog connections not renewed: %s", exc)
 
 
-def _field(obj, name: str, cls=None):
+def _field(obj: Any, name: str, cls: Any = None) -> Any:
     f = (cls or obj.getClass()).getDeclaredField(name)
     f.setAccessible(True)
     return f.get(obj)
 
 
-def ship_code(spark, settings: Settings) -> None:
+def ship_code(spark: SparkSession, settings: Settings) -> None:
     """Send this process's `shoal` package to the executors (added first on their sys.path).
 
     Executors then run the driver's code even where an older Shoal is installed; the

@@ -20,10 +20,15 @@ import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyarrow import fs as pafs
 
 from shoal.exceptions import SourceError
+
+if TYPE_CHECKING:
+    from shoal.config import StorageSettings
 
 S3_ENV = {
     "endpoint": "SHOAL_STORAGE__ENDPOINT",
@@ -36,7 +41,7 @@ _s3_cache: dict[tuple, pafs.S3FileSystem] = {}
 _s3_lock = threading.Lock()
 
 
-def configure(storage) -> dict[str, str]:  # storage: config.StorageSettings
+def configure(storage: StorageSettings) -> dict[str, str]:
     """Export the object-store settings to this process's environment; returns what was set."""
     env = {S3_ENV["region"]: storage.region, S3_ENV["path_style"]: "true" if storage.path_style else "false"}
     if storage.endpoint:
@@ -250,7 +255,7 @@ def write_bytes(uri: str, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def _staged_output(uri: str) -> Iterator[pafs.NativeFile]:
+def _staged_output(uri: str) -> Iterator[pa.NativeFile]:
     """An output stream for `uri` that readers see whole or not at all: written under a
     hidden unique name beside it, moved into place when the block ends (a rename on disk, one
     object copy on S3). If the block fails, the staged file is removed and `uri` untouched."""
@@ -295,7 +300,7 @@ def join(base: str, *parts: str) -> str:
     return posixpath.join(base, *parts)
 
 
-def open_input(uri: str, *, follow_links: bool = True):
+def open_input(uri: str, *, follow_links: bool = True) -> Any:
     """A readable binary stream (for hashing or copying large files without loading them).
 
     `follow_links=False` refuses a local path that is (or became, since it was listed) a

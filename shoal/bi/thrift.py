@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from shoal.config import Settings
 from shoal.exceptions import ShoalError
@@ -66,7 +67,7 @@ def command(settings: Settings, host: str, port: int) -> list[str]:
     ]
 
 
-def start(settings: Settings, *, host: str | None = None, port: int | None = None, timeout: float = 180):
+def start(settings: Settings, *, host: str | None = None, port: int | None = None, timeout: float = 180) -> Any:
     """Start the Thrift server; returns (process, jdbc_url) once it accepts connections."""
     from shoal.cluster import spark_home
 

@@ -18,6 +18,8 @@ from shoal.lake import metadata
 from shoal.sql import to_json_value
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from shoal.config import Settings
     from shoal.governance import Principal
 
@@ -58,7 +60,7 @@ ORDERS = {
 }
 
 
-def _records(df) -> list[dict[str, Any]]:
+def _records(df: DataFrame) -> list[dict[str, Any]]:
     return [{k: to_json_value(v) for k, v in r.asDict(recursive=True).items()} for r in df.collect()]
 
 

@@ -15,7 +15,7 @@ import csv
 import json
 import posixpath
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, delete, insert, select
 
@@ -23,6 +23,13 @@ from shoal import storage
 from shoal.config import Settings
 from shoal.exceptions import ShoalError
 from shoal.lake import database
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql import SparkSession
+
+    from shoal.sql.external_tables import ExternalTable
 
 state_tables = MetaData()
 crawl_versions = Table(
@@ -149,7 +156,15 @@ def csv_options(sample: bytes) -> dict[str, str]:
     return {"sep": sep, "header": "true" if header else "false"}
 
 
-def crawl(spark, settings: Settings, path: str, table: str, *, fmt: str = "auto", say=lambda _m: None) -> CrawlResult:
+def crawl(
+    spark: SparkSession,
+    settings: Settings,
+    path: str,
+    table: str,
+    *,
+    fmt: str = "auto",
+    say: Callable[[str], None] = lambda _m: None,
+) -> CrawlResult:
     from shoal.sql.external import ExternalTable, Registry, SqlRunner, table_location
 
     name = table.lower()
@@ -243,7 +258,9 @@ def crawl(spark, settings: Settings, path: str, table: str, *, fmt: str = "auto"
     )
 
 
-def _infer(spark, fmt: str, location: str, files: list[storage.FileEntry], options: dict[str, str]):
+def _infer(
+    spark: SparkSession, fmt: str, location: str, files: list[storage.FileEntry], options: dict[str, str]
+) -> list[tuple[str, str]]:
     """(column, type) in order. CSV files are read per distinct header line and merged with
     widening: Spark takes one header for all files, so files that gained a column would
     otherwise be read by position. JSON and Parquet merge their files' schemas themselves."""
@@ -266,7 +283,7 @@ def _infer(spark, fmt: str, location: str, files: list[storage.FileEntry], optio
     return list(merged.items())
 
 
-def _record(settings: Settings, ext, changes: list[dict[str, Any]], changed: bool) -> int:
+def _record(settings: Settings, ext: ExternalTable, changes: list[dict[str, Any]], changed: bool) -> int:
     engine = database.engine(settings, state_tables)
     with engine.begin() as conn:
         last = conn.execute(

@@ -66,7 +66,7 @@ def find_duplicates(
     keys = {(r.a_id, r.a_part) for r in pairs} | {(r.b_id, r.b_part) for r in pairs}
     parent = {k: k for k in keys}
 
-    def root(k):
+    def root(k: tuple[Any, Any]) -> tuple[Any, Any]:
         while parent[k] != k:
             parent[k] = parent[parent[k]]
             k = parent[k]

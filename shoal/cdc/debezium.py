@@ -26,8 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from shoal import storage
-from shoal.cdc.formats import FileColumns
-from shoal.cdc.source import ChangeFile, CsvLayout, RowBuffer
+from shoal.cdc.source import ChangeFile, CsvLayout, FileColumns, RowBuffer
 from shoal.exceptions import SourceError
 
 SEQUENCE_COLUMN = "_cdc_sequence"
@@ -368,7 +367,7 @@ class DebeziumAvro:
         try:
             fs, path = storage.filesystem(uri)
             with fs.open_input_stream(path) as f:
-                reader = fastavro.reader(f)
+                reader = fastavro.reader(f)  # type: ignore[arg-type]  # a NativeFile reads like a binary file
                 fields = avro_fields(reader.writer_schema if isinstance(reader.writer_schema, dict) else {})
                 for record, event in enumerate(reader, start=1):
                     op, values, error = normalize(event, fields)

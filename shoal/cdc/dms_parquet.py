@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,7 +17,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from shoal import storage
-from shoal.cdc.formats import FileColumns
 from shoal.cdc.source import (
     _BATCH_ROWS,
     _UNKNOWN_OP,
@@ -24,6 +24,7 @@ from shoal.cdc.source import (
     VALID_OPS,
     ChangeFile,
     CsvLayout,
+    FileColumns,
     RowBuffer,
     is_full_load,
     output_schema,
@@ -58,7 +59,7 @@ def spark_type(t: pa.DataType) -> str:
 
 def _as_text(col: pa.ChunkedArray) -> pa.Array:
     """Values as the text the checked casts read (decimals exact, timestamps ISO)."""
-    arr = col.combine_chunks()
+    arr: Any = col.combine_chunks()  # Any: the stubs type strftime's input as temporal arrays only
     t = arr.type
     if pa.types.is_timestamp(t):
         if t.tz:  # as UTC with an explicit zone, so the instant survives the text form
@@ -104,11 +105,14 @@ class DmsParquet:
         n = table.num_rows
         by_lower = {c.lower(): c for c in table.column_names}
         op_name = by_lower.get(layout.op_column.lower())
+        # Any: pyarrow-stubs' compute overloads reject mixing string arrays with str scalars.
+        raw_op: Any
+        op: Any
         if op_name is None:
             raw_op = pa.nulls(n, pa.string())
         else:
             raw_op = pc.utf8_trim_whitespace(pc.cast(table[op_name].combine_chunks(), pa.string()))
-            raw_op = pc.if_else(pc.equal(raw_op, ""), pa.scalar(None, pa.string()), raw_op)
+            raw_op = pc.if_else(pc.equal(raw_op, pa.scalar("")), pa.scalar(None, pa.string()), raw_op)
         op = pc.utf8_upper(raw_op)
         if is_full_load(name):
             op = pc.fill_null(op, "I")

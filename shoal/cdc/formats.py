@@ -13,25 +13,13 @@ from __future__ import annotations
 import json
 import posixpath
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Protocol
 
 import pyarrow as pa
 
 from shoal.cdc import source as csv_source
-from shoal.cdc.source import ChangeFile, CsvLayout
+from shoal.cdc.source import ChangeFile, CsvLayout, FileColumns
 from shoal.exceptions import ShoalError, literal
-
-
-@dataclass
-class FileColumns:
-    """What one file holds, read on the driver before the batch is parsed."""
-
-    header: list[str]  # passed to the parser as is (a CSV file's header row)
-    columns: list[str]  # data columns (without the operation column)
-    types: dict[str, str] = field(default_factory=dict)  # Spark SQL types the file's schema declares
-    tombstones: int = 0  # Kafka tombstone records (null values): skipped
-    error: str | None = None  # the file cannot be read: the parser reports it as a bad row
 
 
 class Format(Protocol):

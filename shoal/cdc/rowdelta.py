@@ -174,15 +174,18 @@ def _write_position_deletes(
 
 
 _WRITTEN_SCHEMA = "file_path string, location string, size bigint, records bigint"
-_WRITTEN_ARROW = pa.schema(
-    [("file_path", pa.string()), ("location", pa.string()), ("size", pa.int64()), ("records", pa.int64())]
-)
-_DELETE_SCHEMA = pa.schema(
-    [
-        pa.field("file_path", pa.string(), nullable=False, metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID)}),
-        pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": str(DELETE_POS_ID)}),
-    ]
-)
+_WRITTEN_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("file_path", pa.string()),
+    ("location", pa.string()),
+    ("size", pa.int64()),
+    ("records", pa.int64()),
+]
+_WRITTEN_ARROW = pa.schema(_WRITTEN_FIELDS)
+_DELETE_FIELDS: list[pa.Field] = [
+    pa.field("file_path", pa.string(), nullable=False, metadata={b"PARQUET:field_id": str(DELETE_FILE_PATH_ID)}),
+    pa.field("pos", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": str(DELETE_POS_ID)}),
+]
+_DELETE_SCHEMA = pa.schema(_DELETE_FIELDS)
 
 
 def _open(location: str) -> tuple[Any, str]:

@@ -7,9 +7,13 @@ row bad (with the column and value named) instead of silently becoming NULL.
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Candidate types in order of preference for an inferred column.
 _INT_RE = r"^\s*[+-]?[0-9]{1,18}\s*$"
@@ -92,7 +96,7 @@ def cast_checked(df: DataFrame, types: dict[str, str], error_col: str) -> DataFr
     )
 
 
-def declared_types(spark, schema: str | dict[str, str]) -> dict[str, str]:
+def declared_types(spark: SparkSession, schema: str | dict[str, str]) -> dict[str, str]:
     """Column -> Spark SQL type from a `--schema` value: a mapping, a JSON file
     (`{"price": "decimal(10,2)"}`), a DDL file (`price decimal(10,2), sold_at timestamp`),
     or an existing table whose column types to use. Types are checked by Spark's parser."""
@@ -116,7 +120,7 @@ def declared_types(spark, schema: str | dict[str, str]) -> dict[str, str]:
     else:
         try:
             fields = spark.table(schema).schema.fields
-        except Exception as exc:  # noqa: BLE001 - Spark raises AnalysisException and others
+        except Exception as exc:  # Spark raises AnalysisException and others
             raise ShoalError(
                 literal(f"{schema}: is neither a schema file nor a table"),
                 hint="give {schema} FILE or NS.TABLE",
@@ -127,11 +131,11 @@ def declared_types(spark, schema: str | dict[str, str]) -> dict[str, str]:
     return _parse_ddl(spark, ddl, "the declared schema")
 
 
-def _parse_ddl(spark, ddl: str, where: str) -> dict[str, str]:
+def _parse_ddl(spark: SparkSession, ddl: str, where: str) -> dict[str, str]:
     from shoal.exceptions import ShoalError, literal
 
     try:
         fields = spark.createDataFrame([], ddl).schema.fields
-    except Exception as exc:  # noqa: BLE001 - a parse error from Spark
+    except Exception as exc:  # a parse error from Spark
         raise ShoalError(literal(f"{where}: not a valid column list ({ddl}): {exc}".splitlines()[0])) from exc
     return {f.name: f.dataType.simpleString() for f in fields}

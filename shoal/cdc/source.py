@@ -14,7 +14,8 @@ import json
 import posixpath
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,7 @@ FILE_COL, ORDER_COL, LINE_COL, RAW_COL, ERROR_COL, OP_COL = (
     "_error",
     "_op",
 )
-META_FIELDS = [
+META_FIELDS: list[pa.Field] = [
     pa.field(FILE_COL, pa.string()),
     pa.field(ORDER_COL, pa.int32()),
     pa.field(LINE_COL, pa.int64()),
@@ -119,16 +120,29 @@ def output_schema(columns: list[str]) -> pa.Schema:
     return pa.schema(META_FIELDS + [pa.field(c, pa.string()) for c in columns])
 
 
+# What every change-file format reads first (`shoal.cdc.formats.Format.read_columns`): here, below
+# the format modules, which all return it.
+@dataclass
+class FileColumns:
+    """What one file holds, read on the driver before the batch is parsed."""
+
+    header: list[str]  # passed to the parser as is (a CSV file's header row)
+    columns: list[str]  # data columns (without the operation column)
+    types: dict[str, str] = field(default_factory=dict)  # Spark SQL types the file's schema declares
+    tombstones: int = 0  # Kafka tombstone records (null values): skipped
+    error: str | None = None  # the file cannot be read: the parser reports it as a bad row
+
+
 class _RawAdapter(io.RawIOBase):
     """Lets io.BufferedReader wrap a pyarrow input stream."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: Any) -> None:  # a pyarrow input stream
         self._s = stream
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Any) -> int:  # a writable buffer
         data = self._s.read(len(b))
         n = len(data)
         b[:n] = data
@@ -193,7 +207,16 @@ _FAST_MAX_BYTES = 1 << 30
 _OP_INTERNAL = "__shoal_op__"
 
 
-def _parse_fast(uri, name, order, header, layout, columns, schema, raw=True) -> pa.RecordBatch | None:
+def _parse_fast(
+    uri: str,
+    name: str,
+    order: int,
+    header: list[str],
+    layout: CsvLayout,
+    columns: list[str],
+    schema: pa.Schema,
+    raw: bool = True,
+) -> pa.RecordBatch | None:
     """Vectorised parse with pyarrow's CSV reader, for the common well-formed file.
 
     Applies when every record is exactly one physical line (so line numbers are the row
@@ -228,7 +251,7 @@ def _parse_fast(uri, name, order, header, layout, columns, schema, raw=True) -> 
 
     try:
         table = pacsv.read_csv(
-            pa.BufferReader(data),
+            pa.BufferReader(data),  # type: ignore[arg-type]  # a NativeFile reads like a binary file
             read_options=pacsv.ReadOptions(column_names=names, skip_rows=skip, use_threads=False),
             parse_options=pacsv.ParseOptions(delimiter=layout.delimiter, newlines_in_values=False),
             convert_options=pacsv.ConvertOptions(
@@ -244,11 +267,14 @@ def _parse_fast(uri, name, order, header, layout, columns, schema, raw=True) -> 
 
     by_lower = {c.lower(): c for c in names}
     op_name = _OP_INTERNAL if _OP_INTERNAL in names else by_lower.get(op_lower)
+    # Any: pyarrow-stubs' compute overloads reject mixing string arrays with str scalars.
+    raw_op: Any
+    op: Any
     if op_name is None:
         raw_op = pa.nulls(n, pa.string())
     else:
         raw_op = pc.utf8_trim_whitespace(table[op_name].combine_chunks())
-        raw_op = pc.if_else(pc.equal(raw_op, ""), pa.scalar(None, pa.string()), raw_op)
+        raw_op = pc.if_else(pc.equal(raw_op, pa.scalar("")), pa.scalar(None, pa.string()), raw_op)
     op = pc.utf8_upper(raw_op)
     if is_load:
         op = pc.fill_null(op, "I")
@@ -273,7 +299,9 @@ def _parse_fast(uri, name, order, header, layout, columns, schema, raw=True) -> 
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa.RecordBatch]:
+def _parse_one(
+    uri: str, name: str, order: int, header: list[str], layout: CsvLayout, columns: list[str], schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
     is_load = is_full_load(name)
     index = {c.lower(): i for i, c in enumerate(columns)}
     op_lower = layout.op_column.lower()
@@ -348,7 +376,9 @@ def _parse_one(uri, name, order, header, layout, columns, schema) -> Iterator[pa
         yield flush()
 
 
-def _row(fields, width, op_pos, col_pos, is_load, n_columns):
+def _row(
+    fields: list[str], width: int, op_pos: int | None, col_pos: list[tuple[int, int]], is_load: bool, n_columns: int
+) -> tuple[str | None, str | None, list[str | None]]:
     """Validate one CSV record: returns (error, op, values aligned to the batch columns)."""
     values: list[str | None] = [None] * n_columns
     n = len(fields)

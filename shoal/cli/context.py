@@ -5,8 +5,8 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from shoal.cli import output
 from shoal.cli.output import Output
 from shoal.config import Settings, load_settings
 
@@ -17,7 +17,15 @@ class Run:
 
     config: Path | None = None
     out: Output = field(default_factory=Output)
-    quiet: bool = False  # the root option --quiet
+
+    @property
+    def quiet(self) -> bool:
+        """The root option --quiet (kept on the Output, which is what prints)."""
+        return self.out.quiet
+
+    @quiet.setter
+    def quiet(self, value: bool) -> None:
+        self.out.quiet = value
 
 
 # A context variable, not a global: the warm engine runs several commands at once, each in its
@@ -29,6 +37,7 @@ def activate(run: Run) -> None:
     """The root callback's choice for this run (Typer vendors its own click, so commands cannot
     look the context up through `click`; they ask `current()`)."""
     _active.set(run)
+    output.use(run.out)
 
 
 def current() -> Run:
@@ -41,25 +50,6 @@ def current() -> Run:
 
 def settings() -> Settings:
     return load_settings(current().config)
-
-
-class _State:
-    """`state["json"] = ...` / `state["config"]`: kept for command modules written before `Output`
-    (they read and write the current run; new code uses `JsonOpt` and `current()`)."""
-
-    def __getitem__(self, key: str) -> Any:
-        run = current()
-        return run.out.json if key == "json" else run.config
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        run = current()
-        if key == "json":
-            run.out.json = bool(value)
-        else:
-            run.config = value
-
-
-state = _State()
 
 
 def split_values(values: list[str]) -> list[str]:

@@ -10,7 +10,7 @@ import typer
 
 from shoal.cli import output
 from shoal.cli.context import settings
-from shoal.cli.context import state as _state
+from shoal.cli.output import JsonOpt
 from shoal.exceptions import ConfigError
 
 _MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAIL[/]"}
@@ -18,13 +18,12 @@ _MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAI
 
 def doctor(
     tests: Annotated[bool, typer.Option("--tests", help="Also check what the test suite needs (Chromium).")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Check Java, the jars, the catalog database, tesseract, ffmpeg, Graphviz, the models and
     object storage, and say what to install. Exit code 1 when a required part is missing."""
     from shoal.doctor import run_checks
 
-    _state["json"] = json_out
     checks = run_checks(settings(), include_tests=tests)
     failed = [c for c in checks if c.status == "fail"]
     if json_out:
@@ -60,12 +59,11 @@ def config_init(
     path: Annotated[Path, typer.Argument(help="Where to write the file.")] = Path("shoal.toml"),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
     stdout: Annotated[bool, typer.Option("--stdout", help="Print the file instead of writing it.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Write a commented shoal.toml listing every setting with its default."""
     from shoal.config_template import render_template
 
-    _state["json"] = json_out
     text = render_template()
     if stdout:
         sys.stdout.write(text)

@@ -7,15 +7,14 @@ from typing import Annotated, Any
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings, state
+from shoal.cli.context import current, settings
+from shoal.cli.output import JsonOpt
 
 engine_app = typer.Typer(
     help="The warm engine: keeps Spark running so `shoal sql`, `cdc apply`, `ingest`, `extract`, `search`, "
     "`workflow run` and `recipe run` start in about a second (SHOAL_ENGINE=off or --no-engine: run in process).",
     no_args_is_help=True,
 )
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 
 
 def _show(title: str, data: dict[str, Any], json_out: bool) -> None:
@@ -41,22 +40,21 @@ def start(
     with `shoal engine stop`, after --idle-timeout, or when its workspace folder is deleted."""
     from shoal.cli.warm import manage
 
-    state["json"] = json_out
     s = settings()
-    current = manage.status(s)
-    if current["running"]:
-        _show("Engine already running", current | {"already_running": True}, json_out)
+    now = manage.status(s)
+    if now["running"]:
+        _show("Engine already running", now | {"already_running": True}, json_out)
         return
     if foreground:
         import os
         import sys
 
         # A fresh interpreter: the engine routes the CLI's state before the CLI is imported.
-        config = state["config"]
+        config = current().config
         cmd = [sys.executable, "-m", "shoal.cli.warm.server", *(["--config", str(config)] if config else [])]
         cmd += ["--idle-timeout", str(idle_timeout)]
         os.execv(sys.executable, cmd)
-    proc = manage.spawn(s, state["config"], idle_timeout_s=idle_timeout)
+    proc = manage.spawn(s, current().config, idle_timeout_s=idle_timeout)
     if not json_out:
         output.err.print(f"starting the engine (pid {proc.pid}; Spark takes 10-20 s)")
     _show("Engine started", manage.wait_ready(s, proc, wait) | {"already_running": False}, json_out)
@@ -70,7 +68,6 @@ def stop(
     """Stop the engine; commands it is running finish first (then they are cancelled)."""
     from shoal.cli.warm import manage
 
-    state["json"] = json_out
     s = settings()
     result = manage.stop(s, timeout)
     if result is None:
@@ -83,7 +80,6 @@ def status(json_out: JsonOpt = False) -> None:
     """Whether an engine serves this workspace (exit 3 when none does), with its numbers."""
     from shoal.cli.warm import manage
 
-    state["json"] = json_out
     data = manage.status(settings())
     _show("Engine", data, json_out)
     if not data["running"]:

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings, state
+from shoal.cli.context import settings
+from shoal.cli.output import JsonOpt
 from shoal.exceptions import ShoalError
 
 glue_app = typer.Typer(help="Run AWS Glue PySpark scripts unchanged (operator-level code).", no_args_is_help=True)
@@ -50,13 +51,12 @@ def run(
         list[str] | None,
         typer.Option("--conf", help="Spark setting KEY=VALUE (repeatable); spark.sql.catalog.NAME binds NAME."),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Run SCRIPT as a Glue job: other --KEY VALUE arguments reach the script (getResolvedOptions).
 
     The script runs with the operator's rights, like any Spark job: Shoal's governance does
     not check what it reads or writes."""
-    state["json"] = json_out
     if script.startswith("-"):  # unknown options pass on to the script, so one can land here
         raise typer.BadParameter(f"{script!r} is an option, not a script or a job name", param_hint="'SCRIPT'")
     # What the script prints is its log (CloudWatch's, in Glue): with --json it goes to stderr,
@@ -170,12 +170,11 @@ def _arguments(args: list[str]) -> dict[str, str]:
 @glue_app.command("bookmarks")
 def show_bookmarks(
     job_name: Annotated[str, typer.Argument(help="Job name (--JOB_NAME of its runs).")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """The committed bookmark of each transformation_ctx of a job."""
     from shoal.glue import bookmarks
 
-    state["json"] = json_out
     rows = bookmarks.show(settings(), job_name)
     if json_out:
         output.print_json(rows)
@@ -190,12 +189,11 @@ def show_bookmarks(
 @glue_app.command("reset-bookmark")
 def reset_bookmark(
     job_name: Annotated[str, typer.Argument(help="Job name.")],
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Forget a job's bookmarks: its next run reads all its input again."""
     from shoal.glue import bookmarks
 
-    state["json"] = json_out
     removed = bookmarks.reset(settings(), job_name)
     if json_out:
         output.print_json({"job_name": job_name, "bookmarks_removed": removed})
@@ -207,12 +205,11 @@ def reset_bookmark(
 def show_runs(
     job_name: Annotated[str | None, typer.Argument(help="Only this job.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many runs.")] = 50,
-    json_out: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Glue job runs, newest first (RUNNING with no process behind it: the process died)."""
     from shoal.glue import runs
 
-    state["json"] = json_out
     rows = runs.history(settings(), job_name, limit)
     if json_out:
         output.print_json(rows)

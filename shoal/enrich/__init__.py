@@ -36,13 +36,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from shoal import definitions, storage
 from shoal.exceptions import ShoalError
 from shoal.models import llm
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+
+    from pyspark.sql import SparkSession
+
+    from shoal.config import Settings
 
 VERSION = "1"
 # Built-in document classes: keyword phrases, counted case-insensitively over the whole text.
@@ -209,14 +216,16 @@ def _texts(parts: list[dict[str, Any]], spans: dict[str, list[tuple[int, int, st
     return [redact(p["text"] or "", spans.get(p["part"], []))[0] if redacted else (p["text"] or "") for p in parts]
 
 
-def _partition(job_json: str, warehouse: str, references: dict[str, dict[str, str]], context: dict[str, Any]):
+def _partition(
+    job_json: str, warehouse: str, references: dict[str, dict[str, str]], context: dict[str, Any]
+) -> Callable[[Iterable[dict[str, Any]]], Iterator[tuple[str, str]]]:
     """Executor side: one object's texts, PII spans and entities in; rows and files out.
 
     `context` carries what the driver resolved: registry records of the models (so every
     executor uses the same version) and the LLM endpoints' settings with thread counts.
     """
 
-    def run(groups):
+    def run(groups: Iterable[dict[str, Any]]) -> Iterator[tuple[str, str]]:
         from shoal.models import load_predictor
 
         job = EnrichmentJob.model_validate_json(job_json)
@@ -333,7 +342,7 @@ def _ask_all(step: Step, groups: list[dict[str, Any]], endpoint: dict[str, Any])
         try:
             system = llm.render(step.system, **values) if step.system else None
             user = llm.render(step.prompt or "", **values)
-        except Exception as exc:  # a template error is this object's, never the whole task's
+        except Exception as exc:  # noqa: BLE001 - a template error is this object's, never the whole task's
             return llm.Answer(None, False, f"prompt template: {exc}", 0, 0, endpoint.get("model") or "")
         return client.ask(system, user, step.json_schema or {})
 
@@ -344,7 +353,9 @@ def _ask_all(step: Step, groups: list[dict[str, Any]], endpoint: dict[str, Any])
         client.close()
 
 
-def _resolve(spark, settings, job: EnrichmentJob) -> tuple[dict[str, dict[str, str]], dict[str, Any], int | None]:
+def _resolve(
+    spark: SparkSession, settings: Settings, job: EnrichmentJob
+) -> tuple[dict[str, dict[str, str]], dict[str, Any], int | None]:
     """Driver side: reference tables, model records and endpoints, checked before any work."""
     from shoal.models import get_model
 
@@ -393,7 +404,14 @@ def _resolve(spark, settings, job: EnrichmentJob) -> tuple[dict[str, dict[str, s
     return references, context, partitions
 
 
-def run_job(spark, settings, job: EnrichmentJob, *, force: bool = False, say=lambda _m: None) -> EnrichResult:
+def run_job(
+    spark: SparkSession,
+    settings: Settings,
+    job: EnrichmentJob,
+    *,
+    force: bool = False,
+    say: Callable[[str], None] = lambda _m: None,
+) -> EnrichResult:
     from pyspark.sql import functions as F
 
     from shoal.lake import metadata
@@ -515,6 +533,6 @@ def run_job(spark, settings, job: EnrichmentJob, *, force: bool = False, say=lam
     return result
 
 
-def _ensure(spark) -> None:
+def _ensure(spark: SparkSession) -> None:
     for name, schema in TABLES.items():
         spark.sql(f"CREATE TABLE IF NOT EXISTS shoal.{name} ({schema}) USING iceberg")

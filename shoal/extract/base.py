@@ -16,11 +16,11 @@ from typing import Any, ClassVar, Literal
 from shoal.config import ExtractSettings
 
 
-class ExtractionSkipped(Exception):  # noqa: N818 - reads as a status, like StopIteration
+class ExtractionSkipped(Exception):  # reads as a status, like StopIteration
     """The object is not for this extractor (encrypted, empty, unsupported variant): status skipped."""
 
 
-class ExtractionRefused(Exception):  # noqa: N818
+class ExtractionRefused(Exception):
     """The object is refused for safety (decompression bomb, too many members): status error."""
 
 

@@ -418,7 +418,7 @@ class KeyPhrases(Extractor):
         lang = ctx.properties.get("language") or "en"
         try:
             extractor = yake.KeywordExtractor(lan=lang, n=3, top=ctx.settings.key_phrases)
-        except Exception:  # YAKE has no stop-word list for this language
+        except Exception:  # noqa: BLE001 - YAKE has no stop-word list for this language
             extractor = yake.KeywordExtractor(lan="en", n=3, top=ctx.settings.key_phrases)
         phrases = extractor.extract_keywords(text)
         # YAKE: lower score = more relevant.

@@ -116,7 +116,7 @@ def _plugins() -> tuple[type[Extractor], ...]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             cls = ep.load()
-        except Exception as exc:  # a broken plugin must not stop the built-ins
+        except Exception as exc:  # noqa: BLE001 - a broken plugin must not stop the built-ins
             log.warning("extractor plugin %s failed to load: %s", ep.name, exc)
             continue
         if isinstance(cls, type) and issubclass(cls, Extractor):

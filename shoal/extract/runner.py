@@ -101,7 +101,7 @@ def process_object(obj: dict[str, Any], chain: list[str], router: Router, wareho
     else:
         try:
             data = storage.read_bytes(info.raw_path)
-        except Exception as exc:  # a missing raw file is this object's error
+        except Exception as exc:  # noqa: BLE001 - a missing raw file is this object's error
             steps = [StepResult(n, "error", f"cannot read raw object {info.raw_path}: {exc}") for n in chain]
         else:
             steps = run_isolated(info, data, chain, router)

@@ -71,7 +71,7 @@ def _run_chain(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Rou
             healthy = False  # the heap may be fragmented: start the next object in a fresh child
         except RecursionError:
             step = StepResult(name, "error", "document nesting too deep (recursion limit)")
-        except Exception as exc:  # any parser failure is this object's error, never the job's
+        except Exception as exc:  # noqa: BLE001 - any parser failure is this object's error, never the job's
             step = StepResult(name, "error", f"{type(exc).__name__}: {exc}"[:2000])
         except KeyboardInterrupt:
             raise

@@ -10,11 +10,14 @@ from __future__ import annotations
 import fnmatch
 import json
 import posixpath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal import storage
 from shoal.exceptions import ShoalError, first_line
 from shoal.glue.runtime import GlueError, GlueRun
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 FILE_CONNECTIONS = ("s3", "file")
 _FORMATS = {"csv": "csv", "json": "json", "parquet": "parquet", "glueparquet": "parquet", "orc": "orc"}
@@ -95,7 +98,7 @@ def read_options(
     fmt: str | None,
     format_options: dict[str, Any],
     ctx: str,
-):
+) -> DataFrame:
     """DataFrame over the files named by `connection_options` (paths, recurse, exclusions)."""
     _check_connection(connection_type)
     spark = run.spark
@@ -137,7 +140,7 @@ def read_options(
     return df
 
 
-def _resolve(run: GlueRun, database: str, table_name: str):
+def _resolve(run: GlueRun, database: str, table_name: str) -> tuple[str, Any]:
     """('external', ExternalTable) or ('lake', 'catalog.db.table')."""
     from shoal.sql.external import Registry
 
@@ -155,8 +158,13 @@ def _resolve(run: GlueRun, database: str, table_name: str):
 
 
 def read_catalog(
-    run: GlueRun, database: str, table_name: str, ctx: str, push_down_predicate: str = "", additional_options=None
-):
+    run: GlueRun,
+    database: str,
+    table_name: str,
+    ctx: str,
+    push_down_predicate: str = "",
+    additional_options: dict[str, Any] | None = None,
+) -> DataFrame:
     kind, target = _resolve(run, database, table_name)
     spark = run.spark
     source = f"{database}.{table_name}"
@@ -188,7 +196,7 @@ def read_catalog(
 
 def write_options(
     run: GlueRun,
-    df,
+    df: DataFrame,
     connection_type: str,
     connection_options: dict[str, Any],
     fmt: str | None,
@@ -220,7 +228,7 @@ def write_options(
     run.note_write(ctx, location)
 
 
-def write_catalog(run: GlueRun, df, database: str, table_name: str, ctx: str) -> None:
+def write_catalog(run: GlueRun, df: DataFrame, database: str, table_name: str, ctx: str) -> None:
     """Append to a lake table (one Iceberg commit) or to an external table's files."""
     kind, target = _resolve(run, database, table_name)
     name = f"{database}.{table_name}"

@@ -15,12 +15,15 @@ import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal import storage
 from shoal.config import Settings
 from shoal.exceptions import ShoalError
 from shoal.glue import bookmarks
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Names Glue jobs use for Iceberg catalogs, bound even when the script sets none itself.
 DEFAULT_CATALOG_ALIASES = ("glue_catalog", "job_catalog")
@@ -123,7 +126,7 @@ class GlueRun:
             else:
                 try:
                     self.spark.conf.set(key, value)
-                except Exception:  # Spark refuses static and core settings once it runs
+                except Exception:  # noqa: BLE001 - Spark refuses static and core settings once it runs
                     if self.spark.sparkContext.getConf().get(key) != value:
                         self._ignore(key)
 
@@ -167,18 +170,18 @@ class GlueRun:
         }
 
 
-def _catalog_map(manager):
+def _catalog_map(manager: Any) -> Any:  # py4j objects
     """Spark's name -> CatalogPlugin map inside CatalogManager (pyspark 3.5: a private field)."""
     fld = manager.getClass().getDeclaredField("catalogs")
     fld.setAccessible(True)
     return fld.get(manager)
 
 
-def _session_conf_keys(spark) -> list[str]:
+def _session_conf_keys(spark: SparkSession) -> list[str]:
     return [r[0] for r in spark.sql("SET").collect()]
 
 
-def session_catalog_conf(spark) -> list[tuple[str, str]]:
+def session_catalog_conf(spark: SparkSession) -> list[tuple[str, str]]:
     """The session's `spark.sql.catalog.NAME` entries (a script may set them through the builder)."""
     return [(r[0], r[1]) for r in spark.sql("SET").collect() if _CATALOG_KEY.match(r[0])]
 

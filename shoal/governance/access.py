@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from sqlalchemy import Column, DateTime, Integer, MetaData, String, Table, Text, delete, insert, select, update
+from sqlalchemy import delete, insert, select, update
 
 from shoal import storage
 from shoal.config import Settings
@@ -32,37 +32,11 @@ from shoal.governance.errors import AccessDenied, GovernanceError, NotFound
 from shoal.governance.grants import Governance
 from shoal.governance.keys import signing_key
 from shoal.governance.principals import Principal, Principals
+from shoal.governance.store import access_points, access_requests
+from shoal.governance.store import access_tables as state_tables
 from shoal.governance.throttle import Throttled, client_key
 from shoal.lake import database
 from shoal.lake.database import utcnow
-
-state_tables = MetaData()
-access_points = Table(
-    "shoal_access_points",
-    state_tables,
-    Column("name", String(100), primary_key=True),
-    Column("prefix", Text, nullable=False),
-    Column("tags", Text),  # JSON {key: value}
-    Column("principals", Text, nullable=False),  # JSON list of users/groups
-    Column("cidrs", Text),  # JSON list
-    Column("created_by", String(200), nullable=False),
-    Column("created_at", DateTime, nullable=False),
-)
-access_requests = Table(
-    "shoal_access_requests",
-    state_tables,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("principal", String(200), nullable=False, index=True),
-    Column("table_name", String(400), nullable=False),
-    Column("privilege", String(16), nullable=False),
-    Column("reason", Text, nullable=False),
-    Column("status", String(16), nullable=False),  # pending | approved | rejected
-    Column("decided_by", String(200)),
-    Column("decision_note", Text),
-    Column("grant_id", Integer),
-    Column("created_at", DateTime, nullable=False),
-    Column("decided_at", DateTime),
-)
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,62}$")
 

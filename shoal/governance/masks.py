@@ -10,16 +10,21 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from shoal.config import Settings
 from shoal.governance.keys import derived_key
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MASK_HMAC = "shoal_mask_hmac"
 _registered: dict[int, bytes] = {}
 _lock = threading.Lock()
 
 
-def register_mask_functions(spark, settings: Settings) -> None:
+def register_mask_functions(spark: SparkSession, settings: Settings) -> None:
     """Once per SparkSession (again if the deployment's key changed)."""
     key = derived_key(settings, "mask-hash")
     with _lock:
@@ -29,7 +34,7 @@ def register_mask_functions(spark, settings: Settings) -> None:
         _registered[id(spark)] = key
 
 
-def _hmac_function(key: bytes):
+def _hmac_function(key: bytes) -> Callable[[str | None], str | None]:
     def mask(value: str | None) -> str | None:
         if value is None:
             return None

@@ -27,7 +27,18 @@ from shoal.config import Settings
 from shoal.governance import scram
 from shoal.governance.errors import AuthError, GovernanceError
 from shoal.governance.sessions import end_sessions
-from shoal.governance.store import auth_failures, grants, members, principals, state_tables, table_info, tokens
+from shoal.governance.store import (
+    access_points,
+    access_requests,
+    access_tables,
+    auth_failures,
+    grants,
+    members,
+    principals,
+    state_tables,
+    table_info,
+    tokens,
+)
 from shoal.governance.throttle import Throttle, account_key, account_prefixes
 from shoal.lake import database
 from shoal.lake.database import utcnow
@@ -102,16 +113,14 @@ class Principals:
         if name in (ADMIN, EVERYONE):
             raise GovernanceError(f"{name!r} is built in and cannot be removed")
         self.get_row(name)
-        from shoal.governance import access  # access builds on principals: imported here, not at the top
-
-        database.engine(self.settings, access.state_tables)  # its tables exist before they are cleaned
+        database.engine(self.settings, access_tables)  # its tables exist before they are cleaned
         with self.engine.begin() as conn:
             conn.execute(delete(members).where((members.c.member == name) | (members.c.group_name == name)))
             conn.execute(delete(tokens).where(tokens.c.principal == name))
             end_sessions(conn, principal=name)
             conn.execute(delete(grants).where(grants.c.grantee == name))
             conn.execute(update(table_info).where(table_info.c.owner == name).values(owner=None))
-            conn.execute(delete(access.access_requests).where(access.access_requests.c.principal == name))
+            conn.execute(delete(access_requests).where(access_requests.c.principal == name))
             account = account_key(name)
             pairs, known = account_prefixes(account)
             conn.execute(
@@ -121,12 +130,12 @@ class Principals:
                     | auth_failures.c.key.startswith(known, autoescape=True)
                 )
             )
-            for ap in conn.execute(select(access.access_points.c.name, access.access_points.c.principals)).all():
+            for ap in conn.execute(select(access_points.c.name, access_points.c.principals)).all():
                 listed = json.loads(ap.principals)
                 if name in listed:
                     conn.execute(
-                        update(access.access_points)
-                        .where(access.access_points.c.name == ap.name)
+                        update(access_points)
+                        .where(access_points.c.name == ap.name)
                         .values(principals=json.dumps([p for p in listed if p != name]))
                     )
             conn.execute(delete(principals).where(principals.c.name == name))

@@ -21,7 +21,7 @@ import itertools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
@@ -34,6 +34,9 @@ from shoal.governance.grants import IDENTIFIER, Governance, TableAccess, forbidd
 from shoal.governance.masks import register_mask_functions
 from shoal.governance.principals import Principal
 from shoal.sql import QueryResult, run, split_statements
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 FILE_SOURCES = {
     "parquet",
@@ -152,7 +155,7 @@ def candidates(parts: list[str]) -> list[TableRef]:
 
 
 class GovernedSql:
-    def __init__(self, spark, settings: Settings, principal: Principal) -> None:
+    def __init__(self, spark: SparkSession, settings: Settings, principal: Principal) -> None:
         self.spark = spark
         self.settings = settings
         self.principal = principal
@@ -347,7 +350,7 @@ class GovernedSql:
         """Spark's analysis (names, types) without running anything."""
         try:
             self.spark.sql(sql)
-        except Exception as exc:  # noqa: BLE001 - analysis errors carry the reason in their text
+        except Exception as exc:  # analysis errors carry the reason in their text
             err = SqlError(first_line(exc))
             raise (self._denied_column(err) or err) from exc
 

@@ -3,9 +3,12 @@ table owners, console sessions, failed sign-in counters, and the append-only aud
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     Boolean,
     Column,
+    Connection,
     DateTime,
     Integer,
     MetaData,
@@ -126,7 +129,7 @@ audit = Table(
 
 
 @event.listens_for(audit, "after_create")
-def _append_only(target, connection, **kw) -> None:
+def _append_only(target: Table, connection: Connection, **kw: Any) -> None:
     """The audit log only grows: the database itself refuses updates and deletes."""
     if connection.dialect.name == "sqlite":
         for op in ("UPDATE", "DELETE"):
@@ -149,3 +152,33 @@ def _append_only(target, connection, **kw) -> None:
                 "FOR EACH ROW EXECUTE FUNCTION shoal_audit_append_only()"
             )
         )
+
+
+# Access points and access requests: their own MetaData, created when raw access is first used.
+access_tables = MetaData()
+access_points = Table(
+    "shoal_access_points",
+    access_tables,
+    Column("name", String(100), primary_key=True),
+    Column("prefix", Text, nullable=False),
+    Column("tags", Text),  # JSON {key: value}
+    Column("principals", Text, nullable=False),  # JSON list of users/groups
+    Column("cidrs", Text),  # JSON list
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", DateTime, nullable=False),
+)
+access_requests = Table(
+    "shoal_access_requests",
+    access_tables,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("principal", String(200), nullable=False, index=True),
+    Column("table_name", String(400), nullable=False),
+    Column("privilege", String(16), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("status", String(16), nullable=False),  # pending | approved | rejected
+    Column("decided_by", String(200)),
+    Column("decision_note", Text),
+    Column("grant_id", Integer),
+    Column("created_at", DateTime, nullable=False),
+    Column("decided_at", DateTime),
+)

@@ -147,13 +147,6 @@ class Throttle:
             for key in (k for k in keys if k):
                 self._lock_on_failure(conn, key, self._limit(key), now)
 
-    def succeed(self, *keys: str | None) -> None:
-        """A correct secret: these keys' counters (and lock history) start over."""
-        wanted = [k for k in keys if k]
-        if wanted:
-            with self.engine.begin() as conn:
-                conn.execute(delete(auth_failures).where(auth_failures.c.key.in_(wanted)))
-
     def _limit(self, key: str) -> int:
         kind = key.split(":", 1)[0]
         return self.client_limit if kind in ("client", "signed-url") else self.pair_limit

@@ -256,7 +256,7 @@ def _list_and_hash(root: str) -> Callable[[Iterable[tuple]], Iterator[tuple]]:
             try:
                 for entry in storage.iter_files(root, rel, skipped=skipped):
                     yield _hash_row(entry, task)
-            except Exception as exc:  # one unlistable folder must not stop the others
+            except Exception as exc:  # noqa: BLE001 - one unlistable folder must not stop the others
                 yield (rel, None, None, None, "error", f"cannot list {storage.join(root, rel)}: {exc}", task)
             for path, reason in skipped:
                 yield (path, None, None, None, "skipped", reason, task)
@@ -267,7 +267,7 @@ def _list_and_hash(root: str) -> Callable[[Iterable[tuple]], Iterator[tuple]]:
 def _hash_row(entry: storage.FileEntry, task: int | None) -> tuple:
     try:
         sha, _head = _hash(entry.uri)
-    except Exception as exc:  # one unreadable file must not stop the others
+    except Exception as exc:  # noqa: BLE001 - one unreadable file must not stop the others
         return (entry.relative, entry.uri, entry.size, None, "error", f"cannot read {entry.uri}: {exc}", task)
     return (entry.relative, entry.uri, entry.size, sha, None, None, task)
 
@@ -333,7 +333,7 @@ def _copy_new(
                 # ZIP containers need their directory to tell a DOCX from an EPUB.
                 data = storage.read_bytes(raw_path) if head[:2] == b"PK" and r.size_bytes <= max_zip_bytes else None
                 media_type = detect_media_type(head, r.source_path, data)
-            except Exception as exc:  # one failed copy must not stop the others
+            except Exception as exc:  # noqa: BLE001 - one failed copy must not stop the others
                 error = f"cannot copy {r.uri}: {exc}"
                 yield (
                     r.source_path,

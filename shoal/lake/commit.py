@@ -25,7 +25,7 @@ class _PyCallable:
     def call(self) -> None:
         try:
             self.result = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the Python side below
+        except BaseException as exc:  # re-raised on the Python side below
             self.error = exc
             raise
         return None
@@ -56,7 +56,7 @@ def commit_with_properties(spark: SparkSession, properties: dict[str, str], fn: 
     return call.result
 
 
-def _iceberg_table(spark: SparkSession, qualified_name: str):
+def _iceberg_table(spark: SparkSession, qualified_name: str) -> Any:
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, qualified_name)

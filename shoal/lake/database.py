@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult, Engine, MetaData, Table, create_engine, event, insert, update
 
 from shoal.config import Settings
+from shoal.lake import exclusive
 from shoal.private import private_dir, private_file
 
 _engines: dict[str, Engine] = {}
@@ -61,10 +62,9 @@ def _migrate_once(url: str, settings: Settings, eng: Engine) -> None:
         _migrating.add(url)
         try:
             from shoal.lake import migrations
-            from shoal.lake.locks import table_lock
 
             # Two processes starting together: the second waits, then finds nothing to do.
-            with table_lock(settings, "shoal-state-schema"):
+            with exclusive.held(settings, "shoal-state-schema", timeout_s=600, engine=lambda: eng):
                 migrations.upgrade(eng)
             _migrated.add(url)
         finally:
@@ -79,7 +79,7 @@ def _create(url: str, settings: Settings) -> Engine:
         eng = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
 
         @event.listens_for(eng, "connect")
-        def _pragmas(dbapi_conn, _record) -> None:  # pragma: no cover - runs per connection
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:  # pragma: no cover - runs per connection
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             # WAL + NORMAL stays durable across process crashes (not power loss) and keeps

@@ -7,11 +7,14 @@ import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
 from shoal.exceptions import ShoalError, TableNotFoundError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -159,7 +162,7 @@ def maintain(
     retain_last: int,
     orphan_min_age_hours: float,
     target_file_size_mb: int,
-    progress=None,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Compact data and delete files, expire old snapshots, remove orphan files."""
     require_table(spark, table)

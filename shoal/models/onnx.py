@@ -23,7 +23,7 @@ _NUMERIC = {
 }
 
 
-def _session(path: Path):
+def _session(path: Path) -> Any:
     try:
         import onnxruntime as ort
     except ImportError as exc:  # pragma: no cover - onnxruntime is a dependency
@@ -34,7 +34,7 @@ def _session(path: Path):
     opts.inter_op_num_threads = 1
     try:
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - ONNX Runtime's errors are untyped (Fail, InvalidGraph, ...): all mean unloadable
         reason = str(exc).splitlines()[0]
         hint = None
         if "locale" in reason:  # StringNormalizer (lower-casing text) needs a generated locale

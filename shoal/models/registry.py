@@ -90,7 +90,7 @@ def detect_kind(source: str) -> str:
     )
 
 
-def _backend(kind: str):
+def _backend(kind: str) -> ModuleType:
     mod: ModuleType
     if kind == "onnx":
         from shoal.models import onnx as mod
@@ -121,7 +121,7 @@ def _archive(folder: Path) -> bytes:
     return bytes(data)
 
 
-def _row(r) -> ModelVersion:
+def _row(r: Any) -> ModelVersion:
     return ModelVersion(
         name=r.name,
         version=r.version,

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal.models.base import ModelError
 from shoal.models.registry import ModelVersion, load_predictor
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from pyspark.sql import SparkSession
 
 OUTPUT_COLUMNS = (
     "model STRING, model_version STRING, label STRING, score DOUBLE, scores MAP<STRING, DOUBLE>, "
@@ -21,7 +26,14 @@ OUTPUT_COLUMNS = (
 
 
 def predict_table(
-    spark, record: ModelVersion, table: str, columns: list[str], into: str, *, keep: list[str], batch_size: int = 256
+    spark: SparkSession,
+    record: ModelVersion,
+    table: str,
+    columns: list[str],
+    into: str,
+    *,
+    keep: list[str],
+    batch_size: int = 256,
 ) -> dict[str, Any]:
     from pyspark.sql import types as T
 
@@ -47,7 +59,7 @@ def predict_table(
     cols = [known[c.lower()] for c in columns]
     keep_cols = [known[c.lower()] for c in keep]
 
-    def run(batches):
+    def run(batches: Iterable[Any]) -> Iterator[Any]:  # pandas DataFrames in and out
         import pandas as pd
 
         predictor = load_predictor(payload)

@@ -13,7 +13,7 @@ from typing import Any
 from shoal.models.base import ModelError, Prediction, from_scores
 
 
-def _skops():
+def _skops() -> Any:
     try:
         import skops.io as sio
     except ImportError as exc:  # pragma: no cover - skops is a dependency
@@ -25,7 +25,7 @@ def inspect(path: Path, options: dict[str, Any]) -> dict[str, Any]:
     sio = _skops()
     try:
         untrusted = sio.get_untrusted_types(file=str(path))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever a damaged file makes skops raise means it is not a skops file
         raise ModelError(f"{path.name} is not a skops file: {str(exc).splitlines()[0][:300]}") from None
     trusted = list(options.get("trust") or [])
     missing = sorted(set(untrusted) - set(trusted))

@@ -28,12 +28,12 @@ def resolve(ref: str) -> Path:
     raise ModelError(f"package {ref} holds no spaCy pipeline folder (config.cfg)")
 
 
-def _load(path: Path):
+def _load(path: Path) -> Any:
     import spacy
 
     try:
         return spacy.load(path)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - spaCy raises many kinds for a broken pipeline: all mean unloadable
         raise ModelError(f"{path.name} is not a loadable spaCy pipeline: {str(exc).splitlines()[0][:300]}") from None
 
 

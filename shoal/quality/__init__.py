@@ -28,7 +28,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import sqlglot
 from pydantic import BaseModel, Field, model_validator
@@ -36,6 +36,13 @@ from sqlglot import exp
 
 from shoal import definitions
 from shoal.exceptions import ShoalError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql import SparkSession
+
+    from shoal.config import Settings
 
 RESULTS_SCHEMA = (
     "run_id STRING, ruleset STRING, table_name STRING, rule STRING, rule_type STRING, severity STRING, "
@@ -116,7 +123,7 @@ class Ruleset(BaseModel):
     profile: bool = True
 
 
-def latest_results(spark, *, ruleset: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+def latest_results(spark: SparkSession, *, ruleset: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
     """Rule results, newest run first (optionally of one ruleset)."""
     from shoal.lake.metadata import NAMESPACE
     from shoal.sql import to_json_value
@@ -195,7 +202,9 @@ def _check_expression(text: str) -> None:
         raise QualityError(f"custom rule expression must be one SQL condition, not a statement: {text!r}")
 
 
-def run_ruleset(spark, settings, ruleset: Ruleset, *, say=lambda _m: None) -> QualityRun:
+def run_ruleset(  # noqa: C901 - evaluates, records and reports every rule kind in one run
+    spark: SparkSession, settings: Settings, ruleset: Ruleset, *, say: Callable[[str], None] = lambda _m: None
+) -> QualityRun:
     from pyspark.sql import functions as F
 
     from shoal.lake.tables import TableName
@@ -254,7 +263,9 @@ def run_ruleset(spark, settings, ruleset: Ruleset, *, say=lambda _m: None) -> Qu
     ]
     say(f"evaluating {len(ruleset.rules)} rule(s) on {ruleset.table}")
     try:
-        row = spark.sql(f"SELECT {', '.join(aggs)} FROM {table.sql}", args=args).first().asDict()
+        first = spark.sql(f"SELECT {', '.join(aggs)} FROM {table.sql}", args=args).first()
+        assert first is not None  # an aggregate without GROUP BY returns one row
+        row = first.asDict()
     except Exception as exc:
         from shoal.exceptions import first_line
 
@@ -342,7 +353,7 @@ def run_ruleset(spark, settings, ruleset: Ruleset, *, say=lambda _m: None) -> Qu
     return run
 
 
-def _store(spark, run: QualityRun, now: datetime) -> None:
+def _store(spark: SparkSession, run: QualityRun, now: datetime) -> None:
     from shoal.lake.metadata import NAMESPACE
 
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS `{NAMESPACE}`")

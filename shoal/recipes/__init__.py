@@ -7,8 +7,9 @@ Public API: `load_job_file`, `JobRegistry`, `run_job`, `read_dataset`, `apply_re
 
 from shoal.recipes.apply import apply_recipe
 from shoal.recipes.job import Dataset, Job, JobError, JobRegistry, JobResult, load_job_file, read_dataset, run_job
-from shoal.recipes.operations import OPERATIONS, RecipeError
+from shoal.recipes.operations import RecipeError
 from shoal.recipes.profile import profile
+from shoal.recipes.registry import OPERATIONS
 
 __all__ = [
     "OPERATIONS",

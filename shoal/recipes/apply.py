@@ -8,7 +8,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shoal.recipes.operations import OPERATIONS, Operation, RecipeError, StepContext, col, condition
+from shoal.recipes.operations import Operation, RecipeError, StepContext, col, condition
+from shoal.recipes.registry import OPERATIONS
 
 # How a step's ConditionExpressions apply (rows matching all of them are "selected"):
 #   "mask":   the step changes or adds values in selected rows only; other rows keep theirs
@@ -157,7 +158,7 @@ def _unchanged(before: DataFrame, after: DataFrame, name: str) -> bool:
     quoted = "`" + name.replace("`", "``") + "`"
     try:
         return before[quoted]._jc.expr().exprId().id() == after[quoted]._jc.expr().exprId().id()
-    except Exception:
+    except Exception:  # noqa: BLE001 - a column without an expression id (a py4j error) counts as changed
         return False
 
 

@@ -18,7 +18,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, select
@@ -28,6 +28,11 @@ from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
 from shoal.lake import database
 from shoal.progress import spark_tasks
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql import DataFrame, DataFrameReader, SparkSession
 
 state_tables = MetaData()
 jobs_table = Table(
@@ -226,7 +231,7 @@ def read_recipe(raw: Any, base: Path, where: str) -> list[dict[str, Any]]:
             f"{where}: a recipe is a list of steps {{'Action': {{'Operation': ..., 'Parameters': {{...}}}}}}"
         )
     from shoal.recipes.apply import condition_mode, step_parts
-    from shoal.recipes.operations import OPERATIONS
+    from shoal.recipes.registry import OPERATIONS
 
     for i, step in enumerate(raw, 1):
         parts = step_parts(step)
@@ -470,7 +475,7 @@ class JobResult:
         }
 
 
-def read_dataset(spark, ds: Dataset):
+def read_dataset(spark: SparkSession, ds: Dataset) -> DataFrame:
     from shoal.lake.tables import TableName
 
     if ds.format == "iceberg":
@@ -497,7 +502,7 @@ def read_dataset(spark, ds: Dataset):
 _DATE_OPTIONS = {"preferDate", "dateFormat", "timestampFormat", "timestampNTZFormat"}
 
 
-def _dates_as_strings(reader, df, path):
+def _dates_as_strings(reader: DataFrameReader, df: DataFrame, path: Any) -> DataFrame:
     """Read a CSV again with its inferred date and timestamp columns as strings.
 
     The cloud's data-prep service infers numbers and booleans from a CSV but keeps dates and
@@ -520,7 +525,9 @@ def _dates_as_strings(reader, df, path):
     return reader.schema(schema).format("csv").load(path)
 
 
-def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobResult:
+def run_job(
+    spark: SparkSession, settings: Settings, job: Job, *, say: Callable[[str], None] = lambda _m: None
+) -> JobResult:
     if job.kind != "recipe":
         hint = f"run it with `shoal glue run {job.name}`" if job.kind == "glue" else None
         raise JobError(f"job {job.name!r} is a {job.kind} job, not a recipe job", hint=hint)
@@ -540,7 +547,15 @@ def run_job(spark, settings: Settings, job: Job, *, say=lambda _m: None) -> JobR
         ) from exc
 
 
-def _run(spark, settings: Settings, job: Job, run_id: str, started: float, say, stage: str) -> JobResult:
+def _run(
+    spark: SparkSession,
+    settings: Settings,
+    job: Job,
+    run_id: str,
+    started: float,
+    say: Callable[[str], None],
+    stage: str,
+) -> JobResult:
     from shoal.recipes.apply import apply_recipe
 
     say(f"{job.name}: {stage}")
@@ -552,7 +567,7 @@ def _run(spark, settings: Settings, job: Job, run_id: str, started: float, say, 
     except Exception as exc:
         raise JobError(f"job {job.name!r} failed while {stage}: {first_line(exc)}") from exc
 
-    def load(ref: Any):
+    def load(ref: Any) -> DataFrame:
         if isinstance(ref, str) and ref in job.datasets:
             return read_dataset(spark, job.datasets[ref])
         base = Path(job.source).parent if job.source else Path.cwd()
@@ -576,7 +591,7 @@ def _run(spark, settings: Settings, job: Job, run_id: str, started: float, say, 
     return JobResult(job.name, run_id, rows_in, rows_out, results, time.monotonic() - started)
 
 
-def write_output(spark, settings: Settings, df, out: Output) -> OutputResult:
+def write_output(spark: SparkSession, settings: Settings, df: DataFrame, out: Output) -> OutputResult:
     missing = [c for c in out.partition_columns if c not in df.columns]
     if missing:
         raise JobError(
@@ -598,26 +613,26 @@ def write_output(spark, settings: Settings, df, out: Output) -> OutputResult:
         else:
             writer.createOrReplace()  # one atomic Iceberg commit
         return OutputResult(out.table, df.count(), 0)
-    writer = df.write.format(out.format)
+    files_writer = df.write.format(out.format)
     if out.compression:
-        writer = writer.option("compression", COMPRESSION[out.compression])
+        files_writer = files_writer.option("compression", COMPRESSION[out.compression])
     if out.partition_columns:
-        writer = writer.partitionBy(*out.partition_columns)
+        files_writer = files_writer.partitionBy(*out.partition_columns)
     for k, v in out.options.items():
-        writer = writer.option(k, str(v))
+        files_writer = files_writer.option(k, str(v))
     if out.format == "csv":
-        writer = writer.option("header", out.options.get("header", "true"))
+        files_writer = files_writer.option("header", out.options.get("header", "true"))
     target = out.path
     assert target is not None  # Output.parse requires a path for file formats
     if "://" in target:
         if out.mode == "append":
-            writer.mode("append").save(target)
+            files_writer.mode("append").save(target)
             return OutputResult(target, df.count(), 0)
         # Replace on a store: write the whole output beside the target first, so a failed
         # write leaves the previous output as it was (Spark's overwrite deletes it first).
         staged = storage.staging_sibling(target)
         try:
-            writer.mode("errorifexists").save(staged)
+            files_writer.mode("errorifexists").save(staged)
             files = storage.replace_folder(staged, target)
         except Exception:
             storage.remove_folder(staged)
@@ -625,12 +640,12 @@ def write_output(spark, settings: Settings, df, out: Output) -> OutputResult:
         return OutputResult(target, df.count(), files)
     final = Path(target)
     if out.mode == "append":
-        writer.mode("append").save(str(final))
+        files_writer.mode("append").save(str(final))
         return OutputResult(target, df.count(), _count_files(final))
     # Replace: write beside the target, then swap folders, so a failed write leaves the
     # previous output whole and readers never see a half-written folder.
     staging = final.with_name(f".{final.name}.staging-{uuid.uuid4().hex[:8]}")
-    writer.mode("errorifexists").save(str(staging))
+    files_writer.mode("errorifexists").save(str(staging))
     old = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
     if final.exists():
         final.rename(old)

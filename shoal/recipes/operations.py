@@ -715,7 +715,3 @@ def sort(df: DataFrame, p: dict[str, Any], ctx: StepContext) -> DataFrame:
             else (c.asc_nulls_first() if nulls_first else c.asc_nulls_last())
         )
     return df.orderBy(*order)
-
-
-# The rest of the reference's operations register themselves on import.
-from shoal.recipes import extended as _extended  # noqa: E402, F401

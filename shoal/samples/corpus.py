@@ -10,6 +10,7 @@ import io
 import json
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 POSITIVE_REVIEW = (
     "I absolutely love this coffee grinder. It is quiet, fast and the burrs are excellent. "
@@ -112,7 +113,7 @@ EXPECTED: dict[str, dict] = {
 }
 
 
-def _font(size: int):
+def _font(size: int) -> Any:
     from PIL import ImageFont
 
     for path in ("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/dejavu/DejaVuSans.ttf"):

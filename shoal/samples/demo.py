@@ -7,13 +7,17 @@ import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shoal.cdc import ApplyOptions, apply_changes
-from shoal.config import CatalogSettings, load_settings
+from shoal.config import CatalogSettings, Settings, load_settings
 from shoal.lake import TableName, history
+from shoal.progress import Say
 from shoal.spark import get_spark
 from shoal.sql import run as run_sql
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MARKER = ".shoal-demo"
 
@@ -124,7 +128,7 @@ def run_demo(workspace: Path, out: Report) -> None:
     )
 
 
-def _cdc(spark, settings, workspace: Path, table: str, say, out: Report) -> None:
+def _cdc(spark: SparkSession, settings: Settings, workspace: Path, table: str, say: Say, out: Report) -> None:
     """Part one: CDC upserts of the product inventory, time travel and history."""
     source = workspace / "dms" / "inventory" / "products"
     opts = ApplyOptions(
@@ -167,7 +171,7 @@ def _cdc(spark, settings, workspace: Path, table: str, say, out: Report) -> None
     )
 
 
-def _unstructured(spark, settings, workspace: Path, say, out: Report) -> None:
+def _unstructured(spark: SparkSession, settings: Settings, workspace: Path, say: Say, out: Report) -> None:
     """Part two: a document corpus through ingest -> extract -> the metadata layer."""
     from shoal.catalog import list_objects
     from shoal.extract import run_extract
@@ -239,7 +243,7 @@ def _unstructured(spark, settings, workspace: Path, say, out: Report) -> None:
         out.print_query(run_sql(spark, sql), "table")
 
 
-def _media(spark, settings, workspace: Path, say, out: Report) -> None:
+def _media(spark: SparkSession, settings: Settings, workspace: Path, say: Say, out: Report) -> None:
     """Part two, continued: pictures, a recording and a video with known content."""
     from shoal.catalog.duplicates import find_duplicates
     from shoal.extract import run_extract
@@ -302,7 +306,7 @@ def _media(spark, settings, workspace: Path, say, out: Report) -> None:
     )
 
 
-def _pipeline(spark, settings, workspace: Path, say, out: Report) -> None:
+def _pipeline(spark: SparkSession, settings: Settings, workspace: Path, say: Say, out: Report) -> None:
     """Part three: the monthly sales-and-marketing refresh as a state machine."""
     from shoal import workflows
     from shoal.notify import Notifier
@@ -359,7 +363,7 @@ def _pipeline(spark, settings, workspace: Path, say, out: Report) -> None:
     )
 
 
-def _search_and_governance(spark, settings, table: str, say, out: Report) -> None:
+def _search_and_governance(spark: SparkSession, settings: Settings, table: str, say: Say, out: Report) -> None:
     """Part four: semantic search over the extracted documents, then governed access."""
     from shoal.governance import AccessDenied, AuditLog, Governance, GovernedSql, Principals
     from shoal.search.index import SearchIndex
@@ -422,7 +426,7 @@ def _search_and_governance(spark, settings, table: str, say, out: Report) -> Non
     )
 
 
-def _console(settings, workspace: Path, say, out: Report) -> None:
+def _console(settings: Settings, workspace: Path, say: Say, out: Report) -> None:
     """The web console: a demo admin whose password goes to a 0600 file, never to the screen."""
     import secrets
 

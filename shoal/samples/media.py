@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageDraw
 
@@ -105,7 +106,7 @@ def cell_accuracy(expected: list[list[str]], got: list[list[str]]) -> float:
     return right / max(1, total)
 
 
-def encode(img: Image.Image, fmt: str, **kw) -> bytes:
+def encode(img: Image.Image, fmt: str, **kw: Any) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format=fmt, **kw)
     return buf.getvalue()

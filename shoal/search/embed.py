@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from shoal.config import Settings
 from shoal.exceptions import DependencyError
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def load(
         return _cache[key]
 
 
-def for_settings(settings, model: str | None = None) -> MiniLM:
+def for_settings(settings: Settings, model: str | None = None) -> MiniLM:
     """The encoder `[search]` names (model, backend), its ONNX graphs in `[extract.media] model_cache`."""
     return load(model or settings.search.model, settings.search.backend, settings.extract.media.model_cache)
 

@@ -40,13 +40,16 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shoal.config import Settings
 from shoal.private import private_dir, private_file
 from shoal.progress import spark_tasks
+
+if TYPE_CHECKING:
+    pass
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS chunks (
@@ -135,7 +138,7 @@ class SearchIndex:
         self.keywords_pointer = self.root / "keywords.current"
         self._local = threading.local()
         self._faiss: Any = None
-        self._faiss_key: tuple[int, int, int] | None = None
+        self._faiss_key: list[int] | None = None
         self._faiss_selector: Any = None
         self._keywords: KeywordIndex | None = None
         self._keywords_key: list[str] | None = None
@@ -167,7 +170,7 @@ class SearchIndex:
     # ---- indexing ------------------------------------------------------------------------------
     def update(
         self,
-        spark,
+        spark: Any,  # a SparkSession (mapPartitions is typed narrower than the encoder it runs)
         *,
         model: str,
         size: int,
@@ -444,7 +447,7 @@ class SearchIndex:
         if folders != self._keywords_key:
             try:
                 self._keywords = KeywordIndex.load(*(self.root / f for f in folders))
-            except Exception:  # being replaced or damaged: FTS5 answers meanwhile
+            except Exception:  # noqa: BLE001 - being replaced or damaged: FTS5 answers meanwhile
                 return None
             self._keywords_key = folders
         return self._keywords
@@ -457,7 +460,7 @@ class SearchIndex:
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         return ids, np.vstack([np.frombuffer(r[1], dtype=np.float32) for r in rows])
 
-    def ann(self):
+    def ann(self) -> Any:
         """The live HNSW graph (an IndexIDMap over IndexHNSWFlat; deleted entries have label
         -1), loaded again only when an indexing run has replaced the file; None before any."""
         import faiss
@@ -577,7 +580,7 @@ def _write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 _local = threading.local()
 
 
-def _stemmer():
+def _stemmer() -> Any:
     # PyStemmer's stemmers are not thread-safe: one per thread (the API serves from a pool).
     if not hasattr(_local, "stemmer"):
         import Stemmer

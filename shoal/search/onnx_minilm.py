@@ -19,18 +19,28 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from shoal.exceptions import DependencyError
 
-if TYPE_CHECKING:
-    from shoal.search.embed import MiniLM
-
 # Bump when the graph below changes: cached files of older versions are not reused.
 GRAPH_VERSION = 2
 Precision = Literal["fp32", "int8"]
+
+
+class Weights(Protocol):
+    """What a graph is built from: the BERT weights `shoal.search.embed.MiniLM` loads (a protocol,
+    so that this module needs nothing from the one that uses it)."""
+
+    name: str
+    fingerprint: str
+    w: dict[str, np.ndarray]
+    dim: int
+    heads: int
+    eps: float
+    layers: int
 
 
 def default_cache() -> Path:
@@ -38,7 +48,7 @@ def default_cache() -> Path:
     return Path.home() / ".cache" / "shoal" / "models"
 
 
-def model_file(model: MiniLM, precision: Precision, root: Path | None = None) -> Path:
+def model_file(model: Weights, precision: Precision, root: Path | None = None) -> Path:
     """The cached ONNX file for these weights and precision, built on first use."""
     root = root or default_cache()
     root.mkdir(parents=True, exist_ok=True)
@@ -97,7 +107,7 @@ class _DropMessage(logging.Filter):
         return self.text not in record.getMessage()
 
 
-def _graph(model: MiniLM):
+def _graph(model: Weights) -> Any:
     from onnx import TensorProto, helper, numpy_helper
 
     w, dim, heads, eps = model.w, model.dim, model.heads, model.eps
@@ -111,7 +121,7 @@ def _graph(model: MiniLM):
             inits.append(numpy_helper.from_array(np.require(value, requirements="C"), name))
         return name
 
-    def node(op: str, inputs: list[str], out: str, domain: str = "", **attrs) -> str:
+    def node(op: str, inputs: list[str], out: str, domain: str = "", **attrs: Any) -> str:
         nodes.append(helper.make_node(op, inputs, [out], name=out, domain=domain, **attrs))
         return out
 
@@ -209,7 +219,7 @@ class OnnxEncoder:
     """Runs the cached graph on batches the encoder has tokenized and padded."""
 
     def __init__(
-        self, model: MiniLM, precision: Precision = "int8", *, root: Path | None = None, threads: int = 0
+        self, model: Weights, precision: Precision = "int8", *, root: Path | None = None, threads: int = 0
     ) -> None:
         import onnxruntime as ort
 
@@ -231,14 +241,14 @@ class OnnxEncoder:
             self.session = ort.InferenceSession(
                 str(self.path), opts, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
             )
-        except Exception as exc:  # a damaged cache file: build it again, once
+        except Exception as exc:  # noqa: BLE001 - a damaged cache file: build it again, once
             self.path.unlink(missing_ok=True)
             self.path = model_file(model, precision, root)
             try:
                 self.session = ort.InferenceSession(
                     str(self.path), opts, providers=["CPUExecutionProvider"], disabled_optimizers=disabled
                 )
-            except Exception:
+            except Exception:  # noqa: BLE001 - a second failure, of any kind, means this runtime cannot load it
                 raise DependencyError(
                     f"ONNX Runtime cannot load the embedding graph {self.path}: {str(exc).splitlines()[0][:300]}",
                     hint="set [search] backend = 'numpy' to use the NumPy encoder",

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shoal.config import Settings
 from shoal.search.chunks import fold_whitespace
-from shoal.search.index import open_index
+from shoal.search.index import SearchIndex, open_index
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from shoal.governance import Principal
 
 RRF_K = 60
 _HEX = re.compile(r"^[0-9a-f]{32}$")
@@ -67,8 +73,8 @@ def search(
     media_type: str | None = None,
     lang: str | None = None,
     tags: dict[str, str] | None = None,
-    principal=None,
-    spark=None,
+    principal: Principal | None = None,
+    spark: SparkSession | None = None,
     mode: str = "hybrid",
     model: str | None = None,
 ) -> list[Hit]:
@@ -115,6 +121,7 @@ def search(
     rows: dict[int, tuple] = {}
     governed = principal is not None and not principal.is_admin
     if governed:
+        assert principal is not None  # governed says so
         rows = _rows(index, candidates)
         # Only text the principal may read takes part at all: ranking over the rest would
         # answer "does this document contain W" without a grant. A chunk counts when the
@@ -175,7 +182,7 @@ def search(
     return hits
 
 
-def _rows(index, chunk_ids) -> dict[int, tuple]:
+def _rows(index: SearchIndex, chunk_ids: Iterable[int]) -> dict[int, tuple]:
     ids = sorted(chunk_ids)
     return {
         r[0]: r
@@ -192,7 +199,9 @@ def _rerank(ranks: dict[int, int], kept: dict[int, Any]) -> dict[int, int]:
     return {cid: r for r, cid in enumerate(c for c in sorted(ranks, key=ranks.__getitem__) if c in kept)}
 
 
-def _governed_rows(settings: Settings, spark, principal, select: str, object_ids: set[str]) -> list[tuple]:
+def _governed_rows(
+    settings: Settings, spark: SparkSession | None, principal: Principal, select: str, object_ids: set[str]
+) -> list[tuple]:
     """`select` (ending in `WHERE object_id IN ({ids})`) run as the principal: its grants, row
     filters and masks apply; no grant gives no rows (the refusal is audited)."""
     from shoal.governance import AccessDenied, GovernedSql
@@ -200,13 +209,17 @@ def _governed_rows(settings: Settings, spark, principal, select: str, object_ids
     ids = sorted(o for o in object_ids if _HEX.match(o))  # our own ids: hex only, safe to inline
     if not ids:
         return []
+    if spark is None:  # the principal's grants, row filters and masks are applied by Spark SQL
+        raise ValueError("a search as a principal needs a SparkSession (spark=...)")
     try:
         return GovernedSql(spark, settings, principal).execute(select.format(ids=", ".join(f"'{o}'" for o in ids))).rows
     except AccessDenied:
         return []
 
 
-def _readable_text(settings: Settings, spark, principal, object_ids: set[str]) -> dict[tuple[str, str], str]:
+def _readable_text(
+    settings: Settings, spark: SparkSession | None, principal: Principal, object_ids: set[str]
+) -> dict[tuple[str, str], str]:
     """(object id, part) -> text as the principal reads it, whitespace folded as chunks are."""
     from shoal.lake import metadata
 
@@ -225,7 +238,7 @@ def _readable_text(settings: Settings, spark, principal, object_ids: set[str]) -
     return {key: fold_whitespace(" ".join(parts)) for key, parts in texts.items()}
 
 
-def _readable(settings: Settings, spark, principal, object_ids: set[str]) -> set[str]:
+def _readable(settings: Settings, spark: SparkSession | None, principal: Principal, object_ids: set[str]) -> set[str]:
     """Objects listed for the principal in shoal.object_index."""
     from shoal.lake import metadata
 

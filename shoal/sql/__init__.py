@@ -12,13 +12,16 @@ import base64
 import datetime as dt
 import decimal
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from shoal.exceptions import SqlError, first_line
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 _TIME_KINDS = {"TIMESTAMP": "TIMESTAMP", "SYSTEM_TIME": "TIMESTAMP", "VERSION": "VERSION", "SYSTEM_VERSION": "VERSION"}
 
@@ -87,7 +90,7 @@ def to_json_value(value: Any) -> Any:
     return value
 
 
-def run(spark, sql: str, *, limit: int | None = None) -> QueryResult:
+def run(spark: SparkSession, sql: str, *, limit: int | None = None) -> QueryResult:
     """Run one or more statements; returns the last statement's result."""
     from pyspark.errors import PySparkException
     from pyspark.sql.utils import AnalysisException, ParseException

@@ -21,7 +21,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 from sqlglot.dialects.athena import Athena
@@ -29,6 +29,9 @@ from sqlglot.dialects.trino import Trino
 from sqlglot.parsers.athena import AthenaParser, AthenaTrinoParser
 
 from shoal.exceptions import SqlError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # ---- parsing: keep the functions whose arguments sqlglot would rewrite on the way in -------------
 # sqlglot turns date_format's MySQL specifiers into its own notation while parsing, losing the
@@ -245,7 +248,7 @@ class AthenaTranslator:
             self._column_types = self._column_types_source() if self._column_types_source else {}
         return self._column_types
 
-    def type_of(self, node: exp.Expr | None) -> str | None:
+    def type_of(self, node: exp.Expr | None) -> str | None:  # noqa: C901 - a case per expression type
         if node is None:
             return None
         known = node.meta.get("spark_type") if node.meta else None
@@ -1051,7 +1054,7 @@ _ready: set[int] = set()
 _ready_lock = threading.Lock()
 
 
-def athena_session(spark):
+def athena_session(spark: SparkSession) -> SparkSession:
     """`spark`, with Athena's JSON functions registered (once per session).
 
     The same session, not a new one: a second session would open the Iceberg catalog a second

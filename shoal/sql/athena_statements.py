@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import sqlglot
 from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, select
@@ -26,9 +26,25 @@ from sqlglot.errors import ParseError
 from shoal.exceptions import SqlError
 from shoal.lake import database
 from shoal.sql import QueryResult, run
+from shoal.sql.external_tables import ExternalTable, Registry, _is_empty, run_df, table_location
 
 if TYPE_CHECKING:
-    from shoal.sql.external import SqlRunner
+    from shoal.config import Settings
+
+
+class SqlRunner(Protocol):
+    """What these statements need of `shoal.sql.external.SqlRunner`, which runs them: a protocol,
+    so that this module needs nothing from the runner's."""
+
+    settings: Settings
+    session: Any  # the SparkSession the runner's dialect uses
+    registry: Registry
+
+    def statement(self, sql: str, *, limit: int | None = None) -> QueryResult: ...
+    def translate(self, sql: str) -> str: ...
+    def materialize(self, table: ExternalTable) -> None: ...
+    def _name(self, table: exp.Expr) -> str | None: ...
+
 
 prepared_tables = MetaData()
 prepared_statements = Table(
@@ -316,7 +332,6 @@ def _text(node: exp.Expr | str) -> str:
 
 def unload(runner: SqlRunner, sql: str) -> QueryResult:
     """UNLOAD (query) TO 'location' WITH (format, compression, field_delimiter, partitioned_by)."""
-    from shoal.sql.external import _is_empty, run_df, table_location
 
     m = re.fullmatch(r"UNLOAD\s*\((.+)\)\s*TO\s*'([^']+)'\s*(?:WITH\s*\((.*)\))?", sql.strip(), re.I | re.S)
     if not m:

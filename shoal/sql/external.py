@@ -17,44 +17,36 @@
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlglot
-from sqlalchemy import Boolean, Column, DateTime, MetaData, String, Table, Text, delete, select, update
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from shoal.config import Settings
 from shoal.exceptions import SqlError, first_line
-from shoal.lake import database
 from shoal.sql import QueryResult, athena_statements, run, split_statements
 from shoal.sql.athena import AthenaTranslator, ShoalAthena, athena_session
 from shoal.sql.athena import at_offset as athena_position
+from shoal.sql.external_tables import (
+    SESSION_CATALOG,
+    ExternalTable,
+    Registry,
+    _is_empty,
+    _q,
+    run_df,
+    table_location,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 ATHENA_DIALECTS = {"athena", "trino", "presto"}
 
-state_tables = MetaData()
-external_tables = Table(
-    "shoal_external_tables",
-    state_tables,
-    Column("name", String(300), primary_key=True),
-    Column("columns", Text, nullable=False),
-    Column("partition_columns", Text, nullable=False),
-    Column("format", String(32), nullable=False),
-    Column("location", Text, nullable=False),
-    Column("options", Text, nullable=False),
-    Column("repaired", Boolean, nullable=False),
-    Column("created_at", DateTime, nullable=False),
-    Column("ddl", Text),
-)
-
-SESSION_CATALOG = "spark_catalog"
 _SERDE_FORMATS = {
     "org.apache.hadoop.hive.ql.io.parquet.serde.parquethiveserde": "parquet",
     "org.openx.data.jsonserde.jsonserde": "json",
@@ -83,101 +75,12 @@ _ICEBERG_PROPERTIES = {
 }
 
 
-@dataclass
-class ExternalTable:
-    name: str  # db.table, lower case
-    columns: list[tuple[str, str]]
-    partition_columns: list[tuple[str, str]]
-    format: str
-    location: str
-    options: dict[str, str]
-    repaired: bool = False
-
-    @property
-    def spark_name(self) -> str:
-        db, table = self.name.split(".")
-        return f"{SESSION_CATALOG}.`{db}`.`{table}`"
-
-    def spark_ddl(self) -> str:
-        cols = ", ".join(f"`{n}` {t}" for n, t in self.columns + self.partition_columns)
-        ddl = f"CREATE TABLE IF NOT EXISTS {self.spark_name} ({cols}) USING {self.format}"
-        if self.options:
-            ddl += " OPTIONS (" + ", ".join(f"'{_q(k)}' = '{_q(v)}'" for k, v in self.options.items()) + ")"
-        if self.partition_columns:
-            ddl += " PARTITIONED BY (" + ", ".join(f"`{n}`" for n, _ in self.partition_columns) + ")"
-        return ddl + f" LOCATION '{_q(self.location)}'"
-
-
-def _q(text: str) -> str:
-    return str(text).replace("\\", "\\\\").replace("'", "\\'")
-
-
-class Registry:
-    """External table definitions in the catalog database."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.engine = database.engine(settings, state_tables)
-
-    def get(self, name: str) -> ExternalTable | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(select(external_tables).where(external_tables.c.name == name.lower())).first()
-        if row is None:
-            return None
-        return ExternalTable(
-            name=row.name,
-            columns=[tuple(c) for c in json.loads(row.columns)],
-            partition_columns=[tuple(c) for c in json.loads(row.partition_columns)],
-            format=row.format,
-            location=row.location,
-            options=json.loads(row.options),
-            repaired=row.repaired,
-        )
-
-    def names(self) -> set[str]:
-        with self.engine.connect() as conn:
-            return {r.name for r in conn.execute(select(external_tables.c.name))}
-
-    def list(self) -> list[dict[str, Any]]:
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(external_tables).order_by(external_tables.c.name)).all()
-        return [
-            {
-                "name": r.name,
-                "format": r.format,
-                "location": r.location,
-                "partition_columns": [c[0] for c in json.loads(r.partition_columns)],
-                "repaired": r.repaired,
-            }
-            for r in rows
-        ]
-
-    def put(self, table: ExternalTable) -> None:
-        values = {
-            "columns": json.dumps(table.columns),
-            "partition_columns": json.dumps(table.partition_columns),
-            "format": table.format,
-            "location": table.location,
-            "options": json.dumps(table.options),
-            "repaired": table.repaired,
-            "created_at": database.utcnow(),
-            "ddl": table.spark_ddl(),
-        }
-        with self.engine.begin() as conn:
-            database.upsert(conn, external_tables, {"name": table.name}, values)
-
-    def mark_repaired(self, name: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(update(external_tables).where(external_tables.c.name == name).values(repaired=True))
-
-    def remove(self, name: str) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(delete(external_tables).where(external_tables.c.name == name))
-
-
 class SqlRunner:
     """Runs SQL scripts in a source dialect against the lake and the external tables."""
 
-    def __init__(self, spark, settings: Settings, *, dialect: str = "athena", database_name: str | None = None) -> None:
+    def __init__(
+        self, spark: SparkSession, settings: Settings, *, dialect: str = "athena", database_name: str | None = None
+    ) -> None:
         self.spark = spark
         self.settings = settings
         self.dialect = dialect
@@ -275,7 +178,7 @@ class SqlRunner:
             target = named.group(1).split("`.`")[-1].strip("`").lower()
             try:
                 tokens = sqlglot.tokenize(statement, read=ShoalAthena)
-            except Exception:
+            except Exception:  # noqa: BLE001 - a statement sqlglot cannot tokenize just has no position to report
                 tokens = []
             for tok in tokens:
                 if tok.text.strip('"`').lower() == target:
@@ -344,7 +247,7 @@ class SqlRunner:
             if name not in self._schemas:
                 try:
                     fields = self.session.table(name).schema.fields
-                except Exception:
+                except Exception:  # noqa: BLE001 - a table Spark cannot resolve has no known column types
                     continue
                 self._schemas[name] = [(f.name, f.dataType.simpleString()) for f in fields]
             for field, t in self._schemas[name]:
@@ -359,7 +262,7 @@ class SqlRunner:
                 continue
             try:
                 fields = self.session.sql(self._rewrite(query)[0]).schema.fields
-            except Exception:
+            except Exception:  # noqa: BLE001 - a query Spark cannot analyse has no known column types
                 continue
             for f in fields:
                 t = f.dataType.simpleString()
@@ -649,25 +552,6 @@ def _athena_transform(text: str) -> str:
     return f"{m.group(1).lower()}s({m.group(2)})" if m else text
 
 
-def _is_empty(settings: Settings, location: str) -> bool:
-    """Whether no file lies under `location` (a local folder or an s3:// prefix)."""
-    if "://" not in location:
-        return not Path(location).exists() or not any(Path(location).iterdir())
-    if not location.startswith(("s3://", "s3a://")):
-        raise SqlError(f"external_location {location}: only local folders and s3:// locations are supported")
-    from pyarrow import fs as pafs
-
-    from shoal import storage
-
-    storage.configure(settings.storage)
-    client, key = storage.filesystem(location)
-    try:
-        found = client.get_file_info(pafs.FileSelector(key, recursive=True, allow_not_found=True))
-    except OSError as exc:
-        raise SqlError(f"cannot list external_location {location}: {exc}") from exc
-    return not any(e.type == pafs.FileType.File for e in found)
-
-
 def _column_defs(schema: exp.Expr) -> list[tuple[str, str]]:
     """(name, Spark type) of each column a DDL schema declares."""
     return [(c.name, c.args["kind"].sql(dialect="spark")) for c in schema.expressions if isinstance(c, exp.ColumnDef)]
@@ -677,7 +561,7 @@ _default_ready: set[int] = set()
 _default_lock = threading.Lock()
 
 
-def _ensure_default_database(spark) -> None:
+def _ensure_default_database(spark: SparkSession) -> None:
     """The `default` database exists in the lake, as it does in every Athena catalog.
 
     Parallel branches start runners at once; Iceberg's JDBC catalog checks and inserts in two
@@ -694,13 +578,6 @@ def _ensure_default_database(spark) -> None:
         _default_ready.add(id(spark))
 
 
-def run_df(spark, sql: str):
-    try:
-        return spark.sql(sql)
-    except Exception as exc:
-        raise SqlError(first_line(exc)) from exc
-
-
 def _literal(node: Any) -> str:
     if isinstance(node, exp.Expression):
         return node.name if isinstance(node, exp.Literal | exp.Var | exp.Identifier) else node.sql()
@@ -713,15 +590,6 @@ def _names(node: Any) -> list[str]:
     if isinstance(node, exp.Array | exp.Schema | exp.Tuple):
         return [_literal(e) if not isinstance(e, exp.ColumnDef) else e.name for e in node.expressions]
     return [_literal(node)]
-
-
-def table_location(location: str) -> str:
-    """A LOCATION as Spark needs it: local paths absolute (file:// dropped), URIs as given."""
-    if location.startswith("file://"):
-        return location.removeprefix("file://")
-    if "://" not in location:
-        return str(Path(location).expanduser().resolve())
-    return location
 
 
 def _message(text: str) -> QueryResult:

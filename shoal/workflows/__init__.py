@@ -73,7 +73,7 @@ def run(
     say: Callable[[str], None] = lambda _m: None,
 ) -> ExecutionRecord:
     machine = ref if isinstance(ref, StateMachine) else load_machine(settings, ref)
-    engine = Engine(settings, tasks.resolve, say=say)
+    engine = Engine(settings, tasks.resolve, say=say, run_workflow=run)
     record = engine.start(
         machine, {} if input_ is None else input_, name=name, trigger=trigger, execution_id=execution_id
     )
@@ -88,7 +88,7 @@ def resume(
     notify_on_failure: str | None = None,
     say: Callable[[str], None] = lambda _m: None,
 ) -> ExecutionRecord:
-    record = Engine(settings, tasks.resolve, say=say).resume(execution_id)
+    record = Engine(settings, tasks.resolve, say=say, run_workflow=run).resume(execution_id)
     _notify_failure(settings, record, notify_on_failure)
     return record
 

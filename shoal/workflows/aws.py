@@ -41,14 +41,16 @@ import time
 import uuid
 from typing import Any
 
-from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, insert, select, update
+from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, insert, select
 
 from shoal.config import Settings
 from shoal.lake import database
 from shoal.workflows.engine import TaskContext
 from shoal.workflows.errors import TASK_FAILED, StatesError
+from shoal.workflows.functions import load_callable, resolve_function
 from shoal.workflows.params import need as _need
 from shoal.workflows.params import task_params as _params
+from shoal.workflows.publish import notify
 
 # ---- helpers ---------------------------------------------------------------------------------
 
@@ -191,14 +193,6 @@ class QueryStore:
                 )
             )
 
-    def update_execution(self, execution: dict[str, Any]) -> None:
-        with self.engine.begin() as conn:
-            conn.execute(
-                update(athena_queries)
-                .where(athena_queries.c.query_execution_id == execution["QueryExecutionId"])
-                .values(execution=json.dumps(execution))
-            )
-
     def get(self, query_execution_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         with self.engine.connect() as conn:
             row = conn.execute(
@@ -280,7 +274,7 @@ def _write_result_file(uri: str, kind: str, stored: dict[str, Any], raw: Any) ->
         text = "".join("\t".join(v or "" for v in row) + "\n" for row in rows)
     try:
         storage.write_bytes_atomic(uri, text.encode("utf-8"))
-    except Exception as exc:  # noqa: BLE001 - any store's refusal becomes the query's failure
+    except Exception as exc:
         raise StatesError(TASK_FAILED, f"cannot write the query result to {uri}: {exc}") from exc
 
 
@@ -321,7 +315,7 @@ def _run_query(ctx: TaskContext, p: dict[str, Any]) -> tuple[dict[str, Any], Exc
         result = _stored_result(query, raw)
         if result_file:
             _write_result_file(result_file, kind, result, raw)
-    except Exception as exc:  # noqa: BLE001 - recorded as the query's FAILED state, then handed on
+    except Exception as exc:  # noqa: BLE001 - a failed query is the execution's recorded failure, as the service reports it
         error = exc
         started = time.time()
     done = time.time()
@@ -431,7 +425,6 @@ def _run_registered_job(ctx: TaskContext, ref: str, arguments: dict[str, Any]) -
     """(job, run result or None, started, finished) for a registered recipe, Glue or Python job
     (a recipe run's JobResult, a Glue run's summary, None for Python)."""
     from shoal.recipes import JobRegistry, run_job
-    from shoal.workflows.tasks import load_callable
 
     job = JobRegistry(ctx.settings).resolve(ref)
     started = time.time()
@@ -564,15 +557,11 @@ def glue_start_crawler(ctx: TaskContext, params: Any) -> Any:
 
 
 def sns_publish(ctx: TaskContext, params: Any) -> Any:
-    from shoal.workflows.tasks import notify
-
     result = notify(ctx, params)
     return {"MessageId": result["MessageId"], **_sdk(_request_id())}
 
 
 def _invoke(ctx: TaskContext, ref: str, payload: Any) -> Any:
-    from shoal.workflows.functions import resolve_function
-
     return resolve_function(ctx.settings, ref)(payload)
 
 
@@ -607,9 +596,12 @@ def function_arn(name: str) -> Any:
 
 
 def _child(ctx: TaskContext, params: Any) -> tuple[dict[str, Any], Any]:
-    from shoal import workflows
     from shoal.workflows.store import SUCCEEDED
 
+    if ctx.run_workflow is None:
+        raise StatesError(
+            "States.Runtime", "this engine was made without a workflow runner: child executions cannot start"
+        )
     p = _params(params)
     arn = str(_need(p, "StateMachineArn"))
     workflow = arn.rsplit(":", 1)[-1]
@@ -619,7 +611,7 @@ def _child(ctx: TaskContext, params: Any) -> tuple[dict[str, Any], Any]:
             input_ = json.loads(input_)
         except json.JSONDecodeError as exc:
             raise StatesError("States.Runtime", f"Input is not JSON text: {exc}") from exc
-    record = workflows.run(
+    record = ctx.run_workflow(
         ctx.settings,
         workflow,
         input_,

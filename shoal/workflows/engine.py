@@ -20,13 +20,16 @@ import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal.config import Settings
 from shoal.workflows import choice, errors, paths, query
 from shoal.workflows.definition import StateMachine, build, language_of
 from shoal.workflows.errors import StatesError, WorkflowError
 from shoal.workflows.store import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionRecord, Store, now, owner_alive
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MAX_PAYLOAD_BYTES = 256 * 1024
 # The language's limit on the variables one scope can see (256 KiB per Assign is MAX_PAYLOAD_BYTES).
@@ -94,10 +97,13 @@ class TaskContext:
     scope: str
     cancel: CancelToken
     say: Callable[[str], None]
+    # Runs another workflow, as `shoal.workflows.run` (child executions): handed in by whoever made
+    # the engine, so that task resources need not import the package that imports them.
+    run_workflow: Callable[..., ExecutionRecord] | None = None
     _spark_pool: str = ""
     _job_group: str = field(default_factory=lambda: uuid.uuid4().hex)
 
-    def spark(self):
+    def spark(self) -> SparkSession:
         """The shared SparkSession, with this thread's jobs in the branch's FAIR pool."""
         from shoal.spark import get_spark
 
@@ -120,11 +126,13 @@ class Engine:
         *,
         store: Store | None = None,
         say: Callable[[str], None] = lambda _m: None,
+        run_workflow: Callable[..., ExecutionRecord] | None = None,
     ) -> None:
         self.settings = settings
         self.resolve = resolve
         self.store = store or Store(settings)
         self.say = say
+        self.run_workflow = run_workflow
 
     def start(
         self,
@@ -216,7 +224,7 @@ class _StopWatch(threading.Thread):
         while not self._done.wait(self.POLL_S):
             try:
                 request = self.store.stop_request(self.run_.id)
-            except Exception:  # a busy database: look again at the next tick
+            except Exception:  # noqa: BLE001 - a busy database: look again at the next tick
                 continue
             if request:
                 self.reason = StatesError(request.get("error") or "States.Aborted", request.get("cause") or "stopped")
@@ -664,6 +672,7 @@ class _Run:
             scope,
             task_cancel,
             self.engine.say,
+            run_workflow=self.engine.run_workflow,
             _spark_pool=f"shoal-{scope or 'main'}",
         )
         self.store.event(self.id, "TaskScheduled", state=name, scope=scope, resource=resource, parameters=params)
@@ -685,7 +694,7 @@ class _Run:
                 cause=err.cause,
             )
             raise
-        except Exception as exc:  # noqa: BLE001 - any task failure becomes a States error the definition can catch
+        except Exception as exc:  # any task failure becomes a States error the definition can catch
             failure = errors.from_exception(exc)
             self.store.event(self.id, "TaskFailed", state=name, scope=scope, error=failure.error, cause=failure.cause)
             raise failure from exc
@@ -700,7 +709,9 @@ class _Run:
         )
         return result
 
-    def _with_timeout(self, handler, tctx: TaskContext, params: Any, timeout: float, name: str) -> Any:
+    def _with_timeout(
+        self, handler: Callable[[TaskContext, Any], Any], tctx: TaskContext, params: Any, timeout: float, name: str
+    ) -> Any:
         box: dict[str, Any] = {}
 
         def target() -> None:

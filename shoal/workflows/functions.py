@@ -10,6 +10,7 @@ one registered callable.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -21,6 +22,9 @@ from shoal.config import Settings
 from shoal.exceptions import ShoalError
 from shoal.lake import database
 from shoal.workflows.errors import StatesError
+
+# Python callables a task may name instead of `module:function` (also searched by function name).
+ENTRY_POINT_GROUP = "shoal.tasks"
 
 state_tables = MetaData()
 functions_table = Table(
@@ -49,8 +53,6 @@ class FunctionRegistry:
         self.engine = database.engine(settings, state_tables)
 
     def register(self, name: str, target: str, *, description: str | None = None) -> dict[str, Any]:
-        from shoal.workflows.tasks import load_callable
-
         if not _NAME.match(name):
             raise FunctionError(f"function name {name!r} must be 1-64 letters, digits, '-' or '_'")
         if ":" not in target:
@@ -99,8 +101,6 @@ def resolve_function(settings: Settings, ref: str) -> Callable[[Any], Any]:
     `ref` is a function ARN (full or partial), a registered NAME (optionally NAME:ALIAS), an
     entry point in the `shoal.tasks` group, or `module:function`.
     """
-    from shoal.workflows.tasks import ENTRY_POINT_GROUP, load_callable
-
     name = function_name(ref)
     if name is None:
         head = ref.split(":", 1)[0]
@@ -120,3 +120,28 @@ def resolve_function(settings: Settings, ref: str) -> Callable[[Any], Any]:
             f"or install an entry point {name!r} in group {ENTRY_POINT_GROUP!r})",
         )
     return load_callable(name)
+
+
+def load_callable(ref: str) -> Callable[[Any], Any]:
+    """`module:attr` or the name of an entry point in the `shoal.tasks` group."""
+    if ":" in ref:
+        module_name, _, attr = ref.partition(":")
+        try:
+            target: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise StatesError("States.Runtime", f"cannot import {module_name!r} for {ref!r}: {exc}") from exc
+        for part in attr.split("."):
+            target = getattr(target, part, None)
+            if target is None:
+                raise StatesError("States.Runtime", f"{module_name!r} has no attribute {attr!r}")
+    else:
+        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == ref]
+        if not found:
+            raise StatesError(
+                "States.Runtime",
+                f"no entry point {ref!r} in group {ENTRY_POINT_GROUP!r} (and no module:function given)",
+            )
+        target = found[0].load()
+    if not callable(target):
+        raise StatesError("States.Runtime", f"{ref!r} is not callable")
+    return target

@@ -32,10 +32,10 @@ _REF_TOKEN = re.compile(r"\.([A-Za-z_][\w-]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]"
 
 
 @lru_cache(maxsize=4096)
-def _compiled(path: str):
+def _compiled(path: str) -> Any:
     try:
         return jsonpath_parse(path)
-    except (JsonPathLexerError, JsonPathParserError, Exception) as exc:  # the parser raises plain Exception too
+    except (JsonPathLexerError, JsonPathParserError, Exception) as exc:  # noqa: BLE001 - the parser raises plain Exception too
         raise ValueError(f"not a valid JSONPath: {path!r} ({exc})") from None
 
 

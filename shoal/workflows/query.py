@@ -89,7 +89,7 @@ def evaluate(text: str, states: dict[str, Any], variables: dict[str, Any]) -> An
         result = expr.evaluate(None, bindings)
     except StatesError:
         raise
-    except Exception as exc:  # noqa: BLE001 - JSONata errors, and errors of the added functions
+    except Exception as exc:  # JSONata errors, and errors of the added functions
         raise StatesError(QUERY_EVALUATION, f"{text}: {exc}") from exc
     if result is None:
         raise StatesError(QUERY_EVALUATION, f"{text} evaluated to undefined (no value)")

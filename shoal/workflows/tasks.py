@@ -20,12 +20,10 @@ Every handler runs to completion before the state finishes, with or without `.sy
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 import uuid
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +31,12 @@ from shoal.exceptions import ShoalError
 from shoal.workflows import aws
 from shoal.workflows.engine import TaskContext
 from shoal.workflows.errors import StatesError
+from shoal.workflows.functions import load_callable
 from shoal.workflows.params import need as _need
 from shoal.workflows.params import task_params as _params
+from shoal.workflows.publish import notify
 
 Handler = Callable[[TaskContext, Any], Any]
-ENTRY_POINT_GROUP = "shoal.tasks"
 _ARN = re.compile(
     r"^arn:aws[\w-]*:states:[^:]*:[^:]*:(?P<service>[\w-]+):(?P<api>\w+)(?P<suffix>\.sync(?::2)?|\.waitForTaskToken)?$"
 )
@@ -194,21 +193,6 @@ def extract(ctx: TaskContext, params: Any) -> Any:
     return out
 
 
-def notify(ctx: TaskContext, params: Any) -> Any:
-    from shoal.notify import Notifier, NotifyError
-
-    p = _params(params)
-    topic = _need(p, "Topic", "TopicArn", "TopicName")
-    message = p.get("Message", p.get("Payload", ""))
-    result = Notifier(ctx.settings).publish(topic, message, subject=p.get("Subject"))
-    if result.failed and not result.delivered:
-        raise NotifyError(
-            f"no subscriber of topic {result.topic!r} received the message: "
-            + "; ".join(d.error or "" for d in result.deliveries)
-        )
-    return result.to_dict()
-
-
 def python(ctx: TaskContext, params: Any) -> Any:
     p = _params(params)
     ref = _need(p, "EntryPoint", "FunctionName", "Function")
@@ -232,31 +216,6 @@ def job(ctx: TaskContext, params: Any) -> Any:
 
 def _call_entry_point(ref: str, payload: Any) -> Any:
     return load_callable(ref)(payload)
-
-
-def load_callable(ref: str) -> Callable[[Any], Any]:
-    """`module:attr` or the name of an entry point in the `shoal.tasks` group."""
-    if ":" in ref:
-        module_name, _, attr = ref.partition(":")
-        try:
-            target: Any = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise StatesError("States.Runtime", f"cannot import {module_name!r} for {ref!r}: {exc}") from exc
-        for part in attr.split("."):
-            target = getattr(target, part, None)
-            if target is None:
-                raise StatesError("States.Runtime", f"{module_name!r} has no attribute {attr!r}")
-    else:
-        found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == ref]
-        if not found:
-            raise StatesError(
-                "States.Runtime",
-                f"no entry point {ref!r} in group {ENTRY_POINT_GROUP!r} (and no module:function given)",
-            )
-        target = found[0].load()
-    if not callable(target):
-        raise StatesError("States.Runtime", f"{ref!r} is not callable")
-    return target
 
 
 NATIVE: dict[str, Handler] = {

@@ -26,7 +26,7 @@ class Inbox:
     def __init__(self) -> None:
         self.messages: list[tuple[str, list[str], bytes]] = []
 
-    async def handle_DATA(self, server, session, envelope):  # noqa: N802 - aiosmtpd's hook name
+    async def handle_DATA(self, server, session, envelope):  # aiosmtpd's hook name
         self.messages.append((envelope.mail_from, envelope.rcpt_tos, envelope.content))
         return "250 OK"
 
@@ -46,7 +46,7 @@ def webhook():
     state = {"fail_first": 0}
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's hook name
+        def do_POST(self):  # http.server's hook name
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if state["fail_first"] > 0:
                 state["fail_first"] -= 1

@@ -41,7 +41,9 @@ class PgServer(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     request_queue_size = 64
 
-    def __init__(self, settings: Settings, *, spark=None, host: str | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, spark: Any = None, host: str | None = None, port: int | None = None
+    ) -> None:
         from shoal.spark import get_spark
 
         self.settings = settings
@@ -179,5 +181,7 @@ class PgServer(socketserver.ThreadingTCPServer):
                     return
             self.spark.sparkContext.cancelJobGroup(running[0])
 
-    def handle_error(self, request, client_address) -> None:  # never let a connection's error reach stderr raw
+    def handle_error(
+        self, request: Any, client_address: Any
+    ) -> None:  # never let a connection's error reach stderr raw
         log.exception("PostgreSQL endpoint: error on a connection from %s", client_address)

@@ -28,8 +28,9 @@ import socketserver
 import ssl
 import struct
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlglot import exp
 
@@ -61,7 +62,27 @@ from shoal.bi.pg.codec import (
 from shoal.exceptions import ShoalError, SqlError, first_line
 
 if TYPE_CHECKING:
-    from shoal.bi.pg.server import PgServer
+    from shoal.config import Settings
+    from shoal.governance import Principals
+    from shoal.governance.sessions import Sessions
+
+
+class Server(Protocol):
+    """What a connection needs of its server (`shoal.bi.pg.server.PgServer`): a protocol, so that
+    the session module needs nothing from the server module, which builds on it."""
+
+    settings: Settings
+    spark: Any
+    sessions: Sessions
+    principals: Principals
+    tls_context: ssl.SSLContext | None
+
+    def handshake_done(self, conn: Connection) -> None: ...
+    def acquire(self, conn: Connection) -> bool: ...
+    def release(self, conn: Connection) -> None: ...
+    def running(self, conn: Connection, group: str) -> AbstractContextManager[None]: ...
+    def cancel(self, pid: int, secret: int) -> None: ...
+
 
 log = logging.getLogger("shoal.pgwire")
 
@@ -145,7 +166,7 @@ class Portal:
 
 
 class Connection(socketserver.BaseRequestHandler):
-    server: PgServer
+    server: Server  # type: ignore[assignment]  # socketserver's BaseServer, narrowed to what is used
 
     def setup(self) -> None:
         self.sock: socket.socket = self.request
@@ -686,7 +707,7 @@ class Connection(socketserver.BaseRequestHandler):
                     qr = self.governed.execute(self.pg.translate(sql), limit=limit + 1)
                 finally:
                     sc.setLocalProperty("spark.jobGroup.id", None)
-        except Exception as exc:  # noqa: BLE001 - every failure is the client's error, not the server's
+        except Exception as exc:  # every failure is the client's error, not the server's
             if self.canceled:
                 raise PgError("canceling statement due to user request", "57014") from exc
             if isinstance(exc, ShoalError):

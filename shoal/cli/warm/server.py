@@ -132,11 +132,11 @@ def _threads_inherit_context() -> None:
         return
     init, bootstrap = threading.Thread.__init__, threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self: threading.Thread, *args: Any, **kwargs: Any) -> None:
         init(self, *args, **kwargs)
-        self._shoal_context = contextvars.copy_context()
+        self._shoal_context = contextvars.copy_context()  # type: ignore[attr-defined]
 
-    def _bootstrap_inner(self) -> None:
+    def _bootstrap_inner(self: threading.Thread) -> None:
         ctx = getattr(self, "_shoal_context", None)
         if ctx is None:
             bootstrap(self)

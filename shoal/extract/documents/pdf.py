@@ -274,7 +274,7 @@ def _pdfium_texts(data: bytes, problems: list[str]) -> list[str]:
 
     try:
         pdf = pypdfium2.PdfDocument(data)
-    except Exception as exc:  # noqa: BLE001 - PdfiumError and friends
+    except Exception as exc:  # PdfiumError and friends
         raise ValueError(f"corrupt PDF: {'; '.join([*problems, f'pdfium: {exc}'])}") from exc
     try:
         return [_page_text(pdf, i) for i in range(len(pdf))]

@@ -308,7 +308,7 @@ class ImageLabels(Extractor):
 
         def build_hog():
             hog = cv2.HOGDescriptor()
-            hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
+            hog.setSVMDetector(np.asarray(cv2.HOGDescriptor.getDefaultPeopleDetector(), dtype=np.float32))
             return hog
 
         hog = _model("hog_people", build_hog)

@@ -11,14 +11,18 @@ Revision 0001 is release 0.1.0's schema, the baseline of every install made befo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, inspect
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 VERSION_TABLE = "shoal_schema_version"
 _HERE = Path(__file__).parent
 
 
-def _config(connection: Connection):
+def _config(connection: Connection) -> Config:
     from alembic.config import Config
 
     cfg = Config()

@@ -29,7 +29,7 @@ SQL_NOTICES = {
 }
 
 
-def add(router: APIRouter, c: Console) -> None:
+def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route table: each nested handler counts
     # Statements running now, by (principal, the run token their page posted): the Spark job
     # group each runs in, so its author (and nobody else) can cancel it.
     running: dict[tuple[str, str], str] = {}
@@ -57,7 +57,7 @@ def add(router: APIRouter, c: Console) -> None:
             if group in cancelled:  # Spark's own text names job ids and groups: say it plainly
                 error = "cancelled: you pressed Cancel before the statement finished"
             return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
-        except Exception as exc:  # noqa: BLE001 - a failed query, audited; never an unaudited 500
+        except Exception as exc:  # a failed query, audited; never an unaudited 500
             logging.getLogger("shoal.console").exception("unexpected error running a query")
             c.audit.record(who.name, "api.error", "/sql", False, reason=type(exc).__name__, sql=sql, via="console")
             error = "the query failed (the error is in the audit log)"
