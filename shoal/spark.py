@@ -348,9 +348,7 @@ def ship_code(spark: SparkSession, settings: Settings) -> None:
     import hashlib
     import zipfile
 
-    import shoal
-
-    pkg = Path(shoal.__file__).parent
+    pkg = Path(__file__).resolve().parent  # this module sits at the package's root
     files = sorted(p for p in pkg.rglob("*.py") if "__pycache__" not in p.parts)
     digest = hashlib.sha256()
     for p in files:

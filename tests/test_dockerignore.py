@@ -12,15 +12,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _patterns() -> list[str]:
     lines = (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()
-    return [line.strip().removeprefix("**/") for line in lines if line.strip() and not line.startswith("#")]
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
 def _ignored(path: str, patterns: list[str]) -> bool:
-    """Docker matches a pattern against the path and each of its parents (Go filepath.Match;
-    `**/` at the start matches at any depth, approximated by matching every suffix)."""
+    """Docker matches a pattern against the path and each of its parents, from the context's
+    root (Go filepath.Match); `**/` at the start matches at any depth."""
     parts = path.split("/")
-    candidates = {"/".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
-    return any(fnmatch.fnmatchcase(c, p) for c in candidates for p in patterns)
+    from_root = {"/".join(parts[:j]) for j in range(1, len(parts) + 1)}
+    anywhere = {"/".join(parts[i:j]) for i in range(len(parts)) for j in range(i + 1, len(parts) + 1)}
+    for p in patterns:
+        if p.startswith("**/"):
+            if any(fnmatch.fnmatchcase(c, p.removeprefix("**/")) for c in anywhere):
+                return True
+        elif any(fnmatch.fnmatchcase(c, p.lstrip("/")) for c in from_root):
+            return True
+    return False
 
 
 def test_context_leaves_out_history_environments_and_workspaces() -> None:
