@@ -244,6 +244,12 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     conf.update(catalog_conf(settings))
     if uses_object_store(settings):
         conf.update(storage_conf(settings))
+    # Spark starts its Python workers with OMP_NUM_THREADS=1 (SPARK-28843) unless this is set,
+    # and CTranslate2 takes it over its own thread setting: `[extract.media] speech_threads`
+    # was ignored inside `shoal extract`, and the arithmetic with it. Whisper base sits near a
+    # tie on the demo's WAV: one thread read "Maria Darcy ... Roger Damware House", two threads
+    # (and the same file outside Spark) "Maria Garcia ... Rotterdam warehouse".
+    conf["spark.executorEnv.OMP_NUM_THREADS"] = str(settings.extract.media.speech_threads)
     conf.update(settings.spark.conf)
     # Applied after the user's conf on purpose: these close read paths around governance.
     # Spark would expand ${env:...}, ${system:...} and ${spark.*} inside any SQL text, string

@@ -358,3 +358,13 @@ def test_vad_model_ships_in_faster_whisper_and_unshipped_sizes_are_refused(tmp_p
     text = " ".join(s.text for s in t.segments)
     assert wer("Please call the Rotterdam warehouse before Friday.", text) <= 0.2, text
     assert t.segments[0].start_s >= 3.0, t.segments  # timestamps still refer to the original audio
+
+
+def test_spark_workers_run_speech_with_the_configured_threads(spark, settings):
+    """Spark gives Python workers OMP_NUM_THREADS=1 unless told otherwise, and CTranslate2 takes
+    it over `speech_threads`: a worker then read the demo's WAV differently from the same model
+    outside Spark (one thread: "Roger Damware House"; two: "Rotterdam warehouse")."""
+    import os
+
+    seen = spark.sparkContext.parallelize([0, 1], 2).map(lambda _: os.environ.get("OMP_NUM_THREADS")).collect()
+    assert seen == [str(settings.extract.media.speech_threads)] * 2
