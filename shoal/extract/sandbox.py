@@ -235,6 +235,13 @@ def run_isolated(obj: ObjectInfo, data: bytes, chain: list[str], router: Router)
     return box.run(obj, data, chain)
 
 
+def close_isolated(router: Router) -> None:
+    """Stop the sandbox child started for `router`, if any (callers that make a router per call)."""
+    box = _sandboxes.pop(id(router), None)
+    if box is not None:
+        box.close()
+
+
 def _death_reason(proc, settings: ExtractSettings) -> str:
     proc.join(1)
     code = proc.exitcode

@@ -16,7 +16,7 @@ from shoal.config import ExtractSettings
 from shoal.exceptions import ShoalError
 from shoal.extract.base import Child, ExtractedTable, FormField, Link, ObjectInfo, TextPart
 from shoal.extract.router import NLP, Router
-from shoal.extract.sandbox import run_isolated
+from shoal.extract.sandbox import close_isolated, run_isolated
 from shoal.ingest.sniff import SNIFF_BYTES, detect_media_type
 
 
@@ -76,11 +76,27 @@ def extract_file(
     file = Path(path).expanduser()
     if not file.is_file():
         raise ShoalError(f"{file} is not a file", hint="give the path of one local file")
+    router = Router(settings or ExtractSettings())
+    limit = router.settings.max_file_mb << 20
     try:
+        size = file.stat().st_size
+        if size > limit:
+            # Refused before it is read whole or sniffed (sniffing unpacks ZIP members): the
+            # type comes from its first bytes, the id from a streamed hash.
+            digest = hashlib.sha256()
+            with file.open("rb") as f:
+                head = f.read(SNIFF_BYTES)
+                digest.update(head)
+                while block := f.read(1 << 20):
+                    digest.update(block)
+            mt = media_type or detect_media_type(head, file.name, head)
+            result = FileExtraction(path=str(file), media_type=mt, object_id=digest.hexdigest()[:32])
+            reason = f"oversized: {size >> 20} MiB exceeds the {router.settings.max_file_mb} MiB limit"
+            result.steps = [Step(n, "skipped", reason) for n in router.chain(mt)]
+            return result
         data = file.read_bytes()
     except OSError as exc:
         raise ShoalError(f"cannot read {file}: {exc.strerror or exc}") from exc
-    router = Router(settings or ExtractSettings())
     mt = media_type or detect_media_type(data[:SNIFF_BYTES], file.name, data)
     chain = router.chain(mt)
     if not enrich:
@@ -93,12 +109,11 @@ def extract_file(
         size_bytes=len(data),
     )
     result = FileExtraction(path=str(file), media_type=mt, object_id=info.object_id)
-    limit = router.settings.max_file_mb << 20
-    if len(data) > limit:
-        reason = f"oversized: {len(data) >> 20} MiB exceeds the {router.settings.max_file_mb} MiB limit"
-        result.steps = [Step(n, "skipped", reason) for n in chain]
-        return result
-    for step in run_isolated(info, data, chain, router):
+    try:
+        steps = run_isolated(info, data, chain, router)
+    finally:
+        close_isolated(router)  # one router per call: its sandbox child must not outlive it
+    for step in steps:
         result.steps.append(Step(step.extractor, step.status, step.error, step.duration_ms))
         x = step.extraction
         if step.status != "ok" or x is None:

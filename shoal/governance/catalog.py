@@ -21,6 +21,12 @@ from shoal.sql import run
 # Properties that name storage paths: raw file locations are reached through access points, not
 # through table metadata, so a non-admin principal does not see them.
 _PATH_KEY = re.compile(r"(^|\.)(location|path)$|\.path\.", re.I)
+# ... nor a value that is one, whatever its key (e.g. the CDC ledger a maintenance run records).
+_PATH_VALUE = re.compile(r"://|^/|^[A-Za-z]:\\")
+
+
+def _shown(key: str, value: str) -> bool:
+    return not _PATH_KEY.search(key) and not _PATH_VALUE.search(value)
 
 
 def _who(settings: Settings, principal: str | Principal | None) -> Principal | None:
@@ -99,7 +105,7 @@ def table_properties(
     rows = run(spark, f"SHOW TBLPROPERTIES {_existing(spark, settings, name)}").rows
     props = {str(k): str(v) for k, v in rows}
     if who is not None and not who.is_admin:
-        props = {k: v for k, v in props.items() if not _PATH_KEY.search(k)}
+        props = {k: v for k, v in props.items() if _shown(k, v)}
     return dict(sorted(props.items()))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import posixpath
+import re
 import zipfile
 
 import magic
@@ -181,13 +182,21 @@ def _looks_like_json(head: bytes) -> bool:
     return True
 
 
+# A container's own `mimetype` member is data from the file: only a ZIP-based type is taken
+# (EPUB, OpenDocument, vendor packages), never one that would make the console serve the
+# object as HTML or PDF (it ends up in Content-Type headers).
+_MEDIA_TYPE = re.compile(r"application/(vnd\.[a-z0-9][a-z0-9.+-]*|[a-z0-9][a-z0-9.-]*\+zip)")
+
+
 def zip_type(data: bytes) -> str | None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = zf.namelist()
             if "mimetype" in names:
-                declared = zf.read("mimetype")[:100].decode("ascii", "replace").strip()
-                if declared:
+                # At most 100 bytes are unpacked: the member may be a bomb of its own.
+                with zf.open("mimetype") as member:
+                    declared = member.read(100).decode("ascii", "replace").strip()
+                if _MEDIA_TYPE.fullmatch(declared):
                     return declared
             if "[Content_Types].xml" in names:
                 for prefix, media_type in _OOXML.items():

@@ -21,6 +21,9 @@ def test_table_verbs_operator_and_governed(spark, settings, cli_env, capsys, mon
     )
     spark.sql(f"INSERT INTO {cat}.{ns}.items VALUES (1, 'a', 'x')")
     spark.sql(f"ALTER TABLE {cat}.{ns}.items SET TBLPROPERTIES ('team' = 'shop')")
+    # A storage path under a key that does not say so (as `table maintain` records the CDC ledger).
+    ledger = "file:///lake/_shoal/cdc-ledgers/items/ledger-1.json"
+    spark.sql(f"ALTER TABLE {cat}.{ns}.items SET TBLPROPERTIES ('shoal.state.cdc-ledger' = '{ledger}')")
     spark.sql(f"CREATE TABLE {cat}.{ns}.other (id BIGINT) USING iceberg")
 
     def cli(*args: str) -> tuple[int, str, str]:
@@ -46,6 +49,7 @@ def test_table_verbs_operator_and_governed(spark, settings, cli_env, capsys, mon
     code, out, _ = cli("table", "properties", f"{ns}.items", "--json")
     props = json.loads(out)
     assert props["team"] == "shop" and props["format-version"] in ("1", "2", "3")
+    assert props["shoal.state.cdc-ledger"] == ledger  # the operator's view keeps it
 
     code, out, _ = cli("table", "describe", f"{ns}.items", "--json")
     described = json.loads(out)
@@ -64,6 +68,7 @@ def test_table_verbs_operator_and_governed(spark, settings, cli_env, capsys, mon
     seen = json.loads(out)
     assert "location" not in seen and seen["properties"]["team"] == "shop"
     assert not [k for k in seen["properties"] if "path" in k or "location" in k]
+    assert "shoal.state.cdc-ledger" not in seen["properties"]  # a path by its value
     code, out, err = cli("table", "drop", f"{ns}.items", "--as", user, "--json")
     assert code == 4 and "DROP" in json.loads(out)["error"]  # AccessDenied's exit code
     assert spark.catalog.tableExists(f"{cat}.{ns}.items")

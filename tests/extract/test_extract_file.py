@@ -40,3 +40,38 @@ def test_extract_file_types_routes_and_returns_elements(tmp_path: Path) -> None:
 
     with pytest.raises(ShoalError, match="is not a file"):
         shoal.extract_file(tmp_path / "missing.pdf")
+
+
+def test_extract_file_refuses_oversized_files_unread_and_leaves_no_child(tmp_path: Path) -> None:
+    import multiprocessing
+    import zipfile
+
+    from shoal.config import ExtractSettings
+    from shoal.ingest.sniff import zip_type
+
+    # A ZIP whose declared type is a bomb (8 MiB of one byte) or an HTML/PDF type is not taken
+    # at its word: at most 100 bytes are unpacked and only ZIP-based types are accepted (else: a ZIP).
+    for declared, expected in (
+        (b"a" * (8 << 20), "application/zip"),
+        (b"text/html", "application/zip"),
+        (b"application/pdf", "application/zip"),
+        (b"application/epub+zip", "application/epub+zip"),
+    ):
+        box = tmp_path / "box.zip"
+        with zipfile.ZipFile(box, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("mimetype", declared)
+            zf.writestr("index.html", "<script>alert(1)</script>")
+        assert zip_type(box.read_bytes()) == expected, declared[:20]
+
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"hello world\n" * ((1 << 20) // 12 + 10))  # just over 1 MiB
+    got = shoal.extract_file(big, settings=ExtractSettings(max_file_mb=1))
+    assert got.steps and all(s.status == "skipped" and "oversized" in (s.error or "") for s in got.steps)
+    assert got.object_id == hashlib.sha256(big.read_bytes()).hexdigest()[:32] and not got.text
+
+    small = tmp_path / "note.txt"
+    small.write_text("A short note about the Lisbon shipment.")
+    before = len(multiprocessing.active_children())
+    for _ in range(3):
+        assert shoal.extract_file(small, enrich=False).text
+    assert len(multiprocessing.active_children()) <= before  # each call's sandbox child is gone

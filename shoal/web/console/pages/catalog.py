@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
@@ -15,6 +16,9 @@ from shoal.governance.access import RawAccess
 from shoal.web.console import views
 from shoal.web.console.base import INLINE_IMAGES, INLINE_MEDIA, Console, identifier
 
+# Media types as ingest stores them are data from the file (a ZIP's own `mimetype` member): only a
+# plain type/subtype reaches a Content-Type header.
+_MEDIA_TYPE = re.compile(r"[a-z]+/[a-z0-9][a-z0-9.+-]*")
 PREVIEW_BYTES = 16 * 1024  # of a text object's raw bytes shown on its page
 OBJECTS_PAGE = 100  # objects per inventory page
 TOMBSTONES_SUFFIX = "__cdc_tombstones"  # shoal.cdc's bookkeeping tables (NS.TABLE__cdc_tombstones)
@@ -390,7 +394,8 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
             except AccessDenied as exc:
                 return c.refuse(request, who, session, "object.raw", object_id, first_line(exc))
             uri, name = target.uri, target.name
-        media = row.media_type or "application/octet-stream"
+        media = row.media_type if row.media_type and _MEDIA_TYPE.fullmatch(row.media_type) else ""
+        media = media or "application/octet-stream"
         show = inline == "1" and (media in INLINE_MEDIA or media.startswith(("audio/", "video/")))
         headers = {
             "X-Content-Type-Options": "nosniff",
