@@ -222,6 +222,46 @@ def governed_snapshot(spark: Any, settings: Any, principal: Any) -> Snapshot:
     return Snapshot(tables, schemas)
 
 
+class SnapshotCache:
+    """Governed snapshots shared by one principal's connections for CATALOG_TTL_S.
+
+    BI tools open a connection per request (Superset's SQL Lab lists schemas, then tables, then
+    a table's columns, each on a new connection), and each connection listed the whole lake
+    again: one table's columns took Superset ~8 listings. A snapshot is built for exactly one
+    principal (name, admin flag, groups), so sharing it between that principal's connections
+    shows nothing the principal's own connection would not; a change still shows within
+    CATALOG_TTL_S, as before.
+    """
+
+    def __init__(self, build: Callable[[Any], Snapshot], ttl_s: float | None = None) -> None:
+        self._build = build
+        self._ttl_s = ttl_s
+        self._lock = threading.Lock()
+        self._entries: dict[Any, tuple[float, Snapshot]] = {}
+        self._building: dict[Any, threading.Lock] = {}
+
+    def get(self, principal: Any) -> Snapshot:
+        ttl = CATALOG_TTL_S if self._ttl_s is None else self._ttl_s
+        with self._lock:
+            now = time.monotonic()
+            for key in [k for k, (at, _) in self._entries.items() if now - at > ttl]:
+                del self._entries[key]
+            hit = self._entries.get(principal)
+            if hit is not None:
+                return hit[1]
+            building = self._building.setdefault(principal, threading.Lock())
+        with building:  # two connections of one principal at once build it once
+            with self._lock:
+                hit = self._entries.get(principal)
+                if hit is not None and time.monotonic() - hit[0] <= ttl:
+                    return hit[1]
+            snap = self._build(principal)
+            with self._lock:
+                self._entries[principal] = (time.monotonic(), snap)
+                self._building.pop(principal, None)
+            return snap
+
+
 # ---- the DuckDB side ----------------------------------------------------------------------------------
 # Relation -> columns (name, DuckDB type). Columns follow PostgreSQL 15; the ones no client reads
 # are left out. Integer OIDs are BIGINT so that comparisons with literals never overflow.

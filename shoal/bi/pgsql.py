@@ -17,6 +17,7 @@ things:
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -138,7 +139,7 @@ class PgSession:
             pid=pid,
             server_version=server_version,
             startup=startup,
-            snapshot=lambda: pgcatalog.governed_snapshot(spark, settings, session.principal),
+            snapshot=lambda: _snapshots(spark, settings).get(session.principal),
         )
         return session
 
@@ -313,6 +314,20 @@ class PgSession:
                 return None
             raise _pg_error(f'unrecognized configuration parameter "{name}"', "42704")
         return [_DISPLAY.get(name, name)], [pgcatalog.TEXT], [(self.settings[name],)], "SHOW"
+
+
+_caches: dict[tuple[int, int], tuple[Any, Any, pgcatalog.SnapshotCache]] = {}
+_caches_lock = threading.Lock()
+
+
+def _snapshots(spark: Any, settings: Any) -> pgcatalog.SnapshotCache:
+    """The governed-snapshot cache of one server (its Spark session and settings)."""
+    with _caches_lock:
+        held = _caches.get((id(spark), id(settings)))
+        if held is None or held[0] is not spark or held[1] is not settings:
+            cache = pgcatalog.SnapshotCache(lambda principal: pgcatalog.governed_snapshot(spark, settings, principal))
+            held = _caches[(id(spark), id(settings))] = (spark, settings, cache)
+        return held[2]
 
 
 def _schema_qualified_columns(tree: exp.Expr) -> None:

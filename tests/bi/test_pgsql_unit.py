@@ -119,3 +119,34 @@ def test_a_catalog_query_that_runs_too_long_is_stopped(session: PgSession, monke
     with pytest.raises(PgError, match="longer than") as err:
         session.answer("SELECT count(*), pg_backend_pid() FROM generate_series(1, 100000000000)")
     assert err.value.code == "57014"
+
+
+def test_connections_of_one_principal_share_a_snapshot_for_the_ttl_only() -> None:
+    import threading
+    import time
+
+    from shoal.governance.principals import Principal
+
+    built: list[str] = []
+
+    def build(principal: Principal) -> pgcatalog.Snapshot:
+        built.append(principal.name)
+        time.sleep(0.05)  # long enough for the two threads below to overlap
+        return _snapshot()
+
+    cache = pgcatalog.SnapshotCache(build, ttl_s=0.5)
+    ann = Principal("ann", False, frozenset({"sales"}))
+    threads = [threading.Thread(target=cache.get, args=(ann,)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first = cache.get(ann)
+    assert built == ["ann"] and cache.get(Principal("ann", False, frozenset({"sales"}))) is first
+    # Another principal, or the same name with other groups or rights, never gets ann's snapshot.
+    cache.get(Principal("bob", False, frozenset({"sales"})))
+    cache.get(Principal("ann", False, frozenset({"sales", "hr"})))
+    cache.get(Principal("ann", True, frozenset({"sales"})))
+    assert built == ["ann", "bob", "ann", "ann"]
+    time.sleep(0.6)  # past the TTL a connection lists the lake again
+    assert cache.get(ann) is not first and built[-1] == "ann" and len(built) == 5
