@@ -21,13 +21,17 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
 from shoal.glue import bookmarks, runs
 from shoal.glue.runtime import DEFAULT_CATALOG_ALIASES, GlueError, GlueRun, activate
 from shoal.private import scratch_dir
+
+if TYPE_CHECKING:
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
 
 COMPAT_DIR = str(Path(__file__).parent / "compat")
 
@@ -199,31 +203,31 @@ def _patched(run: GlueRun, argv: list[str]) -> Iterator[None]:
     shoal_sc = run.spark.sparkContext
     baseline = dict(shoal_sc.getConf().getAll())
 
-    def adopt(spark_conf) -> None:
+    def adopt(spark_conf: SparkConf | None) -> None:
         if spark_conf is not None:
             # A new SparkConf() copies the JVM's spark.* properties: only what differs is the script's.
             run.adopt_conf([(k, v) for k, v in spark_conf.getAll() if baseline.get(k) != v])
 
-    def new(cls, *args: Any, conf=None, **kwargs: Any):
+    def new(cls: type[SparkContext], *args: Any, conf: SparkConf | None = None, **kwargs: Any) -> SparkContext:
         adopt(conf if conf is not None or len(args) < 8 else args[7])  # conf is the 8th parameter
         return shoal_sc
 
-    def init(self, *args: Any, **kwargs: Any) -> None:
+    def init(self: SparkContext, *args: Any, **kwargs: Any) -> None:
         if self is not shoal_sc:
             saved_init(self, *args, **kwargs)
 
-    def get_or_create(cls, conf=None):
+    def get_or_create(cls: type[SparkContext], conf: SparkConf | None = None) -> SparkContext:
         adopt(conf)
         return shoal_sc
 
-    def builder_get_or_create(self):
+    def builder_get_or_create(self: SparkSession.Builder) -> SparkSession:
         session = builder_get(self)
         run.adopt_conf(list(self._options.items()))
         return session
 
     sys.argv = argv
     sys.path[:0] = [COMPAT_DIR, str(Path(argv[0]).resolve().parent)]
-    sc_class.__new__ = new  # type: ignore[method-assign]
+    sc_class.__new__ = new  # type: ignore[method-assign, assignment]
     sc_class.__init__ = init  # type: ignore[method-assign]
     sc_class.getOrCreate = classmethod(get_or_create)  # type: ignore[method-assign, assignment]
     SparkSession.Builder.getOrCreate = builder_get_or_create  # type: ignore[method-assign]

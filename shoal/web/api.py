@@ -14,7 +14,8 @@ is always served. /healthz answers without sign-in: up or down, nothing more.
 """
 
 import logging
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
@@ -41,6 +42,9 @@ from shoal.governance.errors import NotFound
 from shoal.governance.throttle import Throttled
 from shoal.sql import to_json_value
 from shoal.web import resources
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 API_CSP = "default-src 'none'; frame-ancestors 'none'"
 DOCS_CSP = (
@@ -222,7 +226,7 @@ def create_app(settings: Settings) -> FastAPI:  # noqa: C901 - the route table: 
     Who = Annotated[Principal, Depends(current)]
 
     @app.middleware("http")
-    async def _api_headers(request: Request, call_next):
+    async def _api_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         response = await call_next(request)
         path = request.url.path
         if path.startswith(("/api/", "/openapi", "/healthz")):
@@ -284,7 +288,7 @@ def create_app(settings: Settings) -> FastAPI:  # noqa: C901 - the route table: 
     async def _shoal(_request: Request, exc: ShoalError) -> JSONResponse:
         return JSONResponse({"detail": str(exc).splitlines()[0], "hint": exc.hint}, status_code=400)
 
-    def spark():
+    def spark() -> "SparkSession":
         from shoal.spark import get_spark
 
         return get_spark(settings)
@@ -432,7 +436,7 @@ def create_app(settings: Settings) -> FastAPI:  # noqa: C901 - the route table: 
                 target.local, media_type="application/octet-stream", filename=target.name, headers=headers
             )
 
-        def chunks():  # an object-store object, streamed without holding it in memory
+        def chunks() -> Iterator[bytes]:  # an object-store object, streamed without holding it in memory
             with storage.open_input(target.uri) as f:
                 while block := f.read(1 << 20):
                     yield block

@@ -12,7 +12,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, HTTPException, Query
 from pydantic import BaseModel, Field
@@ -23,6 +23,9 @@ from shoal.governance import AuditLog, Governance, GovernedSql, Principal
 from shoal.governance.grants import OPERATORS
 from shoal.search.query import Hit
 from shoal.sql import to_json_value
+
+if TYPE_CHECKING:
+    from shoal.workflows.store import ExecutionRecord
 
 
 class SearchOut(BaseModel):
@@ -117,7 +120,7 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
                 f"(admins, the {OPERATORS} group and grants ON WORKFLOW)",
             )
 
-    def _execution(execution_id: str):
+    def _execution(execution_id: str) -> "ExecutionRecord":
         from shoal.workflows import Store
 
         try:
@@ -217,7 +220,7 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
         record = _wait_created(execution_id)
         return ExecutionOut(**record.to_dict(full=True))
 
-    def _wait_created(execution_id: str, timeout: float = 10):
+    def _wait_created(execution_id: str, timeout: float = 10) -> "ExecutionRecord":
         import time
 
         from shoal.workflows import Store
