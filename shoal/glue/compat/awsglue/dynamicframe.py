@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
     from pyspark.sql.types import DataType, StructType
 
-    from .context import GlueContext
-
 # Glue type names Spark's cast does not know by that name.
 _TYPES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
 
@@ -205,7 +203,7 @@ class DynamicFrame:
 
 
 class DynamicFrameReader:
-    def __init__(self, glue_context: GlueContext) -> None:
+    def __init__(self, glue_context: Any) -> None:  # a GlueContext (context.py imports this module)
         self._glue_context = glue_context
 
     def from_catalog(
@@ -234,7 +232,7 @@ class DynamicFrameReader:
 
 
 class DynamicFrameWriter:
-    def __init__(self, glue_context: GlueContext) -> None:
+    def __init__(self, glue_context: Any) -> None:  # a GlueContext (context.py imports this module)
         self._glue_context = glue_context
 
     def from_options(
