@@ -199,7 +199,7 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
     @api.post("/workflows/{name}/executions", response_model=ExecutionOut, status_code=202)
     def workflow_start(name: str, who: Who, body: Annotated[StartIn, Body()] = StartIn()) -> ExecutionOut:
         from shoal import workflows
-        from shoal.workflows.engine import new_execution_id
+        from shoal.workflows.interpreter import new_execution_id
 
         _require(who, name, "EXECUTE", "workflow.start", name)
         try:

@@ -98,7 +98,7 @@ class TaskContext:
     cancel: CancelToken
     say: Callable[[str], None]
     # Runs another workflow, as `shoal.workflows.run` (child executions): handed in by whoever made
-    # the engine, so that task resources need not import the package that imports them.
+    # the interpreter, so that task resources need not import the package that imports them.
     run_workflow: Callable[..., ExecutionRecord] | None = None
     _spark_pool: str = ""
     _job_group: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -118,7 +118,7 @@ class TaskContext:
 Resolver = Callable[[str], Callable[[TaskContext, Any], Any]]
 
 
-class Engine:
+class Interpreter:
     def __init__(
         self,
         settings: Settings,
@@ -239,16 +239,16 @@ class _Run:
     """One execution's interpreter state."""
 
     def __init__(
-        self, engine: Engine, execution_id: str, machine: StateMachine, input_: Any, started: str | None = None
+        self, interpreter: Interpreter, execution_id: str, machine: StateMachine, input_: Any, started: str | None = None
     ) -> None:
-        self.engine = engine
-        self.store = engine.store
+        self.interpreter = interpreter
+        self.store = interpreter.store
         self.id = execution_id
         self.machine = machine
         self.input = input_
         self.root = CancelToken()
         self.started = started or now().isoformat() + "Z"
-        self.limit = engine.settings.workflows.max_concurrency
+        self.limit = interpreter.settings.workflows.max_concurrency
 
     # ---- scopes -----------------------------------------------------------------------------
     def machine_scope(
@@ -322,7 +322,7 @@ class _Run:
         """Run a state to its end: (next state or None, output, variables it assigns)."""
         kind = state["Type"]
         jsonata = self.language(state) == query.JSONATA
-        self.engine.say(f"{scope}/{name}" if scope else name)
+        self.interpreter.say(f"{scope}/{name}" if scope else name)
         self.store.event(self.id, f"{kind}StateEntered", state=name, scope=scope, input=raw)
         retriers = state.get("Retry") or []
         attempts = [0] * len(retriers)
@@ -663,16 +663,16 @@ class _Run:
 
     # ---- task ---------------------------------------------------------------------------------
     def _task(self, name: str, resource: str, params: Any, timeout: Any, scope: str, cancel: CancelToken) -> Any:
-        handler = self.engine.resolve(resource)
+        handler = self.interpreter.resolve(resource)
         task_cancel = CancelToken(cancel)
         tctx = TaskContext(
-            self.engine.settings,
+            self.interpreter.settings,
             self.id,
             name,
             scope,
             task_cancel,
-            self.engine.say,
-            run_workflow=self.engine.run_workflow,
+            self.interpreter.say,
+            run_workflow=self.interpreter.run_workflow,
             _spark_pool=f"shoal-{scope or 'main'}",
         )
         self.store.event(self.id, "TaskScheduled", state=name, scope=scope, resource=resource, parameters=params)
