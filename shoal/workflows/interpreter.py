@@ -239,7 +239,12 @@ class _Run:
     """One execution's interpreter state."""
 
     def __init__(
-        self, interpreter: Interpreter, execution_id: str, machine: StateMachine, input_: Any, started: str | None = None
+        self,
+        interpreter: Interpreter,
+        execution_id: str,
+        machine: StateMachine,
+        input_: Any,
+        started: str | None = None,
     ) -> None:
         self.interpreter = interpreter
         self.store = interpreter.store
