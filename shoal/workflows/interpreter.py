@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from shoal.config import Settings
-from shoal.workflows import choice, errors, paths, query
+from shoal.workflows import choice, errors, query
 from shoal.workflows.definition import StateMachine, build, language_of
+from shoal.workflows.dialects import MAX_PAYLOAD_BYTES, Dialect, dialect
 from shoal.workflows.errors import StatesError, WorkflowError
 from shoal.workflows.store import ABORTED, FAILED, SUCCEEDED, TIMED_OUT, ExecutionRecord, Store, now, owner_alive
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-MAX_PAYLOAD_BYTES = 256 * 1024
 # The language's limit on the variables one scope can see (256 KiB per Assign is MAX_PAYLOAD_BYTES).
 MAX_VARIABLES_BYTES = 10 * 1024 * 1024
 
@@ -326,23 +326,18 @@ class _Run:
     ) -> tuple[str | None, Any, dict[str, Any]]:
         """Run a state to its end: (next state or None, output, variables it assigns)."""
         kind = state["Type"]
-        jsonata = self.language(state) == query.JSONATA
+        language = dialect(self.language(state))
         self.interpreter.say(f"{scope}/{name}" if scope else name)
         self.store.event(self.id, f"{kind}StateEntered", state=name, scope=scope, input=raw)
         retriers = state.get("Retry") or []
         attempts = [0] * len(retriers)
         retry_count = 0
         while True:
-            ctx = self.context(name, extra, retry_count)
+            lang = language(name, state, raw, self.context(name, extra, retry_count), variables)
             try:
-                if jsonata:
-                    next_name, output, assigned = self._execute_jsonata(
-                        kind, name, state, raw, scope, ctx, variables, resume=resume, cancel=cancel
-                    )
-                else:
-                    next_name, output, assigned = self._execute(
-                        kind, name, state, raw, scope, ctx, variables, resume=resume, cancel=cancel
-                    )
+                next_name, output, assigned = self._execute(
+                    kind, name, state, lang, scope, resume=resume, cancel=cancel
+                )
                 self._check_size(output, name)
                 break
             except Cancelled:
@@ -385,16 +380,7 @@ class _Run:
                     None,
                 )
                 if catcher is not None:
-                    error_output = err.to_dict()
-                    if jsonata:
-                        states = {"input": raw, "errorOutput": error_output, "context": ctx}
-                        output = (
-                            query.render(catcher["Output"], states, variables) if "Output" in catcher else error_output
-                        )
-                        assigned = self._assign_jsonata(catcher.get("Assign"), states, variables)
-                    else:
-                        output = paths.write(raw, catcher.get("ResultPath", "$"), error_output)
-                        assigned = self._assign_jsonpath(catcher.get("Assign"), error_output, ctx, variables)
+                    output, assigned = lang.caught(catcher, err.to_dict())
                     self.store.event(
                         self.id,
                         "CaughtError",
@@ -434,135 +420,64 @@ class _Run:
                 f"after state {name!r} the variables in scope hold {size} bytes (the limit is {MAX_VARIABLES_BYTES})",
             )
 
-    # ---- variables ----------------------------------------------------------------------------
-    def _assigned(self, values: dict[str, Any]) -> dict[str, Any]:
-        size = len(json.dumps(values, default=str))
-        if size > MAX_PAYLOAD_BYTES:
-            raise StatesError(
-                errors.DATA_LIMIT_EXCEEDED, f"Assign produced {size} bytes (the limit is {MAX_PAYLOAD_BYTES})"
-            )
-        return values
-
-    def _assign_jsonpath(
-        self, template: dict[str, Any] | None, value: Any, ctx: dict, variables: dict[str, Any]
-    ) -> dict[str, Any]:
-        """A JSONPath Assign: `name.$` fields read `$` (the state's result), `$$` and variables
-        as they were when the state was entered."""
-        if not template:
-            return {}
-        return self._assigned(paths.render(template, value, ctx, variables=variables))
-
-    def _assign_jsonata(
-        self, template: dict[str, Any] | None, states: dict[str, Any], variables: dict[str, Any]
-    ) -> dict[str, Any]:
-        if not template:
-            return {}
-        return self._assigned(query.render(template, states, variables))
-
-    # ---- JSONPath states ----------------------------------------------------------------------
+    # ---- the state kinds, in either query language ------------------------------------------
     def _execute(
         self,
         kind: str,
         name: str,
         state: dict[str, Any],
-        raw: Any,
+        lang: Dialect,
         scope: str,
-        ctx: dict,
-        variables: dict[str, Any],
         *,
         resume: bool,
         cancel: CancelToken,
     ) -> tuple[str | None, Any, dict[str, Any]]:
+        """One attempt at a state: (next state or None, output, variables it assigns). What the
+        query language decides (`lang`: JSONPath or JSONata) is asked of it; the rest is here once."""
         nxt = None if state.get("End") else state.get("Next")
-        v = variables
-
-        def out(data: Any) -> Any:
-            return paths.read(state.get("OutputPath", "$"), data, ctx, variables=v)
-
         if kind == "Fail":
-            error = (
-                paths.read(state["ErrorPath"], raw, ctx, variables=v)
-                if "ErrorPath" in state
-                else state.get("Error", "States.Fail")
-            )
-            cause = (
-                paths.read(state["CausePath"], raw, ctx, variables=v)
-                if "CausePath" in state
-                else state.get("Cause", "")
-            )
-            raise StatesError(str(error), str(cause))
-        effective = paths.read(state.get("InputPath", "$"), raw, ctx, variables=v)
+            raise StatesError(*lang.failure())
         if kind == "Succeed":
-            return None, out(effective), {}
+            return None, lang.output(state), {}
         if kind == "Choice":
-            for rule in state["Choices"]:
-                if choice.matches(rule, effective, ctx, v):
-                    return rule["Next"], out(effective), self._assign_jsonpath(rule.get("Assign"), effective, ctx, v)
+            for i, rule in enumerate(state["Choices"]):
+                if lang.matches(i, rule):
+                    return rule["Next"], *lang.settle(rule)
             if "Default" in state:
-                return state["Default"], out(effective), self._assign_jsonpath(state.get("Assign"), effective, ctx, v)
+                return state["Default"], *lang.settle(state)
             raise StatesError(
                 errors.NO_CHOICE_MATCHED, f"no choice rule of state {name!r} matched and it has no Default"
             )
         if kind == "Wait":
-            self._wait(state, effective, ctx, cancel, v)
-            return nxt, out(effective), self._assign_jsonpath(state.get("Assign"), effective, ctx, v)
+            seconds, stamp = lang.wait()
+            if stamp is None:
+                self._sleep_seconds(seconds, cancel)
+            else:
+                self._sleep_until(stamp, cancel)
+            return nxt, *lang.settle(state)
+        if kind == "Pass" and not lang.pass_has_result:
+            return nxt, *lang.settle(state)
 
-        if "Parameters" in state and kind != "Map":
-            effective = paths.render(state["Parameters"], effective, ctx, variables=v)
+        arguments = lang.arguments(kind)
         if kind == "Pass":
-            result = state.get("Result", effective)
+            result = state.get("Result", arguments)
         elif kind == "Task":
-            timeout = state.get("TimeoutSeconds")
-            if "TimeoutSecondsPath" in state:
-                timeout = paths.read(state["TimeoutSecondsPath"], effective, ctx, variables=v)
-            result = self._task(name, state["Resource"], effective, timeout, scope, cancel)
+            result = self._task(name, state["Resource"], arguments, lang.timeout(arguments), scope, cancel)
         elif kind == "Parallel":
-            result = self._parallel(name, state, effective, scope, v, resume=resume, cancel=cancel)
+            result = self._parallel(name, state, arguments, scope, lang.variables, resume=resume, cancel=cancel)
         else:
-            items = paths.read(state.get("ItemsPath", "$"), effective, ctx, variables=v)
-            selector = state.get("ItemSelector", state.get("Parameters"))
-
-            def item_input(index: int, value: Any, extra: dict) -> Any:
-                if selector is None:
-                    return value
-                return paths.render(selector, effective, {**ctx, **extra}, variables=v)
-
             result = self._map(
                 name,
                 state,
-                items,
-                item_input,
-                state.get("MaxConcurrency"),
-                state.get("ToleratedFailureCount"),
-                state.get("ToleratedFailurePercentage"),
+                lang.items(arguments),
+                lang.item_input(arguments),
+                *lang.map_limits(),
                 scope,
-                v,
+                lang.variables,
                 resume=resume,
                 cancel=cancel,
             )
-        if "ResultSelector" in state:
-            result = paths.render(state["ResultSelector"], result, ctx, error=errors.RUNTIME, variables=v)
-        assigned = self._assign_jsonpath(state.get("Assign"), result, ctx, v)
-        output = paths.write(raw, state.get("ResultPath", "$"), result)
-        return nxt, out(output), assigned
-
-    def _wait(
-        self, state: dict[str, Any], data: Any, ctx: dict, cancel: CancelToken, variables: dict[str, Any]
-    ) -> None:
-        if "Seconds" in state or "SecondsPath" in state:
-            seconds = (
-                state["Seconds"]
-                if "Seconds" in state
-                else paths.read(state["SecondsPath"], data, ctx, variables=variables)
-            )
-            self._sleep_seconds(seconds, cancel)
-            return
-        stamp = (
-            state["Timestamp"]
-            if "Timestamp" in state
-            else paths.read(state["TimestampPath"], data, ctx, variables=variables)
-        )
-        self._sleep_until(stamp, cancel)
+        return nxt, *lang.finish(result)
 
     def _sleep_seconds(self, seconds: Any, cancel: CancelToken) -> None:
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
@@ -574,97 +489,6 @@ class _Run:
         if when is None:
             raise StatesError(errors.RUNTIME, f"{stamp!r} is not an RFC 3339 timestamp")
         cancel.sleep(when.timestamp() - time.time())
-
-    # ---- JSONata states -----------------------------------------------------------------------
-    def _execute_jsonata(
-        self,
-        kind: str,
-        name: str,
-        state: dict[str, Any],
-        raw: Any,
-        scope: str,
-        ctx: dict,
-        variables: dict[str, Any],
-        *,
-        resume: bool,
-        cancel: CancelToken,
-    ) -> tuple[str | None, Any, dict[str, Any]]:
-        """A JSONata state: expressions see $states.input/.result/.context and the variables as
-        they were on entry (Output and Assign both, so Output never sees this state's Assign)."""
-        nxt = None if state.get("End") else state.get("Next")
-        states: dict[str, Any] = {"input": raw, "context": ctx}
-
-        def q(value: Any) -> Any:
-            return query.render(value, states, variables)
-
-        def finish(holder: dict[str, Any], default: Any) -> tuple[Any, dict[str, Any]]:
-            output = q(holder["Output"]) if "Output" in holder else default
-            return output, self._assign_jsonata(holder.get("Assign"), states, variables)
-
-        if kind == "Fail":
-            raise StatesError(str(q(state.get("Error", "States.Fail"))), str(q(state.get("Cause", ""))))
-        if kind == "Succeed":
-            return None, finish(state, raw)[0], {}
-        if kind == "Pass":
-            return nxt, *finish(state, raw)
-        if kind == "Choice":
-            for i, rule in enumerate(state["Choices"]):
-                condition = q(rule["Condition"])
-                if not isinstance(condition, bool):
-                    raise StatesError(
-                        query.QUERY_EVALUATION,
-                        f"Choices[{i}].Condition of state {name!r} gave {condition!r}, not true or false",
-                    )
-                if condition:
-                    return rule["Next"], *finish(rule, raw)
-            if "Default" in state:
-                return state["Default"], *finish(state, raw)
-            raise StatesError(
-                errors.NO_CHOICE_MATCHED, f"no choice rule of state {name!r} matched and it has no Default"
-            )
-        if kind == "Wait":
-            if "Seconds" in state:
-                self._sleep_seconds(q(state["Seconds"]), cancel)
-            else:
-                self._sleep_until(q(state["Timestamp"]), cancel)
-            return nxt, *finish(state, raw)
-
-        arguments = q(state["Arguments"]) if "Arguments" in state else raw
-        if kind == "Task":
-            timeout = q(state["TimeoutSeconds"]) if "TimeoutSeconds" in state else None
-            if "HeartbeatSeconds" in state:
-                q(state["HeartbeatSeconds"])  # evaluated for its errors; Shoal's tasks send no heartbeats
-            if timeout is not None and not (
-                not isinstance(timeout, bool) and isinstance(timeout, int | float) and timeout > 0
-            ):
-                raise StatesError(query.QUERY_EVALUATION, f"TimeoutSeconds of state {name!r} gave {timeout!r}")
-            result = self._task(name, state["Resource"], arguments, timeout, scope, cancel)
-        elif kind == "Parallel":
-            result = self._parallel(name, state, arguments, scope, variables, resume=resume, cancel=cancel)
-        else:
-            items = q(state["Items"]) if "Items" in state else raw
-            selector = state.get("ItemSelector")
-
-            def item_input(index: int, value: Any, extra: dict) -> Any:
-                if selector is None:
-                    return value
-                return query.render(selector, {"input": raw, "context": {**ctx, **extra}}, variables)
-
-            result = self._map(
-                name,
-                state,
-                items,
-                item_input,
-                q(state.get("MaxConcurrency")),
-                q(state.get("ToleratedFailureCount")),
-                q(state.get("ToleratedFailurePercentage")),
-                scope,
-                variables,
-                resume=resume,
-                cancel=cancel,
-            )
-        states["result"] = result
-        return nxt, *finish(state, result)
 
     # ---- task ---------------------------------------------------------------------------------
     def _task(self, name: str, resource: str, params: Any, timeout: Any, scope: str, cancel: CancelToken) -> Any:
