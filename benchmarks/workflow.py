@@ -1,6 +1,6 @@
-"""Workflow engine benchmark, every figure measured in the same run.
+"""Workflow interpreter benchmark, every figure measured in the same run.
 
-1. Engine overhead per state: a chain of N Pass states (entered/exited events and a
+1. Interpreter overhead per state: a chain of N Pass states (entered/exited events and a
    checkpoint per state, all committed to the catalog database) against the same chain
    with the store on an in-memory SQLite database (the cost of durability) and against
    the bare interpretation (no store writes). Target: under 5 ms per state.
@@ -28,7 +28,7 @@ from sqlalchemy import create_engine
 
 from shoal.config import load_settings
 from shoal.workflows import definition, store, tasks
-from shoal.workflows.engine import Engine
+from shoal.workflows.interpreter import Interpreter
 
 
 def chain(n: int) -> dict[str, Any]:
@@ -81,9 +81,9 @@ def time_chain(settings, n: int, backend: str, repeats: int = 3) -> float:
             store.state_tables.create_all(st.engine)
         else:
             st = NullStore()
-        engine = Engine(settings, tasks.resolve, store=st)
+        interp = Interpreter(settings, tasks.resolve, store=st)
         started = time.perf_counter()
-        engine.start(machine, {})
+        interp.start(machine, {})
         per_state.append((time.perf_counter() - started) / n * 1000)
     return statistics.median(per_state)
 
@@ -118,14 +118,14 @@ def parallel_vs_sequential(settings, branches: int, rows: int) -> tuple[float, f
     seq_states[f"J{branches - 1}"].pop("Next")
     seq_states[f"J{branches - 1}"]["End"] = True
     seq = {"StartAt": "J0", "States": seq_states}
-    engine = Engine(settings, resolve)
-    engine.start(definition.build(par, name="warm"), {})  # JVM and Python workers warm
+    interp = Interpreter(settings, resolve)
+    interp.start(definition.build(par, name="warm"), {})  # JVM and Python workers warm
     timings = {}
     for label, d in (("parallel", par), ("sequential", seq)):
         runs = []
         for _ in range(3):
             started = time.perf_counter()
-            rec = engine.start(definition.build(d, name=label), {})
+            rec = interp.start(definition.build(d, name=label), {})
             assert rec.status == "SUCCEEDED", rec.cause
             runs.append(time.perf_counter() - started)
         timings[label] = statistics.median(runs)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -27,6 +27,13 @@ from shoal.config import ExtractSettings, Settings
 from shoal.lake import metadata
 from shoal.lake.locks import table_lock
 from shoal.progress import spark_tasks
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+    from pyspark.sql import Row
+
+    from shoal.extract.router import Router
 
 OBJECT_COLUMNS = (
     "object_id",
@@ -80,14 +87,16 @@ def journal_path(settings: Settings) -> str:
 
 
 @cache
-def _router(settings_json: str):
+def _router(settings_json: str) -> Router:
     from shoal.extract.router import Router
 
     return Router(ExtractSettings.model_validate_json(settings_json))
 
 
-def _partition(settings_json: str, warehouse: str, run_id: str):
-    def run(rows):
+def _partition(
+    settings_json: str, warehouse: str, run_id: str
+) -> Callable[[Iterable[Row]], Iterator[tuple[str, str, str, str]]]:
+    def run(rows: Iterable[Row]) -> Iterator[tuple[str, str, str, str]]:
         from shoal.extract.runner import process_tree, warm
 
         router = _router(settings_json)
@@ -132,7 +141,7 @@ class Mark:
         storage.write_bytes(mark_path(settings), json.dumps(self.__dict__).encode())
 
 
-def routes_fingerprint(router) -> str:
+def routes_fingerprint(router: Router) -> str:
     """Routes plus every extractor's version: what decides whether an object needs work."""
     data = {"routes": router.routes, "versions": {n: e.version for n, e in sorted(router.extractors.items())}}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
@@ -198,7 +207,7 @@ class Scope:
         return reader.table(name)
 
 
-def _scope(spark: SparkSession, settings: Settings, router, *, full: bool) -> tuple[Scope, str]:
+def _scope(spark: SparkSession, settings: Settings, router: Router, *, full: bool) -> tuple[Scope, str]:
     routes = routes_fingerprint(router)
     objects, extractions = current_snapshot(spark, "objects"), current_snapshot(spark, "extractions")
     mark = None if full else Mark.read(settings)
@@ -213,7 +222,7 @@ def _scope(spark: SparkSession, settings: Settings, router, *, full: bool) -> tu
 
 def plan(
     spark: SparkSession,
-    router,
+    router: Router,
     *,
     force: bool,
     only: list[str] | None,
@@ -303,7 +312,7 @@ def run_extract(
     return result
 
 
-def _warn(router, media_types: set[str], result: ExtractResult, say) -> None:
+def _warn(router: Router, media_types: set[str], result: ExtractResult, say: Callable[[str], None]) -> None:
     """Record (once) the missing model files the chains of these media types need."""
     for problem in router.model_problems([router.chain(mt) for mt in media_types]):
         if problem not in result.warnings:
@@ -388,14 +397,14 @@ def _write_journal(settings: Settings, result: ExtractResult, ids: set[str]) -> 
 
 
 def _run_round(
-    spark,
+    spark: SparkSession,
     settings: Settings,
     work: DataFrame,
     listed: list,
     done: DataFrame,
     result: ExtractResult,
     interrupted: list[str],
-    say,
+    say: Callable[[str], None],
 ) -> list:
     """Extract the planned objects (`work`, flowing from the plan to the workers as a
     DataFrame; `listed`: their ids, media types and paths, for the journal and the report)

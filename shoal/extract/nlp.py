@@ -13,6 +13,7 @@ import re
 import threading
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy
@@ -38,7 +39,7 @@ def _offline_tldextract() -> None:
     tld_module.TLD_EXTRACTOR = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
 
-def spacy_pipeline(settings: ExtractSettings):
+def spacy_pipeline(settings: ExtractSettings) -> Any:
     with _lock:
         key = f"spacy:{settings.spacy_model}:{settings.entity_place_names}"
         if key not in _models:
@@ -90,7 +91,7 @@ def _blank(language: str) -> tuple[str, Any]:
         return f"blank:{language}", _models[key]
 
 
-def pii_analyzer(settings: ExtractSettings):
+def pii_analyzer(settings: ExtractSettings) -> Any:
     with _lock:
         key = f"presidio:{settings.spacy_model}:{settings.entity_place_names}"
         if key in _models:
@@ -434,11 +435,10 @@ def _label(compound: float) -> str:
     return "neutral"
 
 
-def _package_file(package: str, relpath: str):
+def _package_file(package: str, relpath: str) -> Path | None:
     """A data file inside an installed package, without importing it (vaderSentiment_fr imports
     GPL fuzzy-matching packages Shoal does not install; asent's import needs matplotlib)."""
     import importlib.util
-    from pathlib import Path
 
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
@@ -495,7 +495,7 @@ class Sentiment(Extractor):
         self._analyzer("en")
 
     @staticmethod
-    def _analyzer(language: str):
+    def _analyzer(language: str) -> Any:
         with _lock:
             key = f"vader:{language}"
             if key not in _models:

@@ -12,7 +12,7 @@ import json
 import logging
 import posixpath
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -81,7 +81,9 @@ def process_tree(
                 pending.append((child, child_chain))
 
 
-def process_object(obj: dict[str, Any], chain: list[str], router: Router, warehouse: str, run_id: str):
+def process_object(
+    obj: dict[str, Any], chain: list[str], router: Router, warehouse: str, run_id: str
+) -> list[tuple[str, str, str]]:
     """Extract one object; returns [(table, json_row, row's object_id)] including its `extractions` rows
     (and an `objects` row per child it registers, under the child's id)."""
     info = ObjectInfo(
@@ -108,7 +110,15 @@ def process_object(obj: dict[str, Any], chain: list[str], router: Router, wareho
     return _rows(obj, info, steps, router, warehouse, run_id, now)
 
 
-def _rows(obj, info: ObjectInfo, steps: list[StepResult], router: Router, warehouse: str, run_id: str, now):
+def _rows(
+    obj: dict[str, Any],
+    info: ObjectInfo,
+    steps: list[StepResult],
+    router: Router,
+    warehouse: str,
+    run_id: str,
+    now: datetime,
+) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     oid = info.object_id
 
@@ -226,7 +236,9 @@ def _document_properties(extractor: str, x: Extraction) -> dict[str, Any]:
     }
 
 
-def _children(obj, info: ObjectInfo, x: Extraction, router: Router, emit) -> list[dict[str, Any]]:
+def _children(
+    obj: dict[str, Any], info: ObjectInfo, x: Extraction, router: Router, emit: Callable[..., None]
+) -> list[dict[str, Any]]:
     """Store embedded files in the raw zone next to their parent and register them as objects."""
     listed = []
     depth = info.depth + 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import zipfile
+from typing import IO
 
 from shoal.config import ExtractSettings
 from shoal.extract.base import ExtractionRefused, ExtractionSkipped
@@ -33,7 +34,7 @@ def check_zip(data: bytes, settings: ExtractSettings, what: str = "archive") -> 
     return zf
 
 
-def bounded_read(stream, limit_bytes: int, what: str) -> bytes:
+def bounded_read(stream: IO[bytes] | io.BufferedIOBase, limit_bytes: int, what: str) -> bytes:
     """Read a decompressing stream, refusing it once it exceeds `limit_bytes`."""
     out = io.BytesIO()
     while block := stream.read(1 << 20):

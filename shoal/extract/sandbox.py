@@ -14,7 +14,10 @@ import os
 import resource
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from shoal.config import ExtractSettings
@@ -41,7 +44,14 @@ def _vm_bytes() -> int:
         return 0
 
 
-def _run_chain(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Router, prior=()) -> bool:
+def _run_chain(
+    conn: Connection,
+    obj: ObjectInfo,
+    data: bytes,
+    chain: list[str],
+    router: Router,
+    prior: Sequence[Extraction] = (),
+) -> bool:
     """Run one object's chain, streaming each step to the parent. False: this child must retire.
 
     `prior`: the extractions of steps a dead child finished, when this child goes on after it.
@@ -90,7 +100,7 @@ def _run_chain(conn, obj: ObjectInfo, data: bytes, chain: list[str], router: Rou
     return healthy
 
 
-def _serve(conn, router: Router) -> None:
+def _serve(conn: Connection, router: Router) -> None:
     """The child's loop: objects in, step results out, until the parent closes the pipe."""
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -242,7 +252,7 @@ def close_isolated(router: Router) -> None:
         box.close()
 
 
-def _death_reason(proc, settings: ExtractSettings) -> str:
+def _death_reason(proc: BaseProcess, settings: ExtractSettings) -> str:
     proc.join(1)
     code = proc.exitcode
     if code is not None and code < 0:

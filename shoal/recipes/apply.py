@@ -8,7 +8,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shoal.recipes.operations import Operation, RecipeError, StepContext, col, condition
+from shoal.recipes.operations import Operation, RecipeError, StepContext, col
+from shoal.recipes.ops.filters import condition
 from shoal.recipes.registry import OPERATIONS
 
 # How a step's ConditionExpressions apply (rows matching all of them are "selected"):

@@ -1,4 +1,4 @@
-"""Workflows: Amazon States Language state machines run by Shoal's own engine on Spark.
+"""Workflows: Amazon States Language state machines run by Shoal's own interpreter on Spark.
 
 Public API:
 - `register(settings, path, name=None)` and `load_machine(settings, ref)` (a file or a name)
@@ -16,8 +16,8 @@ from typing import Any
 from shoal.config import Settings
 from shoal.workflows import definition, tasks
 from shoal.workflows.definition import StateMachine
-from shoal.workflows.engine import Engine
 from shoal.workflows.errors import DefinitionError, StatesError, WorkflowError
+from shoal.workflows.interpreter import Interpreter
 from shoal.workflows.store import ExecutionRecord, Store
 
 __all__ = [
@@ -73,8 +73,8 @@ def run(
     say: Callable[[str], None] = lambda _m: None,
 ) -> ExecutionRecord:
     machine = ref if isinstance(ref, StateMachine) else load_machine(settings, ref)
-    engine = Engine(settings, tasks.resolve, say=say, run_workflow=run)
-    record = engine.start(
+    interpreter = Interpreter(settings, tasks.resolve, say=say, run_workflow=run)
+    record = interpreter.start(
         machine, {} if input_ is None else input_, name=name, trigger=trigger, execution_id=execution_id
     )
     _notify_failure(settings, record, notify_on_failure)
@@ -88,7 +88,7 @@ def resume(
     notify_on_failure: str | None = None,
     say: Callable[[str], None] = lambda _m: None,
 ) -> ExecutionRecord:
-    record = Engine(settings, tasks.resolve, say=say, run_workflow=run).resume(execution_id)
+    record = Interpreter(settings, tasks.resolve, say=say, run_workflow=run).resume(execution_id)
     _notify_failure(settings, record, notify_on_failure)
     return record
 

@@ -45,9 +45,9 @@ from sqlalchemy import Column, DateTime, MetaData, String, Table, Text, delete, 
 
 from shoal.config import Settings
 from shoal.lake import database
-from shoal.workflows.engine import TaskContext
 from shoal.workflows.errors import TASK_FAILED, StatesError
 from shoal.workflows.functions import load_callable, resolve_function
+from shoal.workflows.interpreter import TaskContext
 from shoal.workflows.params import need as _need
 from shoal.workflows.params import task_params as _params
 from shoal.workflows.publish import notify
@@ -600,7 +600,7 @@ def _child(ctx: TaskContext, params: Any) -> tuple[dict[str, Any], Any]:
 
     if ctx.run_workflow is None:
         raise StatesError(
-            "States.Runtime", "this engine was made without a workflow runner: child executions cannot start"
+            "States.Runtime", "this interpreter was made without a workflow runner: child executions cannot start"
         )
     p = _params(params)
     arn = str(_need(p, "StateMachineArn"))

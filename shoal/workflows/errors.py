@@ -1,4 +1,4 @@
-"""Errors of the Amazon States Language, raised and matched by the engine.
+"""Errors of the Amazon States Language, raised and matched by the interpreter.
 
 A `StatesError` carries the language's two fields, `Error` (a name that Retry and Catch
 match) and `Cause` (a human-readable reason). Exceptions from tasks become a StatesError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shoal.workflows.engine import TaskContext
+from shoal.workflows.interpreter import TaskContext
 from shoal.workflows.params import need as _need
 from shoal.workflows.params import task_params as _params
 

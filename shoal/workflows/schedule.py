@@ -388,7 +388,7 @@ class Scheduler:
         return fired
 
     def _timed(self, schedule: dict[str, Any], now: dt.datetime) -> list[Fired]:
-        from shoal.workflows.engine import new_execution_id
+        from shoal.workflows.interpreter import new_execution_id
 
         timing = parse_timing(schedule["expression"])
         due = list(timing.slots(schedule["_last"], now, schedule["_created"]))
@@ -416,7 +416,7 @@ class Scheduler:
         return out
 
     def _files(self, schedule: dict[str, Any]) -> list[Fired]:
-        from shoal.workflows.engine import new_execution_id
+        from shoal.workflows.interpreter import new_execution_id
 
         settle = self.settings.workflows.settle_s
         now = time.time()

@@ -70,7 +70,7 @@ executions = Table(
     Column("pid", Integer),
     Column("trigger", Text),
     # A stop asked for by another process ({"error", "cause", "by"} as JSON); the running
-    # engine polls it (migration 0003 added it to catalogs of release 0.1.0).
+    # interpreter polls it (migration 0003 added it to catalogs of release 0.1.0).
     Column("stop_requested", Text),
 )
 events = Table(
@@ -249,7 +249,7 @@ class Store:
         self._seq[execution_id] = last or 0
 
     def request_stop(self, execution_id: str, *, by: str, error: str | None = None, cause: str | None = None) -> str:
-        """Ask a running execution to stop (as Step Functions' StopExecution): the engine that
+        """Ask a running execution to stop (as Step Functions' StopExecution): the interpreter that
         runs it cancels its states and records ABORTED. An execution whose process is gone is
         marked ABORTED at once. Returns the status after the request."""
         record = self.execution(execution_id)

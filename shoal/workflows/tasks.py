@@ -29,9 +29,9 @@ from typing import Any
 
 from shoal.exceptions import ShoalError
 from shoal.workflows import aws
-from shoal.workflows.engine import TaskContext
 from shoal.workflows.errors import StatesError
 from shoal.workflows.functions import load_callable
+from shoal.workflows.interpreter import TaskContext
 from shoal.workflows.params import need as _need
 from shoal.workflows.params import task_params as _params
 from shoal.workflows.publish import notify

@@ -9,6 +9,7 @@ from email import policy
 from email.message import EmailMessage
 from typing import Any
 
+from shoal.config import ExtractSettings
 from shoal.extract.base import Child, Context, Extraction, ExtractionRefused, ExtractionSkipped, Extractor, TextPart
 from shoal.extract.documents.html import html_text
 from shoal.extract.documents.text import decode_text
@@ -88,7 +89,7 @@ class OutlookMsg(Extractor):
     name = "outlook"
     version = "1"
 
-    def warm(self, settings) -> None:
+    def warm(self, settings: ExtractSettings) -> None:
         # Without the extra each .msg object is skipped with MSG_EXTRA_MISSING instead.
         with contextlib.suppress(ImportError):
             import extract_msg  # noqa: F401

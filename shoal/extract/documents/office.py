@@ -17,12 +17,12 @@ MIN_TEXT_CHARS = 3  # a slide with less text than this is read from its pictures
 MIN_OCR_SIDE = 32  # pixels: smaller pictures are icons, not text
 
 
-def _core(props) -> dict[str, Any]:
+def _core(props: Any) -> dict[str, Any]:
     author = getattr(props, "author", None) or getattr(props, "creator", None)
     return {"title": props.title or None, "author": author or None}
 
 
-def _docx_rows(table) -> list[list[str]]:
+def _docx_rows(table: Any) -> list[list[str]]:
     """A DOCX table's rows read from its `w:tr`/`w:tc` XML, one value per grid column.
 
     python-docx's cell grid raises on merges it cannot resolve (`no 'tc' element at
@@ -55,7 +55,7 @@ def _docx_rows(table) -> list[list[str]]:
     return rows
 
 
-def _int_attr(el, default: int) -> int:
+def _int_attr(el: Any, default: int) -> int:
     from docx.oxml.ns import qn
 
     try:
@@ -88,7 +88,7 @@ class Docx(Extractor):
         return Extraction(text=parts, tables=tables, properties=_core(document.core_properties))
 
 
-def _pictures(shapes) -> Iterator[bytes]:
+def _pictures(shapes: Any) -> Iterator[bytes]:
     """The image bytes of a slide's pictures, groups included (picture placeholders too)."""
     from pptx.enum.shapes import MSO_SHAPE_TYPE
 
@@ -206,7 +206,7 @@ def _odt_xml_text(content: bytes) -> list[TextPart]:
     table = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}table"
     lines: list[str] = []
 
-    def walk(el) -> None:
+    def walk(el: Any) -> None:
         for child in el:
             if child.tag in (f"{text_ns}p", f"{text_ns}h"):
                 lines.append("".join(child.itertext()))
@@ -235,7 +235,7 @@ class Odt(Extractor):
         doc = load(io.BytesIO(ctx.data))
         sections = Sections()
 
-        def walk(parent) -> None:
+        def walk(parent: Any) -> None:
             for el in parent.childNodes:
                 qname = getattr(el, "qname", None)  # text and comment nodes have none
                 if qname == (TEXTNS, "h"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from shoal.extract.base import (
     Context,
@@ -15,10 +16,13 @@ from shoal.extract.base import (
     TextPart,
 )
 
+if TYPE_CHECKING:
+    import PIL.Image
+
 MIN_TEXT_CHARS = 3  # a page with fewer characters in its text layer is treated as scanned
 
 
-def ocr_image(image, languages: str) -> str:
+def ocr_image(image: PIL.Image.Image, languages: str) -> str:
     import pytesseract
 
     return pytesseract.image_to_string(image, lang=languages)
@@ -177,7 +181,7 @@ class Pdf(Extractor):
         return parts, page_count
 
     @staticmethod
-    def _fields(reader) -> list[FormField]:
+    def _fields(reader: Any) -> list[FormField]:
         out = []
         for name, field in (reader.get_fields() or {}).items():
             value = field.get("/V")
@@ -201,7 +205,7 @@ class Pdf(Extractor):
             pdf.close()
 
     @staticmethod
-    def _ocr_page(ctx: Context, page, number: int, tables: list[ExtractedTable], problems: list[str]) -> str:
+    def _ocr_page(ctx: Context, page: Any, number: int, tables: list[ExtractedTable], problems: list[str]) -> str:
         image = page.render(scale=ctx.settings.ocr_dpi / 72).to_pil()
         text = ocr_image(image, ctx.settings.ocr_languages)
         # Before the page closes: the picture may share PDFium's bitmap memory.
@@ -211,14 +215,14 @@ class Pdf(Extractor):
         return text
 
 
-def _draws_paths(page) -> bool:
+def _draws_paths(page: Any) -> bool:
     """Whether a PDFium page draws lines, rectangles or curves (form XObjects included)."""
     import pypdfium2.raw as pdfium_c
 
     return any(obj.type == pdfium_c.FPDF_PAGEOBJ_PATH for obj in page.get_objects())
 
 
-def _plumber_tables(page, number: int, problems: list[str]) -> list[ExtractedTable]:
+def _plumber_tables(page: Any, number: int, problems: list[str]) -> list[ExtractedTable]:
     """pdfplumber's tables of one page, the page's parsed layout freed after."""
     try:
         found = page.extract_tables()
@@ -235,7 +239,7 @@ def _plumber_tables(page, number: int, problems: list[str]) -> list[ExtractedTab
     return out
 
 
-def _streamed(pdf) -> Iterator:
+def _streamed(pdf: Any) -> Iterator[Any]:
     """pdfplumber's pages one at a time, each page's parsed layout freed once the next is asked for.
 
     A page keeps its characters, layout and text map cached until closed: without this a
@@ -248,7 +252,7 @@ def _streamed(pdf) -> Iterator:
             page.close()
 
 
-def _scanned_tables(ctx: Context, image, number: int, problems: list[str]) -> list[list[list[str]]]:
+def _scanned_tables(ctx: Context, image: PIL.Image.Image, number: int, problems: list[str]) -> list[list[list[str]]]:
     """Ruled tables on a scanned page (img2table); word boxes are read only if a grid is found."""
     import functools
 
@@ -292,7 +296,7 @@ def _pdfium_page_text(data: bytes, number: int) -> str:
         pdf.close()
 
 
-def _page_text(pdf, index: int) -> str:
+def _page_text(pdf: Any, index: int) -> str:
     page = pdf[index]
     textpage = page.get_textpage()
     try:
@@ -302,6 +306,6 @@ def _page_text(pdf, index: int) -> str:
         page.close()
 
 
-def _meta(info, key: str) -> str | None:
+def _meta(info: Any, key: str) -> str | None:
     value = info.get(key) if info else None
     return str(value) if value else None

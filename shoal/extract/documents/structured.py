@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import re
+import xml.etree.ElementTree as ET
 from typing import Any
 
 from defusedxml import ElementTree as SafeET
@@ -117,7 +118,7 @@ class NdJson(Extractor):
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
-def _parse_xml(data: bytes):
+def _parse_xml(data: bytes) -> ET.Element:
     return SafeET.fromstring(data, forbid_dtd=False, forbid_entities=True, forbid_external=True)
 
 

@@ -16,12 +16,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PIL import Image, ImageSequence
 
 from shoal.exceptions import DependencyError
 from shoal.extract.base import ExtractionRefused
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SAMPLE_RATE = 16_000  # what the speech models expect
 
@@ -231,7 +234,7 @@ def pcm_windows(path: Path, window_s: float) -> Iterator[tuple[float, Any]]:
         raise ValueError(f"ffmpeg could not decode the audio: {_ffmpeg_reason(err, path) or code}")
 
 
-def _quiet_cut(buf, search_s: float = 8.0, frame_s: float = 0.2) -> int:
+def _quiet_cut(buf: np.ndarray, search_s: float = 8.0, frame_s: float = 0.2) -> int:
     """Index of the quietest 200 ms frame in the last seconds of a window (so no word is split)."""
     import numpy as np
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -45,7 +46,7 @@ _models: dict[str, Any] = {}
 _lock = threading.Lock()
 
 
-def _model(key: str, build):
+def _model(key: str, build: Callable[[], Any]) -> Any:
     with _lock:
         if key not in _models:
             _models[key] = build()
@@ -306,7 +307,7 @@ class ImageLabels(Extractor):
         if cascade.empty():
             raise ValueError(f"face model {path} could not be loaded by OpenCV")
 
-        def build_hog():
+        def build_hog() -> Any:
             hog = cv2.HOGDescriptor()
             hog.setSVMDetector(np.asarray(cv2.HOGDescriptor.getDefaultPeopleDetector(), dtype=np.float32))
             return hog
@@ -329,7 +330,7 @@ class UnsafeContent(Extractor):
         media = ctx.settings.media
         path = models.unsafe_detector(media)
 
-        def build():
+        def build() -> Any:
             from nudenet import NudeDetector
 
             return NudeDetector(model_path=str(path))

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -79,7 +81,9 @@ def _relu6(x: np.ndarray) -> np.ndarray:
     return np.clip(x, 0, 6, out=x)
 
 
-def inverted_residual_logits(net, x: np.ndarray, stem, depthwise) -> np.ndarray:
+def inverted_residual_logits(
+    net: Any, x: np.ndarray, stem: Callable[..., np.ndarray], depthwise: Callable[..., np.ndarray]
+) -> np.ndarray:
     """Stem, inverted-residual blocks, head and classifier: the network both ImageNet labellers
     share (`stem` and `depthwise` carry each one's padding rule)."""
     x = _relu6(stem(x, *net.stem))
@@ -159,7 +163,7 @@ class MobileNetV2:
                 return session.run(None, {"image": x.transpose(2, 0, 1)[None].astype(np.float32)})[0][0]
         return self._numpy_logits(x)
 
-    def _onnx(self, required: bool = False):
+    def _onnx(self, required: bool = False) -> Any:
         if self._session is None and (required or not self._session_failed):
             try:
                 self._session = _session(self)
@@ -176,7 +180,7 @@ class MobileNetV2:
         return top_labels(self.logits(self.preprocess(image)), self.labels, top_k)
 
 
-def _graph(net: MobileNetV2):
+def _graph(net: MobileNetV2) -> Any:
     """The network as ONNX (NCHW), from the folded weights the NumPy pass uses."""
     from onnx import TensorProto, helper, numpy_helper
 
@@ -239,7 +243,7 @@ def _graph(net: MobileNetV2):
     return model
 
 
-def _session(net: MobileNetV2):
+def _session(net: MobileNetV2) -> Any:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()

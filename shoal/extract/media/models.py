@@ -18,6 +18,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from shoal.config import MediaSettings
 from shoal.exceptions import DependencyError
@@ -219,7 +220,7 @@ def label_weights(settings: MediaSettings) -> Path:
     return path
 
 
-def label_classifier(settings: MediaSettings):
+def label_classifier(settings: MediaSettings) -> Any:
     """The ImageNet classifier `label_model` names (loaded once per process).
 
     A path is a torchvision MobileNetV2 or an EfficientNet-Lite state dict (told apart by

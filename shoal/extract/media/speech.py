@@ -82,7 +82,9 @@ class FasterWhisper:
                 )
             self.model = _models[key]
 
-    def transcribe(self, samples, offset_s: float, language: str | None):
+    def transcribe(
+        self, samples: Any, offset_s: float, language: str | None
+    ) -> tuple[list[Segment], str | None, float | None]:
         segments, info = self.model.transcribe(
             samples,
             language=language,
@@ -150,7 +152,9 @@ class PocketSphinx:
                 _models["pocketsphinx"] = Decoder(samprate=SAMPLE_RATE, loglevel="FATAL")
             self.decoder = _models["pocketsphinx"]
 
-    def transcribe(self, samples, offset_s: float, language: str | None):
+    def transcribe(
+        self, samples: Any, offset_s: float, language: str | None
+    ) -> tuple[list[Segment], str | None, float | None]:
         import numpy as np
 
         pcm = (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()

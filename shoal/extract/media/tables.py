@@ -128,7 +128,7 @@ def find_tables(
     class KnownWords(OCRInstance):
         """Hands img2table the words already read instead of running an OCR engine."""
 
-        def of(self, document) -> OCRData | None:
+        def of(self, document: Any) -> OCRData | None:
             found = words() if callable(words) else words
             if not found:
                 return None

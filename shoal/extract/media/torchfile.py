@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import pickle
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -48,7 +49,7 @@ class _Tensor:
     stride: tuple[int, ...]
 
 
-def _rebuild_tensor_v2(storage, offset, size, stride, *_rest) -> _Tensor:
+def _rebuild_tensor_v2(storage: Any, offset: int, size: Sequence[int], stride: Sequence[int], *_rest: Any) -> _Tensor:
     return _Tensor(storage, int(offset), tuple(size), tuple(stride))
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NoReturn
 
-from pyspark.sql import SparkSession, SQLContext
+from pyspark.sql import DataFrame, SparkSession, SQLContext
 
 from shoal.glue import io, runtime
 
@@ -25,12 +25,26 @@ class DataFrameReader:
     def __init__(self, glue_context: GlueContext) -> None:
         self._glue_context = glue_context
 
-    def from_catalog(self, database=None, table_name=None, redshift_tmp_dir="", transformation_ctx="", **kw):
+    def from_catalog(
+        self,
+        database: str | None = None,
+        table_name: str | None = None,
+        redshift_tmp_dir: str = "",
+        transformation_ctx: str = "",
+        **kw: Any,
+    ) -> DataFrame:
         return self._glue_context.create_data_frame_from_catalog(
             database, table_name, redshift_tmp_dir, transformation_ctx, **kw
         )
 
-    def from_options(self, connection_type, connection_options=None, format=None, format_options=None, **kw):
+    def from_options(
+        self,
+        connection_type: str,
+        connection_options: dict[str, Any] | None = None,
+        format: str | None = None,
+        format_options: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> DataFrame:
         return self._glue_context.create_data_frame_from_options(
             connection_type, connection_options or {}, format, format_options or {}, **kw
         )
@@ -70,14 +84,14 @@ class GlueContext(SQLContext):
     # ---- reading -------------------------------------------------------------------------
     def create_dynamic_frame_from_catalog(
         self,
-        database=None,
-        table_name=None,
-        redshift_tmp_dir="",
-        transformation_ctx="",
-        push_down_predicate="",
-        additional_options=None,
-        catalog_id=None,
-        **kwargs,
+        database: str | None = None,
+        table_name: str | None = None,
+        redshift_tmp_dir: str = "",
+        transformation_ctx: str = "",
+        push_down_predicate: str = "",
+        additional_options: dict[str, Any] | None = None,
+        catalog_id: str | None = None,
+        **kwargs: Any,
     ) -> DynamicFrame:
         df = self.create_data_frame_from_catalog(
             database,
@@ -88,19 +102,19 @@ class GlueContext(SQLContext):
             additional_options,
             **kwargs,
         )
-        return DynamicFrame(df, self, table_name)
+        return DynamicFrame(df, self, table_name or "")
 
     def create_data_frame_from_catalog(
         self,
-        database=None,
-        table_name=None,
-        redshift_tmp_dir="",
-        transformation_ctx="",
-        push_down_predicate="",
-        additional_options=None,
-        catalog_id=None,
-        **kwargs,
-    ):
+        database: str | None = None,
+        table_name: str | None = None,
+        redshift_tmp_dir: str = "",
+        transformation_ctx: str = "",
+        push_down_predicate: str = "",
+        additional_options: dict[str, Any] | None = None,
+        catalog_id: str | None = None,
+        **kwargs: Any,
+    ) -> DataFrame:
         db = _database(database, kwargs)
         if table_name is None:
             raise ValueError("Parameter table_name is missing.")
@@ -108,13 +122,13 @@ class GlueContext(SQLContext):
 
     def create_dynamic_frame_from_options(
         self,
-        connection_type,
-        connection_options=None,
-        format=None,
-        format_options=None,
-        transformation_ctx="",
-        push_down_predicate="",
-        **kwargs,
+        connection_type: str,
+        connection_options: dict[str, Any] | None = None,
+        format: str | None = None,
+        format_options: dict[str, Any] | None = None,
+        transformation_ctx: str = "",
+        push_down_predicate: str = "",
+        **kwargs: Any,
     ) -> DynamicFrame:
         df = self.create_data_frame_from_options(
             connection_type, connection_options, format, format_options, transformation_ctx, push_down_predicate
@@ -123,33 +137,40 @@ class GlueContext(SQLContext):
 
     def create_data_frame_from_options(
         self,
-        connection_type,
-        connection_options=None,
-        format=None,
-        format_options=None,
-        transformation_ctx="",
-        push_down_predicate="",
-        **kwargs,
-    ):
+        connection_type: str,
+        connection_options: dict[str, Any] | None = None,
+        format: str | None = None,
+        format_options: dict[str, Any] | None = None,
+        transformation_ctx: str = "",
+        push_down_predicate: str = "",
+        **kwargs: Any,
+    ) -> DataFrame:
         df = io.read_options(
             self._run, connection_type, connection_options or {}, format, format_options or {}, transformation_ctx
         )
         return df.filter(push_down_predicate) if push_down_predicate else df
 
-    def create_dynamic_frame_from_rdd(self, data, name, schema=None, sample_ratio=None, transformation_ctx=""):
+    def create_dynamic_frame_from_rdd(
+        self,
+        data: Any,
+        name: str,
+        schema: Any = None,
+        sample_ratio: float | None = None,
+        transformation_ctx: str = "",
+    ) -> DynamicFrame:
         return DynamicFrame(self.spark_session.createDataFrame(data, schema, sample_ratio), self, name)
 
     # ---- writing -------------------------------------------------------------------------
     def write_dynamic_frame_from_options(
         self,
-        frame,
-        connection_type,
-        connection_options=None,
-        format=None,
-        format_options=None,
-        transformation_ctx="",
-        **kwargs,
-    ) -> DynamicFrame:
+        frame: DynamicFrame | DataFrame,
+        connection_type: str,
+        connection_options: dict[str, Any] | None = None,
+        format: str | None = None,
+        format_options: dict[str, Any] | None = None,
+        transformation_ctx: str = "",
+        **kwargs: Any,
+    ) -> DynamicFrame | DataFrame:
         io.write_options(
             self._run,
             _frame_df(frame),
@@ -163,35 +184,42 @@ class GlueContext(SQLContext):
 
     def write_dynamic_frame_from_catalog(
         self,
-        frame,
-        database=None,
-        table_name=None,
-        redshift_tmp_dir="",
-        transformation_ctx="",
-        additional_options=None,
-        catalog_id=None,
-        **kwargs,
-    ) -> DynamicFrame:
+        frame: DynamicFrame | DataFrame,
+        database: str | None = None,
+        table_name: str | None = None,
+        redshift_tmp_dir: str = "",
+        transformation_ctx: str = "",
+        additional_options: dict[str, Any] | None = None,
+        catalog_id: str | None = None,
+        **kwargs: Any,
+    ) -> DynamicFrame | DataFrame:
         db = _database(database, kwargs)
         if table_name is None:
             raise ValueError("Parameter table_name is missing.")
         io.write_catalog(self._run, _frame_df(frame), db, table_name, transformation_ctx)
         return frame
 
-    def write_data_frame_from_catalog(self, frame, database=None, table_name=None, *args, **kwargs):
+    def write_data_frame_from_catalog(
+        self,
+        frame: DynamicFrame | DataFrame,
+        database: str | None = None,
+        table_name: str | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> DynamicFrame | DataFrame:
         return self.write_dynamic_frame_from_catalog(frame, database, table_name, *args, **kwargs)
 
     # ---- the rest of Glue's API ------------------------------------------------------------
     def get_logger(self) -> GlueLogger:
         return self._glue_logger
 
-    def getSource(self, *args: Any, **kwargs: Any):
+    def getSource(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise runtime.GlueError(
             "GlueContext.getSource is not supported by Shoal's awsglue",
             hint="use create_dynamic_frame.from_catalog or .from_options",
         )
 
-    def getSink(self, *args: Any, **kwargs: Any):
+    def getSink(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise runtime.GlueError(
             "GlueContext.getSink is not supported by Shoal's awsglue",
             hint="use write_dynamic_frame.from_catalog or .from_options",
@@ -204,7 +232,7 @@ class GlueContext(SQLContext):
         raise runtime.GlueError("GlueContext.purge_table is not supported by Shoal's awsglue")
 
 
-def _frame_df(frame):
+def _frame_df(frame: DynamicFrame | DataFrame) -> DataFrame:
     if isinstance(frame, DynamicFrame):
         return frame.toDF()
     if hasattr(frame, "write") and hasattr(frame, "schema"):

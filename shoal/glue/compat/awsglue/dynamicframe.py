@@ -6,10 +6,16 @@ casts (cast:/project:) and has nothing to split (make_cols, make_struct).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shoal.glue import io, runtime
 from shoal.glue.records import record_filter
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType, StructType
 
 # Glue type names Spark's cast does not know by that name.
 _TYPES = {"long": "bigint", "integer": "int", "short": "smallint", "byte": "tinyint"}
@@ -35,16 +41,16 @@ def _path_parts(path: str) -> list[str]:
     return parts
 
 
-def _col(path: str):
+def _col(path: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.col(".".join("`" + p.replace("`", "``") + "`" for p in _path_parts(path)))
 
 
-def _has_path(df, path: str, case_sensitive: bool) -> bool:
+def _has_path(df: DataFrame, path: str, case_sensitive: bool) -> bool:
     from pyspark.sql.types import StructType
 
-    fields = df.schema
+    fields: DataType = df.schema
     for part in _path_parts(path):
         if not isinstance(fields, StructType):
             return False
@@ -63,19 +69,19 @@ class DynamicFrame:
         self.name = name
 
     @classmethod
-    def fromDF(cls, dataframe, glue_ctx, name: str = "") -> DynamicFrame:
+    def fromDF(cls, dataframe: DataFrame, glue_ctx: Any, name: str = "") -> DynamicFrame:
         return cls(dataframe, glue_ctx, name)
 
-    def _wrap(self, df) -> DynamicFrame:
+    def _wrap(self, df: DataFrame) -> DynamicFrame:
         return DynamicFrame(df, self.glue_ctx, self.name)
 
-    def toDF(self, options: Any = None):
+    def toDF(self, options: Any = None) -> DataFrame:
         return self._df
 
     def count(self) -> int:
         return self._df.count()
 
-    def schema(self):
+    def schema(self) -> StructType:
         return self._df.schema
 
     def printSchema(self) -> None:
@@ -90,7 +96,9 @@ class DynamicFrame:
     def repartition(self, num_partitions: int, transformation_ctx: str = "", **_kw: Any) -> DynamicFrame:
         return self._wrap(self._df.repartition(num_partitions))
 
-    def coalesce(self, num_partitions: int, shuffle: bool = False, transformation_ctx: str = "", **_kw: Any):
+    def coalesce(
+        self, num_partitions: int, shuffle: bool = False, transformation_ctx: str = "", **_kw: Any
+    ) -> DynamicFrame:
         return self._wrap(self._df.coalesce(num_partitions))
 
     def errorsCount(self) -> int:
@@ -99,7 +107,13 @@ class DynamicFrame:
     def stageErrorsCount(self) -> int:
         return 0
 
-    def apply_mapping(self, mappings, case_sensitive: bool = False, transformation_ctx: str = "", **_kw: Any):
+    def apply_mapping(
+        self,
+        mappings: Sequence[Sequence[str]],
+        case_sensitive: bool = False,
+        transformation_ctx: str = "",
+        **_kw: Any,
+    ) -> DynamicFrame:
         """Keep, rename and cast fields: [(source, source_type, target, target_type), ...]."""
         if not self._df.columns:
             return self._wrap(self._df)  # an empty source frame has no fields to map
@@ -122,7 +136,7 @@ class DynamicFrame:
 
     def resolveChoice(
         self,
-        specs=None,
+        specs: Sequence[tuple[str, str]] | None = None,
         choice: str = "",
         database: str | None = None,
         table_name: str | None = None,
@@ -161,7 +175,7 @@ class DynamicFrame:
                 )
         return self._wrap(df)
 
-    def filter(self, f, transformation_ctx: str = "", **_kw: Any) -> DynamicFrame:
+    def filter(self, f: Callable[[Any], bool], transformation_ctx: str = "", **_kw: Any) -> DynamicFrame:
         """Records for which f(record) is true; f sees fields by name (record['age'])."""
         spark = self._df.sparkSession
         return self._wrap(spark.createDataFrame(self._df.rdd.filter(record_filter(f)), self._df.schema))
@@ -175,7 +189,7 @@ class DynamicFrame:
             raise runtime.GlueError("drop_fields on nested paths is not supported")
         return self._wrap(self._df.drop(*top))
 
-    def rename_field(self, oldName: str, newName: str, transformation_ctx: str = "", **_kw: Any):
+    def rename_field(self, oldName: str, newName: str, transformation_ctx: str = "", **_kw: Any) -> DynamicFrame:
         if len(_path_parts(oldName)) > 1 or len(_path_parts(newName)) > 1:
             raise runtime.GlueError("rename_field on nested paths is not supported")
         return self._wrap(self._df.withColumnRenamed(_path_parts(oldName)[0], _path_parts(newName)[0]))
@@ -189,30 +203,60 @@ class DynamicFrame:
 
 
 class DynamicFrameReader:
-    def __init__(self, glue_context) -> None:
+    def __init__(self, glue_context: Any) -> None:  # a GlueContext (context.py imports this module)
         self._glue_context = glue_context
 
-    def from_catalog(self, database=None, table_name=None, redshift_tmp_dir="", transformation_ctx="", **kw):
+    def from_catalog(
+        self,
+        database: str | None = None,
+        table_name: str | None = None,
+        redshift_tmp_dir: str = "",
+        transformation_ctx: str = "",
+        **kw: Any,
+    ) -> DynamicFrame:
         return self._glue_context.create_dynamic_frame_from_catalog(
             database, table_name, redshift_tmp_dir, transformation_ctx, **kw
         )
 
-    def from_options(self, connection_type, connection_options=None, format=None, format_options=None, **kw):
+    def from_options(
+        self,
+        connection_type: str,
+        connection_options: dict[str, Any] | None = None,
+        format: str | None = None,
+        format_options: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> DynamicFrame:
         return self._glue_context.create_dynamic_frame_from_options(
             connection_type, connection_options or {}, format, format_options or {}, **kw
         )
 
 
 class DynamicFrameWriter:
-    def __init__(self, glue_context) -> None:
+    def __init__(self, glue_context: Any) -> None:  # a GlueContext (context.py imports this module)
         self._glue_context = glue_context
 
-    def from_options(self, frame, connection_type, connection_options=None, format=None, format_options=None, **kw):
+    def from_options(
+        self,
+        frame: DynamicFrame | DataFrame,
+        connection_type: str,
+        connection_options: dict[str, Any] | None = None,
+        format: str | None = None,
+        format_options: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> DynamicFrame | DataFrame:
         return self._glue_context.write_dynamic_frame_from_options(
             frame, connection_type, connection_options or {}, format, format_options or {}, **kw
         )
 
-    def from_catalog(self, frame, database=None, table_name=None, redshift_tmp_dir="", transformation_ctx="", **kw):
+    def from_catalog(
+        self,
+        frame: DynamicFrame | DataFrame,
+        database: str | None = None,
+        table_name: str | None = None,
+        redshift_tmp_dir: str = "",
+        transformation_ctx: str = "",
+        **kw: Any,
+    ) -> DynamicFrame | DataFrame:
         return self._glue_context.write_dynamic_frame_from_catalog(
             frame, database, table_name, redshift_tmp_dir, transformation_ctx, **kw
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, NoReturn
 
 from .job import Job
 
@@ -15,7 +15,7 @@ class GlueArgumentError(Exception):
 
 
 class GlueArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str):  # raise instead of exiting, so the message reaches the caller
+    def error(self, message: str) -> NoReturn:  # raise instead of exiting, so the message reaches the caller
         raise GlueArgumentError(message)
 
 

@@ -1,10 +1,7 @@
-"""API endpoints beyond query and catalog: search, workflows and executions, data quality
-results and models (the same governance as the console and the CLI's `--as`).
+"""Workflows and their executions: list, show, start, history, stop.
 
-Workflows follow `Governance.workflow_privileges` (SELECT to see, EXECUTE to start and stop);
-search and the text filter read only what the caller's grants allow; quality results are read
-through governed SQL on `shoal.quality_results`; objects and models are catalog metadata.
-Every call is audited."""
+Workflows follow `Governance.workflow_privileges` (SELECT to see, EXECUTE to start and stop), as in
+the console and the CLI's `--as`; every call is audited."""
 
 # No `from __future__ import annotations`: FastAPI must see `Who` (local to `router`) as an object.
 
@@ -12,23 +9,24 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, HTTPException, Query
 from pydantic import BaseModel, Field
 
 from shoal.config import Settings
 from shoal.exceptions import ShoalError, first_line
-from shoal.governance import AuditLog, Governance, GovernedSql, Principal
+from shoal.governance import AuditLog, Governance, Principal
 from shoal.governance.grants import OPERATORS
-from shoal.search.query import Hit
-from shoal.sql import to_json_value
+
+if TYPE_CHECKING:
+    from shoal.workflows.store import ExecutionRecord
 
 
-class SearchOut(BaseModel):
-    query: str
-    mode: str
-    hits: list[Hit]  # the search package's own result type (object, part, snippet, ranks, paths)
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.isoformat() + "Z" if hasattr(value, "isoformat") else str(value)
 
 
 class WorkflowOut(BaseModel):
@@ -78,70 +76,46 @@ class EventOut(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class QualityOut(BaseModel):
-    results: list[dict[str, Any]]
+class _Shared:
+    """What the routes share: the caller's privileges on a workflow, and one execution."""
 
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.audit = AuditLog(settings)
 
-class ModelOut(BaseModel):
-    name: str
-    version: str
-    kind: str
-    sha256: str
-    size_bytes: int
-    description: str
-    registered_by: str
-    registered_at: str
+    def privileges(self, who: Principal, name: str) -> set[str]:
+        return Governance(self.settings).workflow_privileges(who, name)
 
-
-def _iso(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value.isoformat() + "Z" if hasattr(value, "isoformat") else str(value)
-
-
-def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) -> APIRouter:  # noqa: C901 - the route table: each nested handler counts toward it
-    """Routes for `create_app`; `who_dependency` is its authenticated-principal dependency."""
-    api = APIRouter(prefix="/api/v1")
-    Who = Annotated[Principal, who_dependency]
-    audit = AuditLog(settings)
-
-    def _workflow_privileges(who: Principal, name: str) -> set[str]:
-        return Governance(settings).workflow_privileges(who, name)
-
-    def _require(who: Principal, name: str, privilege: str, action: str, resource: str) -> None:
-        if privilege not in _workflow_privileges(who, name):
-            audit.record(who.name, action, resource, False, reason=f"no {privilege} on workflow {name}", via="api")
+    def require(self, who: Principal, name: str, privilege: str, action: str, resource: str) -> None:
+        if privilege not in self.privileges(who, name):
+            self.audit.record(who.name, action, resource, False, reason=f"no {privilege} on workflow {name}", via="api")
             raise HTTPException(
                 403,
                 f"{who.name} may not {'see' if privilege == 'SELECT' else 'run'} workflow {name} "
                 f"(admins, the {OPERATORS} group and grants ON WORKFLOW)",
             )
 
-    def _execution(execution_id: str):
+    def execution(self, execution_id: str) -> "ExecutionRecord":
         from shoal.workflows import Store
 
         try:
-            return Store(settings).execution(execution_id)
+            return Store(self.settings).execution(execution_id)
         except ShoalError:
             raise HTTPException(404, f"no execution {execution_id}") from None
 
-    # ---- search and objects ---------------------------------------------------------------
-    @api.get("/search", response_model=SearchOut)
-    def search(
-        who: Who,
-        q: Annotated[str, Query(min_length=1, max_length=2000)],
-        limit: Annotated[int, Query(ge=1, le=100)] = 10,
-        mode: Literal["hybrid", "vector", "keyword"] = "hybrid",
-        media_type: Annotated[str | None, Query(max_length=200)] = None,
-        lang: Annotated[str | None, Query(max_length=20)] = None,
-    ) -> SearchOut:
-        from shoal.search.query import search as run_search
 
-        hits = run_search(
-            settings, q, k=limit, media_type=media_type, lang=lang, principal=who, spark=spark(), mode=mode
-        )
-        audit.record(who.name, "search.query", None, True, via="api", hits=len(hits))
-        return SearchOut(query=q, mode=mode, hits=hits)
+def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) -> APIRouter:
+    """Routes for `create_app`; `who_dependency` is its authenticated-principal dependency."""
+    api = APIRouter(prefix="/api/v1")
+    Who = Annotated[Principal, who_dependency]
+    shared = _Shared(settings)
+    _workflow_routes(api, settings, Who, shared)
+    _execution_routes(api, settings, Who, shared)
+    return api
+
+
+def _workflow_routes(api: APIRouter, settings: Settings, Who: Any, shared: _Shared) -> None:
+    audit, _require, _workflow_privileges = shared.audit, shared.require, shared.privileges
 
     # ---- workflows and executions ---------------------------------------------------------
     @api.get("/workflows", response_model=list[WorkflowOut])
@@ -196,7 +170,7 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
     @api.post("/workflows/{name}/executions", response_model=ExecutionOut, status_code=202)
     def workflow_start(name: str, who: Who, body: Annotated[StartIn, Body()] = StartIn()) -> ExecutionOut:
         from shoal import workflows
-        from shoal.workflows.engine import new_execution_id
+        from shoal.workflows.interpreter import new_execution_id
 
         _require(who, name, "EXECUTE", "workflow.start", name)
         try:
@@ -217,7 +191,7 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
         record = _wait_created(execution_id)
         return ExecutionOut(**record.to_dict(full=True))
 
-    def _wait_created(execution_id: str, timeout: float = 10):
+    def _wait_created(execution_id: str, timeout: float = 10) -> "ExecutionRecord":
         import time
 
         from shoal.workflows import Store
@@ -231,6 +205,10 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
                 if time.monotonic() > deadline:
                     raise HTTPException(500, f"execution {execution_id} did not start") from None
                 time.sleep(0.05)
+
+
+def _execution_routes(api: APIRouter, settings: Settings, Who: Any, shared: _Shared) -> None:
+    audit, _require, _execution = shared.audit, shared.require, shared.execution
 
     @api.get("/executions/{execution_id}", response_model=ExecutionOut)
     def execution_detail(execution_id: str, who: Who) -> ExecutionOut:
@@ -271,35 +249,3 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], Any]) ->
             raise HTTPException(409, first_line(exc)) from None
         audit.record(who.name, "workflow.stop", execution_id, True, via="api")
         return ExecutionOut(**_execution(execution_id).to_dict(full=True))
-
-    # ---- data quality and models ----------------------------------------------------------
-    @api.get("/quality/results", response_model=QualityOut)
-    def quality_results(
-        who: Who,
-        ruleset: Annotated[str | None, Query(max_length=200)] = None,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 200,
-    ) -> QualityOut:
-        import sqlglot.expressions as exp
-
-        from shoal.lake.metadata import NAMESPACE
-
-        session = spark()
-        if not session.catalog.tableExists(f"{NAMESPACE}.quality_results"):
-            return QualityOut(results=[])  # no ruleset has run yet
-        # Governed SQL: the caller's grant on shoal.quality_results (columns, rows) applies.
-        where = f" WHERE ruleset = {exp.Literal.string(ruleset).sql()}" if ruleset else ""
-        sql = f"SELECT * FROM {NAMESPACE}.quality_results{where} ORDER BY evaluated_at DESC, rule"
-        result = GovernedSql(session, settings, who).execute(sql, limit=limit)
-        return QualityOut(results=[{k: to_json_value(v) for k, v in r.items()} for r in result.records()])
-
-    @api.get("/models", response_model=list[ModelOut])
-    def models(who: Who, name: Annotated[str | None, Query(max_length=200)] = None) -> list[ModelOut]:
-        from shoal.models import list_models
-
-        if not (who.is_admin or settings.governance.metadata_visible_to_all):
-            audit.record(who.name, "model.list", None, False, reason="catalog metadata not visible", via="api")
-            raise HTTPException(403, f"{who.name} may not list models")
-        found = list_models(settings, name)
-        return [ModelOut.model_validate({**m.to_dict(), "registered_at": str(m.registered_at)}) for m in found]
-
-    return api

@@ -1,0 +1,230 @@
+"""A Spark standalone cluster on this machine for development: `shoal cluster up/down/status`.
+
+The master and workers are Spark's own daemons, started from the pyspark wheel's
+`spark-class` (the wheel has no sbin/ scripts). They run in their own sessions, so they
+outlive the command that started them; their pids, URLs and logs live in
+`<workspace>/cluster/`. Point Shoal at the cluster with `[spark] master = "spark://HOST:PORT"`
+(`shoal cluster up` prints it); production clusters are started by their own tooling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from shoal.config import Settings
+from shoal.exceptions import DependencyError, ShoalError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+class ClusterError(ShoalError):
+    """The development cluster could not be started, reached or stopped."""
+
+
+@dataclass
+class ClusterState:
+    master_url: str
+    webui_url: str
+    pids: list[int]
+    workers: int
+    cores_per_worker: int
+    memory_per_worker: str
+    started_at: float
+    log_dir: str
+    alive_workers: int = 0
+    running: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _dir(settings: Settings) -> Path:
+    d = settings.workspace_dir / "cluster"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _state_file(settings: Settings) -> Path:
+    return _dir(settings) / "cluster.json"
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    if not (home / "bin" / "spark-class").is_file():
+        raise DependencyError(f"{home}/bin/spark-class is missing", hint="reinstall pyspark==3.5.9")
+    return home
+
+
+def _alive(pid: int) -> bool:
+    try:  # reap it first when it is our own child (a zombie still answers kill 0)
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((host, port)) != 0
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def master_json(webui_url: str) -> dict[str, Any]:
+    r = httpx.get(webui_url.rstrip("/") + "/json/", timeout=5)
+    r.raise_for_status()
+    return r.json()
+
+
+def status(settings: Settings) -> ClusterState | None:
+    """The recorded cluster, with how many workers the master reports alive; None if none was started."""
+    path = _state_file(settings)
+    if not path.is_file():
+        return None
+    state = ClusterState(**{k: v for k, v in json.loads(path.read_text()).items() if k in ClusterState.__annotations__})
+    dead = [p for p in state.pids if not _alive(p)]
+    state.problems = [f"process {p} is gone (see {state.log_dir})" for p in dead]
+    try:
+        info = master_json(state.webui_url)
+        state.alive_workers = sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE")
+        state.running = info.get("status") == "ALIVE"
+    except (httpx.HTTPError, ValueError) as exc:
+        state.running = False
+        state.problems.append(f"master web UI {state.webui_url} unreachable: {exc}")
+    return state
+
+
+def up(
+    settings: Settings,
+    *,
+    workers: int | None = None,
+    say: Callable[[str], None] = lambda _m: None,
+    timeout: float = 120,
+) -> ClusterState:
+    """Start a master and `workers` workers; wait until the master sees them all alive."""
+    current = status(settings)
+    if current is not None and current.running:
+        raise ClusterError(
+            f"a cluster is already running at {current.master_url}", hint="stop it first: shoal cluster down"
+        )
+    if current is not None:
+        down(settings)
+    c = settings.cluster
+    n = workers or c.workers
+    for port in (c.port, c.webui_port):
+        if not _port_free(c.host, port):
+            raise ClusterError(
+                f"port {port} on {c.host} is taken", hint="set [cluster] port / webui_port to free ports"
+            )
+    home = spark_home()
+    log_dir = _dir(settings) / "logs"
+    log_dir.mkdir(exist_ok=True)
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_LOCAL_IP": c.host,
+        "SPARK_WORKER_DIR": str(_dir(settings) / "work"),
+        # Executors run Python on this interpreter (the one with Shoal and its models).
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    spark_class = str(home / "bin" / "spark-class")
+    master_url = f"spark://{c.host}:{c.port}"
+    webui_url = f"http://{c.host}:{c.webui_port}"
+    commands = [
+        (
+            "master",
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", c.host, "--port", str(c.port)]
+            + ["--webui-port", str(c.webui_port)],
+        )
+    ]
+    for i in range(n):
+        commands.append(
+            (
+                f"worker-{i + 1}",
+                [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", c.host, "--cores", str(c.worker_cores)]
+                + ["--memory", c.worker_memory, "--webui-port", str(_free_port(c.host))]
+                + ["--work-dir", str(_dir(settings) / "work" / f"worker-{i + 1}"), master_url],
+            )
+        )
+    pids = []
+    for name, cmd in commands:
+        with open(log_dir / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        pids.append(proc.pid)
+        say(f"started {name} (pid {proc.pid})")
+        if name == "master":
+            _wait(lambda: not _port_free(c.host, c.port), timeout, f"the master on {master_url}", log_dir, proc)
+    state = ClusterState(master_url, webui_url, pids, n, c.worker_cores, c.worker_memory, time.time(), str(log_dir))
+    _state_file(settings).write_text(json.dumps(state.to_dict(), indent=1))
+
+    def all_alive() -> bool:
+        try:
+            info = master_json(webui_url)
+        except (httpx.HTTPError, ValueError):
+            return False
+        return sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE") >= n
+
+    _wait(all_alive, timeout, f"{n} workers to register with {master_url}", log_dir)
+    say(f"cluster up: {master_url} with {n} workers (web UI {webui_url})")
+    return status(settings) or state
+
+
+def _wait(
+    check: Callable[[], bool], timeout: float, what: str, log_dir: Path, proc: subprocess.Popen | None = None
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if proc is not None and proc.poll() is not None:
+            raise ClusterError(f"{what} exited with code {proc.returncode}", hint=f"see the logs in {log_dir}")
+        if time.monotonic() > deadline:
+            raise ClusterError(f"timed out after {timeout:g} s waiting for {what}", hint=f"see the logs in {log_dir}")
+        time.sleep(0.5)
+
+
+def down(settings: Settings, *, say: Callable[[str], None] = lambda _m: None) -> int:
+    """Stop the recorded master and workers (TERM, then KILL after 15 s); returns how many were running."""
+    path = _state_file(settings)
+    if not path.is_file():
+        return 0
+    pids = json.loads(path.read_text()).get("pids", [])
+    running = [p for p in pids if _alive(p)]
+    for pid in reversed(running):  # workers first, then the master
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in running) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in running:
+        if _alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+    path.unlink()
+    say(f"stopped {len(running)} process(es)")
+    return len(running)

@@ -1,0 +1,1 @@
+"""The HTTP API's routers, one module per resource; `shoal.web.api.create_app` includes them."""
