@@ -108,7 +108,12 @@ def tab_names(page: Page) -> list[str]:
 def assert_fits(page: Page) -> None:
     """Nothing wider than the viewport at phone width (wide tables scroll inside themselves)."""
     over = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
-    assert over <= 1, f"the page is {over}px wider than the screen"
+    wide = page.evaluate(
+        """() => [...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right >
+        window.innerWidth + 1 && ![...e.children].some(c => c.getBoundingClientRect().right > window.innerWidth + 1))
+        .slice(0, 5).map(e => e.tagName + '#' + e.id + '.' + e.className)"""
+    )
+    assert over <= 1, f"the page is {over}px wider than the screen: {wide}"
 
 
 @pytest.mark.parametrize("width", ["desktop", "phone"])

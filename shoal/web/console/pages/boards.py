@@ -93,9 +93,9 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the pages' route
         ctx["mine"] = sorted(b.name for b in boards.values() if b.owner == who.name)
         entry = history.saved_query(who.name, fields["saved"]) if fields["saved"] else None
         if fields["saved"] and entry is None:
-            ctx["error"] = "no such saved query (it was deleted, or it is another user's and not shared)"
+            ctx["error"] = error or "no such saved query (it was deleted, or it is another user's and not shared)"
         elif entry is not None and not is_query(entry["sql"]):
-            ctx["error"] = f"“{entry['name']}” is not a SELECT: only a query's result can be charted"
+            ctx["error"] = error or f"“{entry['name']}” is not a SELECT: only a query's result can be charted"
         elif entry is not None:
             d = views.governed_rows(c.spark(), c.settings, who, entry["sql"], dash.MAX_ROWS)
             ctx["query"] = entry
@@ -108,7 +108,7 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the pages' route
                 if fields[key] not in d["columns"]:
                     fields[key] = ""
             if d["denied"]:
-                ctx["error"] = d["denied"]
+                ctx["error"] = error or d["denied"]
             elif fields["type"] and (fields["x"] or fields["y"]):
                 try:
                     chart = _chart(fields, entry["name"], d["rows"])
