@@ -275,8 +275,9 @@ def table_rows(chart: Chart, columns: list[str], rows: list[dict[str, Any]]) -> 
 # ---- the chart builder ------------------------------------------------------------------------
 # Charts the builder makes (pies fall back to sorted bars past MAX_PIE_SLICES, as in files).
 BUILDER_TYPES = ("bar", "line", "area", "pie", "table", "kpi")
-# Number formats offered by the builder: d3-format strings, with an example of each.
-NUMBER_FORMATS = {",.0f": "1,235", ",.2f": "1,234.56", ".1%": "12.3%", "~s": "1.2k"}
+# Number formats offered by the builder, with an example of each: d3-format strings that
+# Python's format() reads the same way (KPIs and tables are formatted on the server).
+NUMBER_FORMATS = {",.0f": "1,235", ",.1f": "1,234.6", ",.2f": "1,234.56", ".1%": "12.3%"}
 _write_lock = threading.Lock()
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ][\d:.]+Z?)?$")
 
