@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from pathlib import Path
 from typing import Any, Literal
 
 import sqlglot
-from pydantic import BaseModel, Field, model_validator
+import yaml
+from pydantic import BaseModel, Field, ValidationError, model_validator
 from sqlglot import exp
 
 from shoal import definitions
@@ -93,6 +95,7 @@ class Dashboard(BaseModel):
     datasets: dict[str, str] = Field(min_length=1)
     filters: list[Filter] = Field(default_factory=list)
     charts: list[Chart] = Field(min_length=1)
+    owner: str = ""  # who built it in the console's chart builder: only they add charts to it there
     source: str = ""
 
     @model_validator(mode="after")
@@ -267,3 +270,110 @@ def table_rows(chart: Chart, columns: list[str], rows: list[dict[str, Any]]) -> 
         return format(v, chart.format) + (f" {chart.unit}" if chart.unit else "")
 
     return [[show(r.get(c)) for c in columns] for r in rows[:500]]
+
+
+# ---- the chart builder ------------------------------------------------------------------------
+# Charts the builder makes (pies fall back to sorted bars past MAX_PIE_SLICES, as in files).
+BUILDER_TYPES = ("bar", "line", "area", "pie", "table", "kpi")
+# Number formats offered by the builder, with an example of each: d3-format strings that
+# Python's format() reads the same way (KPIs and tables are formatted on the server).
+NUMBER_FORMATS = {",.0f": "1,235", ",.1f": "1,234.6", ",.2f": "1,234.56", ".1%": "12.3%"}
+_write_lock = threading.Lock()
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ][\d:.]+Z?)?$")
+
+
+def builder_chart(
+    *,
+    type: str,
+    dataset: str,
+    x: str = "",
+    y: str = "",
+    series: str = "",
+    title: str = "",
+    agg: str = "sum",
+    format: str = ",.0f",
+    unit: str = "",
+    rows: list[dict[str, Any]] | None = None,
+) -> Chart:
+    """The chart the builder's fields describe, in the dashboard file's own terms (x/y/series
+    become theta/color for a pie, value for a KPI, the columns and sort of a table). Raises
+    DashboardError saying what is missing."""
+    fields: dict[str, Any] = {"type": type, "title": title.strip(), "dataset": dataset}
+    if format in NUMBER_FORMATS:
+        fields["format"] = format
+    if unit.strip():
+        fields["unit"] = unit.strip()
+    if type == "pie":
+        fields.update(theta=y or None, color=x or series or None)
+    elif type == "kpi":
+        fields.update(value=y or None, agg=agg)
+    elif type == "table":
+        fields["columns"] = [c for c in (x, series, y) if c]
+        if y:
+            fields["sort"] = f"-{y}"  # largest first, as people read a ranking
+    else:
+        fields.update(x=x or None, y=y or None, color=series or None)
+        sample = next((r.get(x) for r in rows or [] if r.get(x) is not None), None)
+        if isinstance(sample, str) and _DATE.match(sample):
+            fields["x_type"] = "temporal"  # dates on a time axis, spaced by time
+    try:
+        return Chart(**fields)
+    except ValidationError as exc:
+        raise DashboardError(definitions.describe(exc)) from None
+
+
+def dataset_name(query_name: str) -> str:
+    """A saved query's name as a dataset name (an identifier)."""
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", query_name).strip("_").lower() or "query"
+    return name if re.match(IDENT, name) else f"q_{name}"
+
+
+def save_chart(
+    settings: Settings, owner: str, board_name: str, board_title: str, query_name: str, sql: str, chart: Chart
+) -> Path:
+    """Add a chart (and the saved query's SQL as its dataset) to a dashboard file in
+    `<workspace>/dashboards`, creating it for `owner` if new; the same YAML as hand-written files.
+    Refuses a name another folder already uses (one file would hide the other) and a file
+    someone else owns."""
+    if not re.match(r"^[a-z0-9][a-z0-9_-]{0,62}$", board_name) or board_name == "new":
+        raise DashboardError(
+            f"dashboard name {board_name!r}: use lower-case letters, digits, '-' and '_' (not 'new'), e.g. sales-q3"
+        )
+    folder = settings.workspace_dir / "dashboards"
+    path = folder / f"{board_name}.yaml"
+    with _write_lock:
+        others = [f for f in folders(settings) if f != folder and any(f.glob(f"{board_name}.y*ml"))]
+        if others:
+            raise DashboardError(f"dashboard {board_name} is defined in {others[0]}; pick another name")
+        if path.exists():
+            board = load_file(path)
+            if board.owner != owner:
+                raise DashboardError(
+                    f"dashboard {board_name} belongs to {board.owner or 'its file'}; "
+                    "pick another name to make a dashboard of your own"
+                )
+            data = board.model_dump(exclude={"source"}, exclude_defaults=True)
+        else:
+            data = {"name": board_name, "title": board_name, "owner": owner, "datasets": {}, "charts": []}
+        if board_title.strip():
+            data["title"] = board_title.strip()
+        datasets: dict[str, str] = data["datasets"]
+        base = name = dataset_name(query_name)
+        n = 1
+        while name in datasets and datasets[name] != sql:
+            n += 1
+            name = f"{base}_{n}"
+        datasets[name] = sql
+        data["charts"].append(chart.model_copy(update={"dataset": name}).model_dump(exclude_defaults=True))
+        try:
+            Dashboard(**data)  # the file must load as written
+        except ValidationError as exc:
+            raise DashboardError(definitions.describe(exc)) from None
+        folder.mkdir(parents=True, exist_ok=True)
+        text = "# Written by the console's chart builder; hand edits are kept.\n" + yaml.safe_dump(
+            data, sort_keys=False, allow_unicode=True, width=120
+        )
+        tmp = path.with_suffix(".yaml.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)  # readers see the old file or the new one, never half of it
+    return path

@@ -112,11 +112,12 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
             entry = history.saved_query(who.name, saved_id)
             if entry is None:
                 return _not_found(request, who, session)
-            ctx.update(sql=entry["sql"], saved_entry=entry)
+            ctx.update(sql=entry["sql"], saved_entry=entry, tab_title=entry["name"])
         elif table and all(identifier(part) for part in table.split(".")) and table.count(".") == 1:
             # "Query this table" from the catalog: a statement to start from, not run.
             db, name = table.split(".")
             ctx["sql"] = f"SELECT *\nFROM `{db}`.`{name}`\nLIMIT 100"
+            ctx["tab_title"] = f"{db}.{name}"
         if q:
             entry = history.get(who.name, q)
             if entry is None:

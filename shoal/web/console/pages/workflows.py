@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Request
@@ -21,6 +21,47 @@ from shoal.governance.grants import OPERATORS
 from shoal.web.console.base import Console, quietly
 
 RECENT = 30  # executions on the workflows page
+EVENT_FIELDS = ("id", "timestamp", "type", "state", "scope")  # an event's columns; the rest is its detail
+SHORT_DETAIL = 160  # characters of an event's detail shown before it is expanded
+
+
+def _event_view(event: dict[str, Any]) -> dict[str, Any]:
+    """An event with its detail as one line (what the table shows) and in full, indented (what
+    expanding the row shows): long details are folded, never cut."""
+    detail = {k: v for k, v in event.items() if k not in EVENT_FIELDS}
+    line = " ".join(f"{k}={json.dumps(v, default=str)}" for k, v in detail.items())
+    full = json.dumps(detail, indent=2, default=str) if detail else ""
+    return {**{k: event.get(k) for k in EVENT_FIELDS}, "line": line, "full": full, "long": len(line) > SHORT_DETAIL}
+
+
+def steps(history: list[dict[str, Any]], definition: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each state an execution entered (per scope: every Map iteration is its own step) with
+    its input, output and error, in the order they were first entered. `node` is the graph's
+    node for it (Map iterations share their body's), so clicking a state opens its steps."""
+    from shoal.workflows.graph import _key, parallel_states
+
+    parallel = parallel_states(definition)
+    found: dict[str, dict[str, Any]] = {}
+    for e in history:
+        if not e.get("state"):
+            continue
+        key = f"{e.get('scope') or ''}/{e['state']}"
+        step = found.setdefault(
+            key,
+            {"key": key, "node": _key(e.get("scope") or "", e["state"], parallel), "status": "running", "events": 0},
+        )
+        step["events"] += 1
+        for field in ("input", "output", "error", "cause"):
+            if field in e:
+                step[field] = json.dumps(e[field], indent=2, default=str) if field in ("input", "output") else e[field]
+        kind = e["type"]
+        if kind == "CaughtError":
+            step["status"] = "caught"
+        elif kind.endswith(("StateFailed", "Failed")) or kind == "FailStateExited":
+            step["status"] = "failed"
+        elif kind.endswith("StateExited") and step["status"] != "caught":
+            step["status"] = "succeeded"
+    return list(found.values())
 
 
 def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's routes: each nested handler counts toward it
@@ -162,6 +203,7 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
         if "SELECT" not in may:
             message = f"{who.name} may not see executions of {record.workflow}"
             return c.refuse(request, who, session, "workflow.view", execution_id, message)
+        history = store.history(execution_id)
         return c.page(
             request,
             "execution.html",
@@ -170,7 +212,8 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
             record=record.to_dict(full=True),
             input=json.dumps(record.input, indent=2, default=str),
             output=json.dumps(record.output, indent=2, default=str),
-            history=store.history(execution_id),
+            history=[_event_view(e) for e in history],
+            steps=steps(history, record.definition),
             operator="EXECUTE" in may,
             running=record.status == "RUNNING",
         )
