@@ -147,7 +147,7 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
         input: Annotated[str, Form(max_length=100_000)] = "{}",
     ) -> Response:
         from shoal import workflows
-        from shoal.workflows.engine import new_execution_id
+        from shoal.workflows.interpreter import new_execution_id
 
         who, session = c.viewer(request)
         c.check_csrf(request, session, csrf)
