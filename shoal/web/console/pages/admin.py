@@ -51,7 +51,9 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the pages' route
             return who, session, c.refuse(request, who, session, action, resource, ONLY_ADMINS)
         return who, session, None
 
-    def failed(request: Request, who: Principal, session: Session, action: str, resource: str | None, exc: Exception):
+    def failed(
+        request: Request, who: Principal, session: Session, action: str, resource: str | None, exc: Exception
+    ) -> Response:
         """A change the library refused: its reason on a 400 page, and a deny row."""
         c.audit.record(who.name, action, resource, False, reason=first_line(exc), via="console")
         return c.error(request, who, session, 400, f"{action} refused: {first_line(exc)}")
