@@ -313,3 +313,37 @@ def test_grant_with_pickers_effective_grants_and_revoke(browser, admin_site, set
         phone.close()
     finally:
         p.remove(group)
+
+
+def test_an_object_page_view_is_one_audit_row(admin_site, settings, spark, tmp_path):
+    """The object page runs a governed query per result table; the view is one row that lists
+    them, and a refused read (no grant on a result table) is still a row of its own."""
+    from shoal.extract import run_extract
+    from shoal.ingest import ingest
+
+    u = uuid.uuid4().hex[:6]
+    (tmp_path / "note.txt").write_text(f"Audit note {u}: Ann met Bo in Lisbon.")
+    source = f"adm-{u}"
+    ingest(spark, settings, str(tmp_path), source_name=source)
+    run_extract(spark, settings, only=["text/plain"])
+    object_id = spark.sql("SELECT object_id FROM shoal.objects WHERE source_name = :s", args={"s": source}).first()[0]
+    analyst = admin_site.users["analyst"]
+    admin_principal = Principals(settings).principal(admin_site.users["admin"])
+    grant = Governance(settings).grant(admin_principal, "SELECT", "TABLE", "shoal.text", analyst)
+    try:
+        client = signin(admin_site, analyst)
+        log = AuditLog(settings)
+        before = log.list(principal=analyst, limit=1)[0]["id"]
+        page = client.get(f"/objects/{object_id}")
+        assert page.status_code == 200 and f"Audit note {u}" in page.text
+        rows = [r for r in log.list(principal=analyst, limit=100) if r["id"] > before]
+        views = [r for r in rows if r["action"] == "catalog.object"]
+        assert len(views) == 1 and views[0]["resource"] == object_id
+        reads = views[0]["detail"]["reads"]
+        assert [r["resource"] for r in reads] == ["shoal.text"] and len(reads[0]["fingerprint"]) == 32
+        # Every other row of the view is a refusal (the result tables without a grant), one each.
+        others = [r for r in rows if r["action"] != "catalog.object"]
+        assert others and all(r["decision"] == "deny" and r["reason"] for r in others)
+        assert len(rows) == 1 + len(others)
+    finally:
+        Governance(settings).revoke(admin_principal, grant.id)

@@ -256,7 +256,7 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
 
 
 AUDIT_PAGE = 100
-LATEST_AUDIT = 10  # on the overview; the audit tab has the rest
+LATEST_AUDIT = 20  # on the overview; the audit tab has the rest
 AUDIT_CSV_MAX = 100_000  # rows in one export; narrow the filters for more
 
 
