@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +34,25 @@ def fingerprint(sql: str) -> str:
     return hashlib.sha256(shape.encode()).hexdigest()[:32]
 
 
+# The reads of one user action being gathered (see `gathered`), or None: a ContextVar, so each
+# request (and thread the server runs it on) gathers only its own.
+_gathering: ContextVar[list[dict[str, Any]] | None] = ContextVar("shoal_audit_gathering", default=None)
+
+
+@contextmanager
+def gathered() -> Iterator[list[dict[str, Any]]]:
+    """Gather the allowed reads made inside this block into the yielded list instead of writing a
+    row for each, so one user action (a console page that runs a dozen governed queries) is one
+    audit row, written by the caller with the list as its detail. Refusals and failures (a row
+    with a reason) are still written one by one, as they happen."""
+    found: list[dict[str, Any]] = []
+    token = _gathering.set(found)
+    try:
+        yield found
+    finally:
+        _gathering.reset(token)
+
+
 class AuditLog:
     def __init__(self, settings: Settings) -> None:
         self.engine = database.engine(settings, state_tables)
@@ -46,6 +68,17 @@ class AuditLog:
         sql: str | None = None,
         **detail: Any,
     ) -> None:
+        gathering = _gathering.get()
+        if gathering is not None and allowed and not reason:
+            gathering.append(
+                {
+                    "action": action,
+                    "resource": resource,
+                    **({"fingerprint": fingerprint(sql)} if sql else {}),
+                    **{k: v for k, v in detail.items() if v not in (None, [], {})},
+                }
+            )
+            return
         with self.engine.begin() as conn:
             conn.execute(
                 insert(audit).values(

@@ -116,6 +116,16 @@ class TableRef:
         return ".".join((*self.namespace, self.name, *self.suffixes))
 
 
+def _statement_action(tree: exp.Expr) -> str:
+    """The audit action for a statement: the names governed statements use, else sqlglot's kind."""
+    if isinstance(tree, exp.Query):
+        return "select"
+    for kind, action in ((exp.Describe, "describe"), (exp.Insert, "insert"), (exp.Drop, "drop"), (exp.Alter, "alter")):
+        if isinstance(tree, kind):
+            return action
+    return str(tree.key).lower()
+
+
 def _is_suffix(part: str) -> bool:
     return part.lower() in _METADATA_TABLES or bool(_SELECTOR.match(part))
 
@@ -243,7 +253,9 @@ class GovernedSql:
             raise AccessDenied(f"cannot parse the statement, so it is not run: {str(exc).splitlines()[0]}") from exc
         if self.principal.is_admin:
             self._collect_tables(tree, plan)
-            return "admin", lambda: run(self.spark, sql, limit=limit)
+            # Audited as what ran (select, insert, create...), like anyone's statement; that an
+            # admin ran it is the row's principal.
+            return _statement_action(tree), lambda: run(self.spark, sql, limit=limit)
         self._forbid(tree)
         if isinstance(tree, exp.Query):
             governed_tree = self.govern(tree, tables)

@@ -20,7 +20,7 @@ from shoal.governance.throttle import Throttled
 from shoal.lake.database import utcnow
 from shoal.web.console import sessions as sess
 from shoal.web.console.base import CSP, HERE, Console, CsrfFailed, LoginRequired, _safe_next
-from shoal.web.console.pages import boards, catalog, governance, query, workflows
+from shoal.web.console.pages import admin, boards, catalog, governance, query, workflows
 
 # What the sign-in page may say, by the code in its `?error=`; any other code shows nothing.
 # Token failures share one message: whether a token exists, expired or was revoked is the
@@ -162,6 +162,6 @@ def mount(app: FastAPI, settings: Settings) -> None:
     def home() -> Response:
         return RedirectResponse("/catalog", status_code=303)
 
-    for pages in (catalog, query, boards, workflows, governance):
+    for pages in (catalog, query, boards, workflows, governance, admin):
         pages.add(router, c)
     app.include_router(router)

@@ -13,6 +13,7 @@ from shoal import storage
 from shoal.exceptions import first_line
 from shoal.governance import AccessDenied, Governance, GovernanceError, Principal
 from shoal.governance.access import RawAccess
+from shoal.governance.audit import gathered
 from shoal.web.console import views
 from shoal.web.console.base import INLINE_IMAGES, INLINE_MEDIA, Console, identifier
 
@@ -246,58 +247,62 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
         def q(sql: str, limit: int = 5000) -> dict[str, Any]:
             return views.governed_rows(c.spark(), c.settings, who, sql, limit)
 
-        text = q(f"SELECT part, part_index, text FROM shoal.text {where} ORDER BY part_index")
-        entities = q(f"SELECT part, entity, label, start_char, end_char FROM shoal.entities {where}")
-        pii = q(f"SELECT part, pii_type, start_char, end_char FROM shoal.pii {where}")
-        spans: dict[str, list[tuple[int, int, str]]] = {}
-        # PII first, longest first: an e-mail wins over the URL-like pieces inside it and over entities.
-        for p in sorted(pii["rows"], key=lambda r: (r["start_char"] - r["end_char"], r["start_char"])):
-            spans.setdefault(p["part"], []).append((p["start_char"], p["end_char"], "PII " + p["pii_type"]))
-        for e in sorted(
-            entities["rows"], key=lambda r: ((r["start_char"] or 0) - (r["end_char"] or 0), r["start_char"] or 0)
-        ):
-            if e["start_char"] is not None:
-                spans.setdefault(e["part"], []).append((e["start_char"], e["end_char"], e["label"]))
-        parts = [
-            {"part": t["part"], "html": views.highlight(t["text"] or "", spans.get(t["part"], []))}
-            for t in text["rows"]
-        ]
-        tables = q(f"SELECT part, table_index, row_index, column_index, value FROM shoal.tables {where}", 20000)
-        forms = q(f"SELECT part, field_name, field_type, value FROM shoal.form_fields {where}")
-        transcript = q(
-            f"SELECT segment, start_s, end_s, text, confidence FROM shoal.transcripts {where} ORDER BY segment"
-        )
-        faces = q(f"SELECT part, x, y, width, height, confidence FROM shoal.faces {where} AND time_s IS NULL")
-        ocr = q(f"SELECT part, word, x, y, width, height, confidence FROM shoal.ocr {where} AND time_s IS NULL", 20000)
-        labels = q(
-            f"SELECT part, time_s, kind, rank, label, score FROM shoal.image_labels {where} ORDER BY time_s, rank"
-        )
-        image = q(f"SELECT part, width, height, format FROM shoal.image_properties {where} AND time_s IS NULL")
-        raw_links = _raw_links(who, obj.get("raw_path"))
-        original = _original_allowed(who, obj.get("raw_path"))
-        first_image = image["rows"][0] if image["rows"] else None
-        preview = None
-        if original and first_image and obj.get("media_type") in INLINE_IMAGES:
-            preview = {
-                "src": f"/objects/{object_id}/file?inline=1",
-                "width": first_image["width"],
-                "height": first_image["height"],
-                "faces": [f for f in faces["rows"] if f["part"] == first_image["part"]],
-                "words": [w for w in ocr["rows"] if w["part"] == first_image["part"]],
-            }
-        phrases = q(f"SELECT phrase, score FROM shoal.key_phrases {where} ORDER BY rank", 50)
-        sentiment = q(f"SELECT part, sentiment, compound FROM shoal.sentiment {where}")
-        links = q(f"SELECT part, url, text FROM shoal.links {where}", 500)
-        # Every path holding this content, governed like the other tables: no grant, no paths.
-        paths = q(
-            "SELECT source_name, source_path, first_seen, last_seen FROM shoal.object_sources "
-            f"{where} ORDER BY first_seen, source_name, source_path",
-            1000,
-        )
-        raw_text = None
-        if raw_links and str(obj.get("media_type") or "").startswith("text/"):
-            raw_text = _raw_text_preview(who, raw_links[0], request)
-        c.audit.record(who.name, "catalog.object", object_id, True, via="console")
+        # One audit row for the page view, naming what it read; refusals are still written one by one.
+        with gathered() as reads:
+            text = q(f"SELECT part, part_index, text FROM shoal.text {where} ORDER BY part_index")
+            entities = q(f"SELECT part, entity, label, start_char, end_char FROM shoal.entities {where}")
+            pii = q(f"SELECT part, pii_type, start_char, end_char FROM shoal.pii {where}")
+            spans: dict[str, list[tuple[int, int, str]]] = {}
+            # PII first, longest first: an e-mail wins over the URL-like pieces inside it and over entities.
+            for p in sorted(pii["rows"], key=lambda r: (r["start_char"] - r["end_char"], r["start_char"])):
+                spans.setdefault(p["part"], []).append((p["start_char"], p["end_char"], "PII " + p["pii_type"]))
+            for e in sorted(
+                entities["rows"], key=lambda r: ((r["start_char"] or 0) - (r["end_char"] or 0), r["start_char"] or 0)
+            ):
+                if e["start_char"] is not None:
+                    spans.setdefault(e["part"], []).append((e["start_char"], e["end_char"], e["label"]))
+            parts = [
+                {"part": t["part"], "html": views.highlight(t["text"] or "", spans.get(t["part"], []))}
+                for t in text["rows"]
+            ]
+            tables = q(f"SELECT part, table_index, row_index, column_index, value FROM shoal.tables {where}", 20000)
+            forms = q(f"SELECT part, field_name, field_type, value FROM shoal.form_fields {where}")
+            transcript = q(
+                f"SELECT segment, start_s, end_s, text, confidence FROM shoal.transcripts {where} ORDER BY segment"
+            )
+            faces = q(f"SELECT part, x, y, width, height, confidence FROM shoal.faces {where} AND time_s IS NULL")
+            ocr = q(
+                f"SELECT part, word, x, y, width, height, confidence FROM shoal.ocr {where} AND time_s IS NULL", 20000
+            )
+            labels = q(
+                f"SELECT part, time_s, kind, rank, label, score FROM shoal.image_labels {where} ORDER BY time_s, rank"
+            )
+            image = q(f"SELECT part, width, height, format FROM shoal.image_properties {where} AND time_s IS NULL")
+            raw_links = _raw_links(who, obj.get("raw_path"))
+            original = _original_allowed(who, obj.get("raw_path"))
+            first_image = image["rows"][0] if image["rows"] else None
+            preview = None
+            if original and first_image and obj.get("media_type") in INLINE_IMAGES:
+                preview = {
+                    "src": f"/objects/{object_id}/file?inline=1",
+                    "width": first_image["width"],
+                    "height": first_image["height"],
+                    "faces": [f for f in faces["rows"] if f["part"] == first_image["part"]],
+                    "words": [w for w in ocr["rows"] if w["part"] == first_image["part"]],
+                }
+            phrases = q(f"SELECT phrase, score FROM shoal.key_phrases {where} ORDER BY rank", 50)
+            sentiment = q(f"SELECT part, sentiment, compound FROM shoal.sentiment {where}")
+            links = q(f"SELECT part, url, text FROM shoal.links {where}", 500)
+            # Every path holding this content, governed like the other tables: no grant, no paths.
+            paths = q(
+                "SELECT source_name, source_path, first_seen, last_seen FROM shoal.object_sources "
+                f"{where} ORDER BY first_seen, source_name, source_path",
+                1000,
+            )
+            raw_text = None
+            if raw_links and str(obj.get("media_type") or "").startswith("text/"):
+                raw_text = _raw_text_preview(who, raw_links[0], request)
+        c.audit.record(who.name, "catalog.object", object_id, True, via="console", reads=reads)
         return c.page(
             request,
             "object.html",

@@ -10,12 +10,14 @@ from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Path, Query, Request
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from shoal.exceptions import ShoalError, first_line
 from shoal.governance import AccessDenied, Governance, GovernanceError
-from shoal.governance.access import AccessRequests, RawAccess
+from shoal.governance.access import AccessRequests
 from shoal.governance.errors import NotFound
+from shoal.governance.grants import MASKS, PRIVILEGES, TARGETS, table_key
+from shoal.governance.principals import EVERYONE
 from shoal.web.console import views
 from shoal.web.console.base import Console
 
@@ -27,10 +29,20 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
         request: Request,
         done: Annotated[str | None, Query(max_length=20)] = None,
         request_id: Annotated[int | None, Query(alias="id", ge=1, le=2**31 - 1)] = None,
+        for_name: Annotated[str, Query(alias="for", max_length=200)] = "",
     ) -> Response:
         who, session = c.viewer(request)
         gov = Governance(c.settings)
         requests_ = AccessRequests(c.settings).list(who)
+        admin_view: dict[str, Any] = {}
+        if who.is_admin:
+            names = c.principals.list()
+            admin_view = {
+                "names": [r["name"] for r in names],
+                "tables": _tables(c),
+                "effective_for": for_name if any(r["name"] == for_name for r in names) else "",
+                "effective": _effective(c, gov, for_name, names) if for_name else None,
+            }
         return c.page(
             request,
             "governance.html",
@@ -38,10 +50,27 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
             session,
             requests=requests_,
             grants=[g.to_dict() for g in (gov.list() if who.is_admin else gov.grants_for(who))],
-            access_points=RawAccess(c.settings).list(who),
-            audit_rows=c.audit.list(limit=50) if who.is_admin else None,
+            audit_rows=c.audit.list(limit=LATEST_AUDIT) if who.is_admin else None,
             message=_message(done, request_id, requests_),
+            privileges=[*PRIVILEGES[:-1], "EXECUTE", "ALL"],
+            targets=TARGETS,
+            masks=list(MASKS),
+            **admin_view,
         )
+
+    @router.get("/governance/columns.json")
+    def governance_columns(request: Request, table: Annotated[str, Query(min_length=3, max_length=400)]) -> Response:
+        """A table's columns, for the grant form's column and mask pickers (admins)."""
+        who, session = c.viewer(request)
+        if not who.is_admin:
+            return c.refuse(
+                request, who, session, "grant", f"table {table}", "only admins grant and revoke in the console"
+            )
+        try:
+            columns = _table_columns(c, ".".join(table_key(table)))
+        except ShoalError as exc:
+            return JSONResponse({"error": first_line(exc)}, status_code=404)
+        return JSONResponse({"table": table, "columns": columns})
 
     @router.post("/governance/requests")
     def governance_request(
@@ -82,14 +111,15 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
     @router.post("/governance/grants")
     def governance_grant(
         request: Request,
-        privilege: Annotated[str, Form(pattern="^(SELECT|INSERT|MODIFY|ALL)$")],
-        kind: Annotated[str, Form(pattern="^(TABLE|DATABASE)$")],
+        privilege: Annotated[str, Form(pattern="^(SELECT|INSERT|ALTER|DROP|DESCRIBE|EXECUTE|ALL)$")],
+        kind: Annotated[str, Form(pattern="^(TABLE|DATABASE|TAGS|WORKFLOW)$")],
         target: Annotated[str, Form(min_length=1, max_length=400)],
         grantee: Annotated[str, Form(min_length=1, max_length=200)],
         columns: Annotated[str, Form(max_length=4000)] = "",
         exclude_columns: Annotated[str, Form(max_length=4000)] = "",
         row_filter: Annotated[str, Form(max_length=4000)] = "",
         masks: Annotated[str, Form(max_length=4000)] = "",
+        with_grant_option: Annotated[str, Form(max_length=5)] = "",
         csrf: Annotated[str, Form()] = "",
     ) -> Response:
         """The CLI's `shoal grant`, for admins only (deny by default), audited like it."""
@@ -117,6 +147,7 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
                 exclude_columns=_split(exclude_columns) or None,
                 row_filter=row_filter.strip() or None,
                 masks=mask_map,
+                grantable=bool(with_grant_option),
                 table_columns=_table_columns(c, target.strip()) if narrowed else None,
             )
         except (GovernanceError, AccessDenied, ShoalError) as exc:
@@ -225,6 +256,7 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
 
 
 AUDIT_PAGE = 100
+LATEST_AUDIT = 20  # on the overview; the audit tab has the rest
 AUDIT_CSV_MAX = 100_000  # rows in one export; narrow the filters for more
 
 
@@ -238,6 +270,29 @@ def _day(text: str, *, end: bool = False) -> datetime | None:
         return None
     day = datetime.strptime(text, "%Y-%m-%d")
     return day + timedelta(days=1) if end else day
+
+
+def _tables(c: Console) -> list[str]:
+    """Every table in the catalog (for an admin's grant form), as db.table."""
+    spark = c.spark()
+    return sorted(
+        f"{db}.{row['tableName']}"
+        for (db,) in spark.sql("SHOW NAMESPACES").collect()
+        for row in spark.sql(f"SHOW TABLES IN `{db}`").collect()
+    )
+
+
+def _effective(c: Console, gov: Governance, name: str, names: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The grants that apply to a principal: to it, to its groups and to everyone (for a user);
+    to the group itself and to everyone (for a group)."""
+    row = next((r for r in names if r["name"] == name), None)
+    if row is None:
+        return []
+    if row["kind"] == "user":
+        grants = gov.grants_for(c.principals.principal(name))
+    else:
+        grants = [g for g in gov.list() if g.grantee in (name, EVERYONE)]
+    return [g.to_dict() for g in sorted(grants, key=lambda g: g.id)]
 
 
 def _table_columns(c: Console, target: str) -> list[str]:
