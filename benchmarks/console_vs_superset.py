@@ -132,7 +132,7 @@ class SupersetSqlLab:
         with p.expect_response(lambda r: "/api/v1/sqllab/execute" in r.url, timeout=300_000) as answer:
             p.keyboard.press("Control+Enter")
         assert answer.value.ok, answer.value.text()[:500]
-        target = ".virtual-table-cell, [role=gridcell], .ReactVirtualized__Table__rowColumn"
+        target = "[role=gridcell]:not(.row-number-col)"  # Superset 6's result grid (AG Grid)
         if first is not None:
             p.wait_for_selector(f"text={first}", timeout=120_000)
         else:
