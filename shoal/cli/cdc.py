@@ -128,7 +128,7 @@ def cdc_apply(
     s = settings()
     with out().progress(f"cdc apply {table}") as say:
         try:
-            result = apply_changes(get_spark(s), s, source, opts, progress=say)
+            result = apply_changes(get_spark(s), s, source, opts, say=say)
         except ShoalError as exc:
             worded = exc.in_terms_of(FLAGS)
             if worded is exc:

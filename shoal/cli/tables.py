@@ -152,7 +152,7 @@ def table_maintain(
             retain_last=m.retain_last if retain_last is None else retain_last,
             orphan_min_age_hours=orphan_age,
             target_file_size_mb=m.target_file_size_mb,
-            progress=say,
+            say=say,
         )
         say("removing unreferenced CDC ledgers")
         result["cdc_ledgers_removed"] = ledger.prune(spark, s, name, min_age_hours=orphan_age)
