@@ -110,3 +110,14 @@ def test_json_flag_chooses_the_json_output_once(capsys, monkeypatch, cli_env) ->
     assert isinstance(run.out, TextOutput) and run.out.quiet
     run.choose(True)  # what --json does: a JSON Output that keeps --quiet
     assert isinstance(run.out, JsonOutput) and run.out.quiet and output.active() is run.out
+
+
+def test_a_scripts_prints_leave_stdout_to_the_json(capsys) -> None:
+    """`glue run --json`: what the user's script prints is its log (stderr); stdout is the JSON."""
+    with JsonOutput().script_stdout():
+        print("script log line")
+    printed, remarks = capsys.readouterr()
+    assert printed == "" and remarks == "script log line\n"
+    with TextOutput().script_stdout():
+        print("script log line")
+    assert capsys.readouterr() == ("script log line\n", "")
