@@ -160,13 +160,16 @@ def cdc_files(
 
     s = settings()
     status = file_status(get_spark(s), s, table, source)
-    out().table(
-        f"Applied to {table}",
-        ["file", "size", "batch_id", "applied_at"],
-        [[f["file"], f["size"], f["batch_id"], f["applied_at"]] for f in status["applied"]],
-        status,
-    )
-    if "pending" in status:
-        output.out.print(f"pending: {', '.join(status['pending']) or '(none)'}")
-        if status["rewritten"]:
-            output.out.print(f"rewritten since applied (apply with --reapply): {', '.join(status['rewritten'])}")
+
+    def as_text() -> None:
+        output.print_rows(
+            f"Applied to {table}",
+            ["file", "size", "batch_id", "applied_at"],
+            [[f["file"], f["size"], f["batch_id"], f["applied_at"]] for f in status["applied"]],
+        )
+        if "pending" in status:
+            output.out.print(f"pending: {', '.join(status['pending']) or '(none)'}")
+            if status["rewritten"]:
+                output.out.print(f"rewritten since applied (apply with --reapply): {', '.join(status['rewritten'])}")
+
+    out().show(status, as_text)

@@ -121,3 +121,25 @@ def test_a_scripts_prints_leave_stdout_to_the_json(capsys) -> None:
     with TextOutput().script_stdout():
         print("script log line")
     assert capsys.readouterr() == ("script log line\n", "")
+
+
+def test_nothing_is_printed_after_a_result() -> None:
+    """After a command hands its result to the Output, it may exit but not print more: a text
+    line after the result would follow the JSON document on stdout in JSON mode."""
+    STDERR = {"output.print_error", "output.print_warning"}
+    results = {"out().done", "out().record", "out().table", "out().line", "out().show"}
+    late: list[str] = []
+    for path in _command_modules():
+        for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            seen = False
+            for statement in fn.body:
+                calls = [ast.unparse(n.func) for n in ast.walk(statement) if isinstance(n, ast.Call)]
+                # stderr (errors, warnings) may follow the result; stdout may not
+                printing = [c for c in calls if c.startswith("output.") and c not in STDERR]
+                if seen and printing and not isinstance(statement, ast.FunctionDef):
+                    late.append(f"{path.relative_to(CLI)}:{statement.lineno} {fn.name}")
+                is_result = isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+                seen = seen or (is_result and ast.unparse(statement.value.func) in results)  # type: ignore[attr-defined]
+    assert late == []
