@@ -230,7 +230,7 @@ def main() -> None:
             log(f"    {time.perf_counter() - t0:7.2f} s  {msg}")
 
         reset_peak_rss(spark)
-        secs, res = timed(lambda opts=opts: apply_changes(spark, settings, str(src), opts, progress=step))
+        secs, res = timed(lambda opts=opts: apply_changes(spark, settings, str(src), opts, say=step))
         results[f"shoal_{mode}"] = {"seconds": secs, "result": res.to_dict(), "peak_rss": peak_rss_mb(spark)}
         log(
             f"shoal cdc apply ({mode}): {secs:8.2f} s  ({res.inserted:,} ins, {res.updated:,} upd, {res.deleted:,} del)"

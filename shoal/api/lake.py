@@ -224,7 +224,7 @@ class Cdc:
 
         opts = ApplyOptions(table=table, keys=list(keys), sequence=sequence or "", **options)
         lake = self._lake
-        return apply_changes(lake.spark, lake.settings, str(source), opts, progress=say)
+        return apply_changes(lake.spark, lake.settings, str(source), opts, say=say)
 
     def files(self, table: str, source: str | Path | None = None) -> dict[str, Any]:
         """Change files applied to `table` (and, with `source`, those still pending)."""

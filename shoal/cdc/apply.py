@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
@@ -36,7 +35,7 @@ from shoal.lake import commit_with_properties, current_snapshot, empty_commit, s
 from shoal.lake.locks import table_lock
 from shoal.lake.partitioning import partition_sql
 from shoal.lake.tables import TableName, require_table, table_properties
-from shoal.progress import spark_tasks
+from shoal.progress import Say, spark_tasks
 
 REJECTS_SUFFIX = "__rejects"
 TOMBSTONES_SUFFIX = "__cdc_tombstones"
@@ -117,14 +116,12 @@ class ApplyResult:
         return asdict(self)
 
 
-Progress = Callable[[str], None]
-
-
 def apply_changes(
-    spark: SparkSession, settings: Settings, source: str, options: ApplyOptions, progress: Progress | None = None
+    spark: SparkSession, settings: Settings, source: str, options: ApplyOptions, say: Say | None = None
 ) -> ApplyResult:
-    """Apply the change files under `source` not yet applied to `options.table`."""
-    say = progress or (lambda _msg: None)
+    """Apply the change files under `source` not yet applied to `options.table`; `say` hears the
+    steps (`shoal.progress.Say`, the library's one progress callback)."""
+    say = say or (lambda _msg: None)
     table = TableName.parse(options.table)
     options = options.resolved(settings)
     _validate_options(options)
@@ -158,7 +155,7 @@ class _Batch:
         source: str,
         table: TableName,
         options: ApplyOptions,
-        say: Progress,
+        say: Say,
     ) -> None:
         self.spark, self.settings, self.source, self.table, self.opt, self.say = (
             spark,

@@ -20,7 +20,7 @@ MERGE (their users asked for rewritten files), and v3 tables need deletion vecto
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 from urllib.parse import urlparse
@@ -36,6 +36,7 @@ from pyspark.sql import functions as F
 from shoal import storage
 from shoal.exceptions import ShoalError
 from shoal.lake import TableName
+from shoal.progress import Say
 
 BRANCH_PREFIX = "shoal_cdc_"
 # Iceberg's reserved field ids of a position-delete file's columns (MetadataColumns).
@@ -75,7 +76,7 @@ def commit(
     deletes: DataFrame,
     properties: dict[str, str],
     batch_id: str,
-    say: Callable[[str], None] = lambda _msg: None,
+    say: Say = lambda _msg: None,
 ) -> None:
     """Append `rows` and delete the (file_path, pos) rows of `deletes` in one snapshot.
 

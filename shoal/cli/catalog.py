@@ -9,8 +9,7 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.exceptions import ShoalError
 
 app = typer.Typer(help="Discover ingested objects and their extracted data.", no_args_is_help=True)
@@ -32,7 +31,7 @@ def catalog_objects(
     source_name: Annotated[str | None, typer.Option("--source-name", help="Only this source.")] = None,
     all_versions: Annotated[bool, typer.Option("--all-versions", help="Include superseded versions.")] = False,
     limit: Annotated[int, typer.Option("--limit", help="At most this many objects.")] = 1000,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
     as_: Annotated[
         str | None,
         typer.Option("--as", help="As this principal: --text matches only the text it may read (audited)."),
@@ -60,10 +59,7 @@ def catalog_objects(
         principal=principal,
         settings=s,
     )
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         f"{len(rows)} object(s) (ids shortened; catalog show accepts a prefix)",
         ["id", "source", "path", "type", "status", "lang", "pii", "pages", "paths"],
         [
@@ -81,6 +77,7 @@ def catalog_objects(
             ]
             for r in rows
         ],
+        rows,
     )
 
 
@@ -111,7 +108,7 @@ def catalog_crawl(
     path: Annotated[str, typer.Argument(help="Folder of data files (local or s3://bucket/prefix).")],
     table: Annotated[str, typer.Option("--table", help="NAMESPACE.TABLE to create or update.")],
     fmt: Annotated[CrawlFormat, typer.Option("--format", help="File format (auto: by extension).")] = CrawlFormat.auto,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Infer the schema of a folder of files (header, types, key=value partitions) and create or
     update a table over it; schema changes become versions."""
@@ -119,27 +116,31 @@ def catalog_crawl(
     from shoal.spark import get_spark
 
     s = settings()
-    with output.progress(not json_out, "crawl") as say:
+    with out().progress("crawl") as say:
         result = crawl(get_spark(s), s, path, table, fmt=fmt.value, say=say)
     data = result.to_dict()
-    if json_out:
-        output.print_json(data)
-        return
-    output.print_kv(
-        f"Crawled {result.table}",
-        {k: data[k] for k in ("location", "format", "version", "created", "changed", "files", "partitions")},
-    )
-    output.print_rows(
-        "Columns",
-        ["column", "type", "partition"],
-        [[c, t, ""] for c, t in result.columns] + [[c, t, "yes"] for c, t in result.partition_columns],
-    )
-    if result.changes:
-        output.print_rows(
-            "What changed",
-            ["change", "column", "detail"],
-            [[c["change"], c["column"], c.get("type") or f"{c.get('from')} -> {c.get('to')}"] for c in result.changes],
+
+    def as_text() -> None:
+        output.print_kv(
+            f"Crawled {result.table}",
+            {k: data[k] for k in ("location", "format", "version", "created", "changed", "files", "partitions")},
         )
+        output.print_rows(
+            "Columns",
+            ["column", "type", "partition"],
+            [[c, t, ""] for c, t in result.columns] + [[c, t, "yes"] for c, t in result.partition_columns],
+        )
+        if result.changes:
+            output.print_rows(
+                "What changed",
+                ["change", "column", "detail"],
+                [
+                    [c["change"], c["column"], c.get("type") or f"{c.get('from')} -> {c.get('to')}"]
+                    for c in result.changes
+                ],
+            )
+
+    out().show(data, as_text)
 
 
 @crawler_app.command("create")
@@ -148,63 +149,61 @@ def catalog_crawler_create(
     path: Annotated[str, typer.Option("--path", help="Folder of data files (local or s3://bucket/prefix).")],
     table: Annotated[str, typer.Option("--table", help="NAMESPACE.TABLE the crawler creates or updates.")],
     fmt: Annotated[CrawlFormat, typer.Option("--format", help="File format (auto: by extension).")] = CrawlFormat.auto,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Register (or replace) a named crawler; `shoal catalog crawl` runs the same crawl by hand."""
     from shoal.catalog.crawl import create_crawler
 
     data = create_crawler(settings(), name, path, table, fmt=fmt.value).to_dict()
-    output.print_json(data) if json_out else output.print_kv(f"Crawler {name}", data)
+    out().record(f"Crawler {name}", data)
 
 
 @crawler_app.command("list")
 def catalog_crawler_list(
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Named crawlers."""
     from shoal.catalog.crawl import list_crawlers
 
     rows = [c.to_dict() for c in list_crawlers(settings())]
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
-        "Crawlers", ["name", "path", "table", "format"], [[r["name"], r["path"], r["table"], r["format"]] for r in rows]
+    out().table(
+        "Crawlers",
+        ["name", "path", "table", "format"],
+        [[r["name"], r["path"], r["table"], r["format"]] for r in rows],
+        rows,
     )
 
 
 @crawler_app.command("delete")
 def catalog_crawler_delete(
     name: Annotated[str, typer.Argument(help="Crawler name.")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Forget a named crawler (its table stays)."""
     from shoal.catalog.crawl import delete_crawler
 
     if not delete_crawler(settings(), name):
         raise ShoalError(f"no crawler named {name!r}", hint="list them with `shoal catalog crawler list`")
-    output.print_json({"deleted": name}) if json_out else output.out.print(f"Deleted crawler {name}")
+    out().line(f"Deleted crawler {name}", {"deleted": name})
 
 
 @app.command("crawl-versions")
 def catalog_crawl_versions(
     table: Annotated[str, typer.Argument(help="A crawled NAMESPACE.TABLE.")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """The schema versions a crawled table went through, with what changed each time."""
     from shoal.catalog.crawl import versions
 
     rows = versions(settings(), table)
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         f"Schema versions of {table}",
         ["version", "crawled_at", "columns", "changes"],
         [
             [r["version"], r["crawled_at"], ", ".join(f"{c} {t}" for c, t in r["columns"]), json.dumps(r["changes"])]
             for r in rows
         ],
+        rows,
     )
 
 
@@ -217,7 +216,7 @@ def catalog_duplicates(
         bool, typer.Option("--include-keyframes", help="Also compare video keyframes.")
     ] = False,
     all_versions: Annotated[bool, typer.Option("--all-versions", help="Include superseded versions.")] = False,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Near-duplicate images, grouped, by perceptual hash (resized, re-encoded or lightly edited copies)."""
     from shoal.catalog.duplicates import find_duplicates
@@ -226,53 +225,55 @@ def catalog_duplicates(
     groups = find_duplicates(
         get_spark(settings()), max_distance=max_distance, include_keyframes=include_keyframes, all_versions=all_versions
     )
-    if json_out:
-        output.print_json(groups)
-        return
-    if not groups:
-        output.out.print(f"No near-duplicate images (perceptual hashes within {max_distance} bits).")
-        return
-    output.print_rows(
-        f"{len(groups)} group(s) of near-duplicate images",
-        ["group", "object_id", "source_path", "part", "distance", "size"],
-        [
-            [g["group"], m["object_id"], m["source_path"], m["part"], m["distance"], f"{m['width']}x{m['height']}"]
-            for g in groups
-            for m in g["members"]
-        ],
-    )
+
+    def as_text() -> None:
+        if not groups:
+            output.out.print(f"No near-duplicate images (perceptual hashes within {max_distance} bits).")
+            return
+        output.print_rows(
+            f"{len(groups)} group(s) of near-duplicate images",
+            ["group", "object_id", "source_path", "part", "distance", "size"],
+            [
+                [g["group"], m["object_id"], m["source_path"], m["part"], m["distance"], f"{m['width']}x{m['height']}"]
+                for g in groups
+                for m in g["members"]
+            ],
+        )
+
+    out().show(groups, as_text)
 
 
 @app.command("show")
 def catalog_show(
     object_id: Annotated[str, typer.Argument(help="Object id (from shoal catalog objects).")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """All metadata and all extraction results of one object."""
     from shoal.catalog import show_object
     from shoal.spark import get_spark
 
     data = show_object(get_spark(settings()), object_id)
-    if json_out:
-        output.print_json(data)
-        return
-    output.print_kv(f"Object {object_id}", data["object"])
-    if data["children"]:
+
+    def as_text() -> None:
+        output.print_kv(f"Object {object_id}", data["object"])
+        if data["children"]:
+            output.print_rows(
+                "Child objects",
+                ["object_id", "file_name", "media_type", "size_bytes"],
+                [list(c.values()) for c in data["children"]],
+            )
         output.print_rows(
-            "Child objects",
-            ["object_id", "file_name", "media_type", "size_bytes"],
-            [list(c.values()) for c in data["children"]],
+            "Extractions",
+            ["extractor", "version", "status", "ms", "output / error"],
+            [
+                [e["extractor"], e["extractor_version"], e["status"], e["duration_ms"], e["output_path"] or e["error"]]
+                for e in data["extractions"]
+            ],
         )
-    output.print_rows(
-        "Extractions",
-        ["extractor", "version", "status", "ms", "output / error"],
-        [
-            [e["extractor"], e["extractor_version"], e["status"], e["duration_ms"], e["output_path"] or e["error"]]
-            for e in data["extractions"]
-        ],
-    )
-    for e in data["extractions"]:
-        result = e.get("result") or {}
-        for part in result.get("text", [])[:20]:
-            snippet = " ".join(part["text"].split())[:300]
-            output.out.print(f"[bold]{e['extractor']} / {output.escape(part['part'])}:[/] {output.escape(snippet)}")
+        for e in data["extractions"]:
+            result = e.get("result") or {}
+            for part in result.get("text", [])[:20]:
+                snippet = " ".join(part["text"].split())[:300]
+                output.out.print(f"[bold]{e['extractor']} / {output.escape(part['part'])}:[/] {output.escape(snippet)}")
+
+    out().show(data, as_text)

@@ -8,8 +8,7 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings, split_values
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings, split_values
 from shoal.exceptions import ShoalError
 from shoal.spark import get_spark
 
@@ -106,7 +105,7 @@ def cdc_apply(
             help='Declared column types overriding inference: a JSON file {"col": "decimal(10,2)"}, a DDL file, or NS.TABLE.',
         ),
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Apply the change files under SOURCE not yet applied to the table, as one commit."""
     from shoal.cdc import ApplyOptions, apply_changes
@@ -127,9 +126,9 @@ def cdc_apply(
         schema=schema,
     )
     s = settings()
-    with output.progress(not json_out, f"cdc apply {table}") as say:
+    with out().progress(f"cdc apply {table}") as say:
         try:
-            result = apply_changes(get_spark(s), s, source, opts, progress=say)
+            result = apply_changes(get_spark(s), s, source, opts, say=say)
         except ShoalError as exc:
             worded = exc.in_terms_of(FLAGS)
             if worded is exc:
@@ -137,14 +136,15 @@ def cdc_apply(
             raise worded from exc
     for warning in result.warnings:
         output.print_warning(warning)
-    if json_out:
-        output.print_json(result.to_dict())
-        return
-    data = result.to_dict()
-    data["files_applied"] = ", ".join(result.files_applied) or "(none: nothing new)"
-    for listed in ("files_rewritten", "files_reapplied"):
-        data[listed] = ", ".join(data[listed]) or "-"
-    output.print_kv(f"Applied {len(result.files_applied)} file(s) to {table}", data)
+
+    def as_text() -> None:
+        data = result.to_dict()
+        data["files_applied"] = ", ".join(result.files_applied) or "(none: nothing new)"
+        for listed in ("files_rewritten", "files_reapplied"):
+            data[listed] = ", ".join(data[listed]) or "-"
+        output.print_kv(f"Applied {len(result.files_applied)} file(s) to {table}", data)
+
+    out().show(result.to_dict(), as_text)
 
 
 @app.command("files")
@@ -153,22 +153,23 @@ def cdc_files(
     source: Annotated[
         str | None, typer.Option("--source", help="Also list files under SOURCE not yet applied.")
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Change files applied to a table (and, with --source, those still pending)."""
     from shoal.cdc import file_status
 
     s = settings()
     status = file_status(get_spark(s), s, table, source)
-    if json_out:
-        output.print_json(status)
-        return
-    output.print_rows(
-        f"Applied to {table}",
-        ["file", "size", "batch_id", "applied_at"],
-        [[f["file"], f["size"], f["batch_id"], f["applied_at"]] for f in status["applied"]],
-    )
-    if "pending" in status:
-        output.out.print(f"pending: {', '.join(status['pending']) or '(none)'}")
-        if status["rewritten"]:
-            output.out.print(f"rewritten since applied (apply with --reapply): {', '.join(status['rewritten'])}")
+
+    def as_text() -> None:
+        output.print_rows(
+            f"Applied to {table}",
+            ["file", "size", "batch_id", "applied_at"],
+            [[f["file"], f["size"], f["batch_id"], f["applied_at"]] for f in status["applied"]],
+        )
+        if "pending" in status:
+            output.out.print(f"pending: {', '.join(status['pending']) or '(none)'}")
+            if status["rewritten"]:
+                output.out.print(f"rewritten since applied (apply with --reapply): {', '.join(status['rewritten'])}")
+
+    out().show(status, as_text)

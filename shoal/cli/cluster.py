@@ -7,8 +7,7 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 
 cluster_app = typer.Typer(
     help="A Spark standalone master and workers on this machine (development).", no_args_is_help=True
@@ -34,49 +33,47 @@ def up(
     workers: Annotated[
         int | None, typer.Option("--workers", help="Workers to start (default [cluster] workers).")
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Start a master and workers, wait until all have registered, print the master URL."""
     from shoal.cluster import up as start
 
-    with output.progress(not json_out, "cluster") as say:
+    with out().progress("cluster") as say:
         st = start(settings(), workers=workers, say=say)
-    if json_out:
-        output.print_json(st.to_dict())
-        return
-    _show(st.to_dict())
-    output.out.print(
-        output.escape(f'Use it: SHOAL_SPARK__MASTER={st.master_url} shoal ...  (or [spark] master = "{st.master_url}")')
-    )
+
+    def as_text() -> None:
+        _show(st.to_dict())
+        output.out.print(
+            output.escape(
+                f'Use it: SHOAL_SPARK__MASTER={st.master_url} shoal ...  (or [spark] master = "{st.master_url}")'
+            )
+        )
+
+    out().show(st.to_dict(), as_text)
 
 
 @cluster_app.command("down")
-def down(json_out: JsonOpt = False) -> None:
+def down(_json: JsonOpt = False) -> None:
     """Stop the master and workers started by `shoal cluster up`."""
     from shoal.cluster import down as stop
 
     stopped = stop(settings())
-    if json_out:
-        output.print_json({"stopped_processes": stopped})
-    else:
+
+    def as_text() -> None:
         output.out.print(f"Stopped {stopped} process(es)." if stopped else "No cluster was running.")
+
+    out().show({"stopped_processes": stopped}, as_text)
 
 
 @cluster_app.command("status")
-def status(json_out: JsonOpt = False) -> None:
+def status(_json: JsonOpt = False) -> None:
     """The recorded cluster and how many workers the master reports alive (exit 1 when it is down)."""
     from shoal.cluster import status as current
 
     st = current(settings())
     if st is None:
-        if json_out:
-            output.print_json({"running": False})
-        else:
-            output.out.print("No cluster started (shoal cluster up).")
+        out().line("No cluster started (shoal cluster up).", {"running": False})
         raise typer.Exit(1)
-    if json_out:
-        output.print_json(st.to_dict())
-    else:
-        _show(st.to_dict())
+    out().show(st.to_dict(), lambda: _show(st.to_dict()))
     if not st.running:
         raise typer.Exit(1)

@@ -9,8 +9,7 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.exceptions import ConfigError
 
 _MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAIL[/]"}
@@ -18,7 +17,7 @@ _MARK = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAI
 
 def doctor(
     tests: Annotated[bool, typer.Option("--tests", help="Also check what the test suite needs (Chromium).")] = False,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Check Java, the jars, the catalog database, tesseract, ffmpeg, Graphviz, the models and
     object storage, and say what to install. Exit code 1 when a required part is missing."""
@@ -26,9 +25,8 @@ def doctor(
 
     checks = run_checks(settings(), include_tests=tests)
     failed = [c for c in checks if c.status == "fail"]
-    if json_out:
-        output.print_json({"ok": not failed, "checks": [c.to_dict() for c in checks]})
-    else:
+
+    def as_text() -> None:
         from rich.table import Table
 
         table = Table(title="shoal doctor", title_justify="left")
@@ -42,6 +40,8 @@ def doctor(
             output.out.print(f"[bold red]{len(failed)} problem(s)[/]: " + ", ".join(c.name for c in failed))
         else:
             output.out.print(_summary(checks))
+
+    out().show({"ok": not failed, "checks": [c.to_dict() for c in checks]}, as_text)
     if failed:
         raise typer.Exit(1)
 
@@ -59,7 +59,7 @@ def config_init(
     path: Annotated[Path, typer.Argument(help="Where to write the file.")] = Path("shoal.toml"),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
     stdout: Annotated[bool, typer.Option("--stdout", help="Print the file instead of writing it.")] = False,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Write a commented shoal.toml listing every setting with its default."""
     from shoal.config_template import render_template
@@ -72,10 +72,11 @@ def config_init(
         raise ConfigError(f"{path} already exists", hint="pass --force to overwrite it, or another path")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
-    if json_out:
-        output.print_json({"written": str(path.resolve()), "bytes": len(text.encode())})
-    else:
+
+    def as_text() -> None:
         output.out.print(f"wrote {output.escape(str(path))}: every key is commented out (all defaults)")
+
+    out().show({"written": str(path.resolve()), "bytes": len(text.encode())}, as_text)
 
 
 def register(app: typer.Typer, config_app: typer.Typer) -> None:

@@ -6,9 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from shoal.cli import output
-from shoal.cli.context import current, settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, current, out, settings
 
 engine_app = typer.Typer(
     help="The warm engine: keeps Spark running so `shoal sql`, `cdc apply`, `ingest`, `extract`, `search`, "
@@ -17,11 +15,8 @@ engine_app = typer.Typer(
 )
 
 
-def _show(title: str, data: dict[str, Any], json_out: bool) -> None:
-    if json_out:
-        output.print_json(data)
-    else:
-        output.print_kv(title, data)
+def _show(title: str, data: dict[str, Any]) -> None:
+    out().record(title, data)
 
 
 @engine_app.command("start")
@@ -34,7 +29,7 @@ def start(
         float,
         typer.Option("--idle-timeout", min=0, help="Stop after this many seconds without a command (0: never)."),
     ] = 0.0,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Start the engine for this workspace (in the background) and wait until it answers. It stops
     with `shoal engine stop`, after --idle-timeout, or when its workspace folder is deleted."""
@@ -43,7 +38,7 @@ def start(
     s = settings()
     now = manage.status(s)
     if now["running"]:
-        _show("Engine already running", now | {"already_running": True}, json_out)
+        _show("Engine already running", now | {"already_running": True})
         return
     if foreground:
         import os
@@ -55,15 +50,14 @@ def start(
         cmd += ["--idle-timeout", str(idle_timeout)]
         os.execv(sys.executable, cmd)
     proc = manage.spawn(s, current().config, idle_timeout_s=idle_timeout)
-    if not json_out:
-        output.err.print(f"starting the engine (pid {proc.pid}; Spark takes 10-20 s)")
-    _show("Engine started", manage.wait_ready(s, proc, wait) | {"already_running": False}, json_out)
+    out().note(f"starting the engine (pid {proc.pid}; Spark takes 10-20 s)")
+    _show("Engine started", manage.wait_ready(s, proc, wait) | {"already_running": False})
 
 
 @engine_app.command("stop")
 def stop(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for running commands to finish.")] = 60.0,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Stop the engine; commands it is running finish first (then they are cancelled)."""
     from shoal.cli.warm import manage
@@ -72,15 +66,15 @@ def stop(
     result = manage.stop(s, timeout)
     if result is None:
         result = {"stopped": False, "workspace": str(s.workspace_dir), "reason": "no engine was running"}
-    _show("Engine", result, json_out)
+    _show("Engine", result)
 
 
 @engine_app.command("status")
-def status(json_out: JsonOpt = False) -> None:
+def status(_json: JsonOpt = False) -> None:
     """Whether an engine serves this workspace (exit 3 when none does), with its numbers."""
     from shoal.cli.warm import manage
 
     data = manage.status(settings())
-    _show("Engine", data, json_out)
+    _show("Engine", data)
     if not data["running"]:
         raise typer.Exit(3)

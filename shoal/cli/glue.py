@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,8 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.exceptions import ShoalError
 
 glue_app = typer.Typer(help="Run AWS Glue PySpark scripts unchanged (operator-level code).", no_args_is_help=True)
@@ -51,7 +48,7 @@ def run(
         list[str] | None,
         typer.Option("--conf", help="Spark setting KEY=VALUE (repeatable); spark.sql.catalog.NAME binds NAME."),
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Run SCRIPT as a Glue job: other --KEY VALUE arguments reach the script (getResolvedOptions).
 
@@ -61,46 +58,47 @@ def run(
         raise typer.BadParameter(f"{script!r} is an option, not a script or a job name", param_hint="'SCRIPT'")
     # What the script prints is its log (CloudWatch's, in Glue): with --json it goes to stderr,
     # so stdout stays one JSON document.
-    with contextlib.redirect_stdout(sys.stderr) if json_out else contextlib.nullcontext():
-        summary = _run(ctx, script, job_name, bookmark_option, conf, json_out)
+    with out().script_stdout():
+        summary = _run(ctx, script, job_name, bookmark_option, conf)
     for warning in summary["warnings"]:
         output.print_warning(warning)
-    if json_out:
-        output.print_json(summary)
-        return
-    output.print_kv(
-        f"Glue job {summary['job_name']}: {summary['status']}",
-        {
-            "run_id": summary["run_id"],
-            "bookmark_option": summary["bookmark_option"],
-            "bookmark_committed": summary["bookmark_committed"],
-            "catalogs": ", ".join(summary["catalogs"]) or "-",
-            "duration_s": summary["duration_s"],
-        },
-    )
-    if summary["reads"]:
-        output.print_rows(
-            "Reads",
-            ["transformation_ctx", "source", "bookmark", "files_listed", "files_read"],
-            [
+
+    def as_text() -> None:
+        output.print_kv(
+            f"Glue job {summary['job_name']}: {summary['status']}",
+            {
+                "run_id": summary["run_id"],
+                "bookmark_option": summary["bookmark_option"],
+                "bookmark_committed": summary["bookmark_committed"],
+                "catalogs": ", ".join(summary["catalogs"]) or "-",
+                "duration_s": summary["duration_s"],
+            },
+        )
+        if summary["reads"]:
+            output.print_rows(
+                "Reads",
+                ["transformation_ctx", "source", "bookmark", "files_listed", "files_read"],
                 [
-                    r["transformation_ctx"] or "-",
-                    r["source"],
-                    r["bookmark"],
-                    r.get("files_listed", "-"),
-                    r.get("files_read", "-"),
-                ]
-                for r in summary["reads"]
-            ],
-        )
-    if summary["writes"]:
-        output.print_rows(
-            "Writes",
-            ["transformation_ctx", "target"],
-            [[w["transformation_ctx"] or "-", w["target"]] for w in summary["writes"]],
-        )
-    if summary["ignored_conf"]:
-        output.print_warning("static Spark settings left as Shoal set them: " + ", ".join(summary["ignored_conf"]))
+                    [
+                        r["transformation_ctx"] or "-",
+                        r["source"],
+                        r["bookmark"],
+                        r.get("files_listed", "-"),
+                        r.get("files_read", "-"),
+                    ]
+                    for r in summary["reads"]
+                ],
+            )
+        if summary["writes"]:
+            output.print_rows(
+                "Writes",
+                ["transformation_ctx", "target"],
+                [[w["transformation_ctx"] or "-", w["target"]] for w in summary["writes"]],
+            )
+        if summary["ignored_conf"]:
+            output.print_warning("static Spark settings left as Shoal set them: " + ", ".join(summary["ignored_conf"]))
+
+    out().show(summary, as_text)
 
 
 def _run(
@@ -109,7 +107,6 @@ def _run(
     job_name: str | None,
     bookmark_option: BookmarkOption | None,
     conf: list[str] | None,
-    json_out: bool,
 ) -> dict[str, Any]:
     from shoal.glue import run_defined_job, run_script, split_conf
 
@@ -117,7 +114,7 @@ def _run(
     if registered is not None:
         job_name = job_name or registered.name
         assert registered.script is not None  # a glue job's definition requires its script
-        with output.progress(not json_out, f"glue {job_name}") as say:
+        with out().progress(f"glue {job_name}") as say:
             arguments = _arguments(list(ctx.args))
             if bookmark_option is not None:
                 arguments["--job-bookmark-option"] = bookmark_option.value
@@ -125,7 +122,7 @@ def _run(
                 arguments["--conf"] = " --conf ".join(conf)
             summary = run_defined_job(settings(), job_name, registered.script, registered.arguments, arguments, say=say)
     else:
-        with output.progress(not json_out, f"glue {job_name}") as say:
+        with out().progress(f"glue {job_name}") as say:
             summary = run_script(
                 settings(),
                 script,
@@ -157,64 +154,60 @@ def _registered_glue_job(ref: str) -> Any:
 
 def _arguments(args: list[str]) -> dict[str, str]:
     """`--KEY VALUE` pairs after the script, as a run's Arguments."""
-    out: dict[str, str] = {}
+    parsed: dict[str, str] = {}
     it = iter(args)
     for key in it:
         if not key.startswith("--"):
             raise ShoalError(f"argument {key!r} is not --KEY", hint="pass job arguments as --KEY VALUE")
         name, sep, value = key.partition("=")
-        out[name] = value if sep else next(it, "")
-    return out
+        parsed[name] = value if sep else next(it, "")
+    return parsed
 
 
 @glue_app.command("bookmarks")
 def show_bookmarks(
     job_name: Annotated[str, typer.Argument(help="Job name (--JOB_NAME of its runs).")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """The committed bookmark of each transformation_ctx of a job."""
     from shoal.glue import bookmarks
 
     rows = bookmarks.show(settings(), job_name)
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         f"Bookmarks of {job_name}",
         ["transformation_ctx", "files", "run_id", "updated_at"],
         [[r["transformation_ctx"], r["files"], r["run_id"], r["updated_at"]] for r in rows],
+        rows,
     )
 
 
 @glue_app.command("reset-bookmark")
 def reset_bookmark(
     job_name: Annotated[str, typer.Argument(help="Job name.")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Forget a job's bookmarks: its next run reads all its input again."""
     from shoal.glue import bookmarks
 
     removed = bookmarks.reset(settings(), job_name)
-    if json_out:
-        output.print_json({"job_name": job_name, "bookmarks_removed": removed})
-        return
-    output.out.print(f"reset {removed} bookmark(s) of {output.escape(job_name)}")
+
+    def as_text() -> None:
+        output.out.print(f"reset {removed} bookmark(s) of {output.escape(job_name)}")
+
+    out().show({"job_name": job_name, "bookmarks_removed": removed}, as_text)
 
 
 @glue_app.command("runs")
 def show_runs(
     job_name: Annotated[str | None, typer.Argument(help="Only this job.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many runs.")] = 50,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Glue job runs, newest first (RUNNING with no process behind it: the process died)."""
     from shoal.glue import runs
 
     rows = runs.history(settings(), job_name, limit)
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Glue job runs",
         ["run_id", "job_name", "status", "bookmark_option", "started_at", "duration_s", "error"],
         [
@@ -229,4 +222,5 @@ def show_runs(
             ]
             for r in rows
         ],
+        rows,
     )

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.exceptions import ShoalError
 
 if TYPE_CHECKING:
@@ -57,73 +56,71 @@ def principal_add(
     password_stdin: Annotated[
         bool, typer.Option("--password-stdin", help="Read a password from stdin (for the web console).")
     ] = False,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Add a user."""
     password = sys.stdin.readline().rstrip("\n") if password_stdin else None
     _principals().add(name, kind="user", admin=admin, password=password)
-    output.done(json_out, f"user {name} added")
+    out().done(f"user {name} added")
 
 
 @principal_app.command("password")
-def principal_password(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
+def principal_password(name: Annotated[str, typer.Argument()], _json: JsonOpt = False) -> None:
     """Set a user's password (prompted; or piped on stdin); their console sessions end."""
     password = getpass.getpass(f"password for {name}: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
     if len(password) < 8:
         raise ShoalError("a password needs at least 8 characters")
     _principals().set_password(name, password)
-    output.done(json_out, f"password of {name} set")
+    out().done(f"password of {name} set")
 
 
 @principal_app.command("list")
-def principal_list(json_out: JsonOpt = False) -> None:
+def principal_list(_json: JsonOpt = False) -> None:
     """Users and groups."""
     rows = _principals().list()
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Principals",
         ["name", "kind", "admin", "groups", "password"],
         [[r["name"], r["kind"], r["admin"], ", ".join(r["groups"]), r["has_password"]] for r in rows],
+        rows,
     )
 
 
 @principal_app.command("delete")
 @principal_app.command("remove", hidden=True)
-def principal_remove(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
+def principal_remove(name: Annotated[str, typer.Argument()], _json: JsonOpt = False) -> None:
     """Remove a user or group with its tokens, sessions, grants, memberships, access-point places,
     access requests, table ownership and SQL editor history."""
     from shoal.web.console.history import QueryHistory
 
     _principals().remove(name)
     QueryHistory(settings()).forget(name)
-    output.done(json_out, f"{name} removed")
+    out().done(f"{name} removed")
 
 
 @group_app.command("create")
-def group_create(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
+def group_create(name: Annotated[str, typer.Argument()], _json: JsonOpt = False) -> None:
     """Create a group."""
     _principals().add(name, kind="group")
-    output.done(json_out, f"group {name} created")
+    out().done(f"group {name} created")
 
 
 @group_app.command("add")
 def group_add(
-    group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()], json_out: JsonOpt = False
+    group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()], _json: JsonOpt = False
 ) -> None:
     """Add a user to a group."""
     _principals().add_member(group, user)
-    output.done(json_out, f"{user} is in {group}")
+    out().done(f"{user} is in {group}")
 
 
 @group_app.command("remove")
 def group_remove(
-    group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()], json_out: JsonOpt = False
+    group: Annotated[str, typer.Argument()], user: Annotated[str, typer.Argument()], _json: JsonOpt = False
 ) -> None:
     """Remove a user from a group."""
     _principals().remove_member(group, user)
-    output.done(json_out, f"{user} left {group}")
+    out().done(f"{user} left {group}")
 
 
 @token_app.command("create")
@@ -131,38 +128,37 @@ def token_create(
     name: Annotated[str, typer.Argument(help="The user the token acts as.")],
     description: Annotated[str | None, typer.Option("--description")] = None,
     expires_days: Annotated[float | None, typer.Option("--expires-days", help="Expire after this many days.")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Create an API token; it is printed once and stored only as a hash."""
     token_id, token = _principals().create_token(name, description=description, expires_in_days=expires_days)
-    if json_out:
-        output.print_json({"id": token_id, "principal": name, "token": token})
-    else:
+
+    def as_text() -> None:
         output.out.print(token)
         output.err.print(f"token {token_id} for {name}: store it now, it is not shown again")
 
+    out().show({"id": token_id, "principal": name, "token": token}, as_text)
+
 
 @token_app.command("revoke")
-def token_revoke(token_id: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
+def token_revoke(token_id: Annotated[str, typer.Argument()], _json: JsonOpt = False) -> None:
     """Revoke a token by id (console sessions signed in with it end too)."""
     _principals().revoke_token(token_id)
-    output.done(json_out, f"token {token_id} revoked")
+    out().done(f"token {token_id} revoked")
 
 
 @token_app.command("list")
-def token_list(name: Annotated[str | None, typer.Argument()] = None, json_out: JsonOpt = False) -> None:
+def token_list(name: Annotated[str | None, typer.Argument()] = None, _json: JsonOpt = False) -> None:
     """Tokens (ids and dates, never secrets)."""
     rows = _principals().list_tokens(name)
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Tokens",
         ["id", "principal", "created", "expires", "revoked", "last used"],
         [
             [r["id"], r["principal"], r["created_at"], r["expires_at"] or "-", r["revoked"], r["last_used_at"] or "-"]
             for r in rows
         ],
+        rows,
     )
 
 
@@ -188,7 +184,7 @@ def grant(
         bool, typer.Option("--with-grant-option", help="The grantee may grant it on.")
     ] = False,
     as_: AsOpt = "admin",
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Grant a privilege: shoal grant SELECT ON TABLE db.t TO analysts [--columns ...] [--row-filter ...];
     shoal grant SELECT|EXECUTE ON WORKFLOW name TO PRINCIPAL (see / also start and resume it in the console)."""
@@ -228,7 +224,7 @@ def grant(
     AuditLog(s).record(
         by.name, "grant", f"{kind.lower()} {target}", True, grant_id=g.id, grantee=grantee, privilege=privilege.upper()
     )
-    output.print_json(g.to_dict()) if json_out else output.print_kv(f"Grant {g.id}", g.to_dict())
+    out().record(f"Grant {g.id}", g.to_dict())
 
 
 def _table_columns(s: Settings, target: str) -> list[str]:
@@ -244,7 +240,7 @@ def _table_columns(s: Settings, target: str) -> list[str]:
         ) from exc
 
 
-def revoke(grant_id: Annotated[int, typer.Argument()], as_: AsOpt = "admin", json_out: JsonOpt = False) -> None:
+def revoke(grant_id: Annotated[int, typer.Argument()], as_: AsOpt = "admin", _json: JsonOpt = False) -> None:
     """Revoke a grant by id (see `shoal grants list`)."""
     from shoal.governance import AuditLog
 
@@ -252,20 +248,17 @@ def revoke(grant_id: Annotated[int, typer.Argument()], as_: AsOpt = "admin", jso
     by = gov.principals.principal(as_)
     gov.revoke(by, grant_id)
     AuditLog(settings()).record(by.name, "revoke", str(grant_id), True)
-    output.done(json_out, f"grant {grant_id} revoked")
+    out().done(f"grant {grant_id} revoked")
 
 
 @grants_app.command("list")
 def grants_list(
     grantee: Annotated[str | None, typer.Option("--to", help="Only grants to this principal.")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Grants, oldest first."""
     rows = [g.to_dict() for g in _gov().list(grantee)]
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Grants",
         ["id", "privilege", "on", "to", "columns", "row filter", "masks", "grant option"],
         [
@@ -282,6 +275,7 @@ def grants_list(
             ]
             for r in rows
         ],
+        rows,
     )
 
 
@@ -289,11 +283,11 @@ def grants_list(
 def tag_create(
     key: Annotated[str, typer.Argument()],
     values: Annotated[str, typer.Option("--values", help="Allowed values: a,b,c.")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Create (or redefine) a tag key with its allowed values."""
     _gov().create_tag(key, _split(values) or [])
-    output.done(json_out, f"tag {key}: {values}")
+    out().done(f"tag {key}: {values}")
 
 
 @tag_app.command("assign")
@@ -302,14 +296,14 @@ def tag_assign(
     table: Annotated[str | None, typer.Option("--table")] = None,
     database_name: Annotated[str | None, typer.Option("--database")] = None,
     column: Annotated[str | None, typer.Option("--column")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Tag a database, a table or a column (columns inherit their table's tags, tables their database's)."""
     if "=" not in assignment:
         raise ShoalError("write KEY=VALUE")
     key, value = assignment.split("=", 1)
     _gov().assign_tag(key.strip(), value.strip(), database_name=database_name, table=table, column=column)
-    output.done(json_out, f"{key}={value} on {table or database_name}{'.' + column if column else ''}")
+    out().done(f"{key}={value} on {table or database_name}{'.' + column if column else ''}")
 
 
 @tag_app.command("unassign")
@@ -318,20 +312,18 @@ def tag_unassign(
     table: Annotated[str | None, typer.Option("--table")] = None,
     database_name: Annotated[str | None, typer.Option("--database")] = None,
     column: Annotated[str | None, typer.Option("--column")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Take a tag off a database, a table or a column (grants on that tag stop covering it)."""
     _gov().unassign_tag(key.strip(), database_name=database_name, table=table, column=column)
-    output.done(json_out, f"{key} removed from {table or database_name}{'.' + column if column else ''}")
+    out().done(f"{key} removed from {table or database_name}{'.' + column if column else ''}")
 
 
 @tag_app.command("list")
-def tag_list(json_out: JsonOpt = False) -> None:
+def tag_list(_json: JsonOpt = False) -> None:
     """Tag keys and allowed values."""
     tags = _gov().tags()
-    output.print_json(tags) if json_out else output.print_rows(
-        "Tags", ["key", "allowed values"], [[k, ", ".join(v)] for k, v in tags.items()]
-    )
+    out().table("Tags", ["key", "allowed values"], [[k, ", ".join(v)] for k, v in tags.items()], tags)
 
 
 @owner_app.command("set")
@@ -342,7 +334,7 @@ def owner_set(
     is_object: Annotated[
         bool, typer.Option("--object", help="NAME is a raw object's id (or a unique prefix).")
     ] = False,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Set the owner (who approves access requests and may grant) and description of a table or object."""
     gov = _gov()
@@ -352,17 +344,17 @@ def owner_set(
 
         object_id = resolve_object_id(get_spark(settings()), name)
         gov.set_object_owner(object_id, owner, description)
-        output.done(json_out, f"object {object_id}: owner {owner or '(unchanged)'}")
+        out().done(f"object {object_id}: owner {owner or '(unchanged)'}")
         return
     gov.set_owner(name, owner, description)
-    output.done(json_out, f"{name}: owner {owner or '(unchanged)'}")
+    out().done(f"{name}: owner {owner or '(unchanged)'}")
 
 
 @owner_app.command("show")
 def owner_show(
     name: Annotated[str, typer.Argument(metavar="DB.TABLE|OBJECT_ID")],
     is_object: Annotated[bool, typer.Option("--object")] = False,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Owner and description of a table or object."""
     gov = _gov()
@@ -375,7 +367,7 @@ def owner_show(
         from shoal.governance.grants import table_key
 
         info = gov.info(".".join(table_key(name)))
-    output.print_json(info) if json_out else output.print_kv(name, info)
+    out().record(name, info)
 
 
 @audit_app.command("list")
@@ -384,7 +376,7 @@ def audit_list(
     decision: Annotated[str | None, typer.Option("--decision", help="allow or deny")] = None,
     limit: Annotated[int, typer.Option("--limit")] = 100,
     as_: AsOpt = "admin",
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Recent authorization decisions, newest first (admins only)."""
     from shoal.governance import AccessDenied, AuditLog
@@ -396,16 +388,14 @@ def audit_list(
         log.record(who.name, "audit.read", None, False, reason="not an admin")
         raise AccessDenied(f"{who.name} may not read the audit log")
     rows = log.list(principal=principal, decision=decision, limit=limit)
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Audit",
         ["id", "time", "principal", "action", "resource", "decision", "reason"],
         [
             [r["id"], r["ts"], r["principal"], r["action"], r["resource"] or "", r["decision"], r["reason"] or ""]
             for r in rows
         ],
+        rows,
     )
 
 
@@ -425,7 +415,7 @@ def access_point_create(
     ] = None,
     cidr: Annotated[list[str] | None, typer.Option("--cidr", help="Only clients in this network (repeatable).")] = None,
     as_: AsOpt = "admin",
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Create a read-only access point over a raw-zone prefix and/or object tags."""
     from shoal.governance.access import RawAccess
@@ -434,19 +424,16 @@ def access_point_create(
     ap = RawAccess(settings()).create(
         _principals().principal(as_), name, prefix=prefix, principals=principal, tags=tags or None, cidrs=cidr or None
     )
-    output.print_json(ap) if json_out else output.print_kv(f"Access point {name}", ap)
+    out().record(f"Access point {name}", ap)
 
 
 @access_point_app.command("list")
-def access_point_list(json_out: JsonOpt = False) -> None:
+def access_point_list(_json: JsonOpt = False) -> None:
     """Access points."""
     from shoal.governance.access import RawAccess
 
     rows = RawAccess(settings()).list()
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Access points",
         ["name", "prefix", "tags", "principals", "networks"],
         [
@@ -459,18 +446,17 @@ def access_point_list(json_out: JsonOpt = False) -> None:
             ]
             for r in rows
         ],
+        rows,
     )
 
 
 @access_point_app.command("delete")
-def access_point_delete(
-    name: Annotated[str, typer.Argument()], as_: AsOpt = "admin", json_out: JsonOpt = False
-) -> None:
+def access_point_delete(name: Annotated[str, typer.Argument()], as_: AsOpt = "admin", _json: JsonOpt = False) -> None:
     """Delete an access point."""
     from shoal.governance.access import RawAccess
 
     RawAccess(settings()).delete(_principals().principal(as_), name)
-    output.done(json_out, f"access point {name} deleted")
+    out().done(f"access point {name} deleted")
 
 
 @access_point_app.command("sign")
@@ -479,13 +465,13 @@ def access_point_sign(
     path: Annotated[str, typer.Argument(help="Object path under the raw zone.")],
     expires_in: Annotated[int, typer.Option("--expires-in", help="Seconds the link stays valid.")] = 900,
     as_: AsOpt = "admin",
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """A time-limited signed URL (path part; prefix it with the server's address)."""
     from shoal.governance.access import RawAccess
 
     signed = RawAccess(settings()).sign(_principals().principal(as_), name, path, expires_in=expires_in)
-    output.print_json(signed) if json_out else output.out.print(signed["url"])
+    out().line(signed["url"], signed)
 
 
 @access_app.command("request")
@@ -493,13 +479,13 @@ def access_request(
     table: Annotated[str, typer.Argument()],
     reason: Annotated[str, typer.Option("--reason")],
     as_: Annotated[str, typer.Option("--as", help="Who asks.")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Ask for SELECT on a table; its owner (or an admin) decides."""
     from shoal.governance.access import AccessRequests
 
     req = AccessRequests(settings()).request(_principals().principal(as_), table, reason)
-    output.print_json(req) if json_out else output.out.print(f"request {req['id']} for {req['table']} is pending")
+    out().line(f"request {req['id']} for {req['table']} is pending", req)
 
 
 @access_app.command("list")
@@ -507,19 +493,17 @@ def access_request(
 def access_requests_list(
     status: Annotated[str | None, typer.Option("--status", help="pending, approved or rejected")] = None,
     as_: AsOpt = "admin",
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Requests you made or may decide."""
     from shoal.governance.access import AccessRequests
 
     rows = AccessRequests(settings()).list(_principals().principal(as_), status)
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Access requests",
         ["id", "who", "table", "status", "reason", "decided by"],
         [[r["id"], r["principal"], r["table"], r["status"], r["reason"], r["decided_by"] or ""] for r in rows],
+        rows,
     )
 
 
@@ -528,13 +512,13 @@ def access_approve(
     request_id: Annotated[int, typer.Argument()],
     note: Annotated[str | None, typer.Option("--note")] = None,
     as_: AsOpt = "admin",
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Approve a request: the requester gets SELECT on the table."""
     from shoal.governance.access import AccessRequests
 
     req = AccessRequests(settings()).decide(_principals().principal(as_), request_id, approve=True, note=note)
-    output.done(json_out, f"request {request_id} approved (grant {req['grant_id']})")
+    out().done(f"request {request_id} approved (grant {req['grant_id']})")
 
 
 @access_app.command("reject")
@@ -542,10 +526,10 @@ def access_reject(
     request_id: Annotated[int, typer.Argument()],
     note: Annotated[str | None, typer.Option("--note")] = None,
     as_: AsOpt = "admin",
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Reject a request."""
     from shoal.governance.access import AccessRequests
 
     AccessRequests(settings()).decide(_principals().principal(as_), request_id, approve=False, note=note)
-    output.done(json_out, f"request {request_id} rejected")
+    out().done(f"request {request_id} rejected")

@@ -9,8 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.exceptions import ShoalError
 
 recipe_app = typer.Typer(help="Data-prep recipe jobs and dataset profiles.", no_args_is_help=True)
@@ -23,7 +22,7 @@ job_app = typer.Typer(help="Register jobs (recipe or Python) that workflows run 
 @recipe_app.command("run")
 def recipe_run(
     job: Annotated[str, typer.Argument(metavar="JOB", help="A job file (YAML or JSON) or a registered job name.")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Run a recipe job: read the input, apply the recipe's steps, write every output."""
     from shoal.recipes import JobRegistry, run_job
@@ -31,14 +30,17 @@ def recipe_run(
 
     s = settings()
     definition = JobRegistry(s).resolve(job)
-    with output.progress(not json_out, f"recipe {definition.name}") as say:
+    with out().progress(f"recipe {definition.name}") as say:
         result = run_job(get_spark(s), s, definition, say=say).to_dict()
-    if json_out:
-        output.print_json(result)
-        return
-    outputs = result.pop("outputs")
-    output.print_kv(f"Recipe job {definition.name} succeeded", result)
-    output.print_rows("Outputs", ["target", "rows", "files"], [[o["target"], o["rows"], o["files"]] for o in outputs])
+
+    def as_text() -> None:
+        outputs = result.pop("outputs")
+        output.print_kv(f"Recipe job {definition.name} succeeded", result)
+        output.print_rows(
+            "Outputs", ["target", "rows", "files"], [[o["target"], o["rows"], o["files"]] for o in outputs]
+        )
+
+    out().show(result, as_text)
 
 
 class DataFormat(StrEnum):
@@ -57,7 +59,7 @@ def recipe_profile(
     ],
     fmt: Annotated[DataFormat, typer.Option("--format", "-f", help="Format of a path.")] = DataFormat.auto,
     top: Annotated[int, typer.Option("--top", help="Most frequent values per column.")] = 5,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Per-column statistics: type, missing values, distinct values, min/max/mean, lengths, top values."""
     from shoal.recipes import Dataset, JobRegistry, profile, read_dataset
@@ -81,43 +83,46 @@ def recipe_profile(
         if job is None or job.input is None:
             raise ShoalError(f"{dataset!r} is not a path, a table or a recipe job")
         ds = job.input
-    with output.progress(not json_out, "profile") as say:
+    with out().progress("profile") as say:
         say(ds.describe())
         result = profile(read_dataset(get_spark(s), ds), top=top)
-    if json_out:
-        output.print_json({"dataset": ds.describe(), **result})
-        return
-    rows = []
-    for c in result["columns"]:
-        top_values = ", ".join(f"{t['value']} ({t['count']})" for t in c.get("top_values", [])[:3])
-        rng = (
-            f"{c.get('min')} .. {c.get('max')}" if "min" in c else f"len {c.get('min_length')} .. {c.get('max_length')}"
+
+    def as_text() -> None:
+        rows = []
+        for c in result["columns"]:
+            top_values = ", ".join(f"{t['value']} ({t['count']})" for t in c.get("top_values", [])[:3])
+            rng = (
+                f"{c.get('min')} .. {c.get('max')}"
+                if "min" in c
+                else f"len {c.get('min_length')} .. {c.get('max_length')}"
+            )
+            rows.append(
+                [
+                    c["column"],
+                    c["type"],
+                    f"{c['missing']} ({c['missing_pct']}%)",
+                    c["distinct"],
+                    rng,
+                    c.get("mean", ""),
+                    top_values,
+                ]
+            )
+        output.print_rows(
+            f"Profile of {ds.describe()}: {result['rows']} rows",
+            ["column", "type", "missing", "distinct~", "range", "mean", "top values"],
+            rows,
         )
-        rows.append(
-            [
-                c["column"],
-                c["type"],
-                f"{c['missing']} ({c['missing_pct']}%)",
-                c["distinct"],
-                rng,
-                c.get("mean", ""),
-                top_values,
-            ]
-        )
-    output.print_rows(
-        f"Profile of {ds.describe()}: {result['rows']} rows",
-        ["column", "type", "missing", "distinct~", "range", "mean", "top values"],
-        rows,
-    )
+
+    out().show({"dataset": ds.describe(), **result}, as_text)
 
 
 @recipe_app.command("operations")
-def recipe_operations(json_out: JsonOpt = False) -> None:
+def recipe_operations(_json: JsonOpt = False) -> None:
     """The recipe operations Shoal runs."""
     from shoal.recipes import OPERATIONS
 
     names = sorted(OPERATIONS)
-    output.print_json(names) if json_out else output.out.print("\n".join(names))
+    out().line("\n".join(names), names)
 
 
 @job_app.command("register")
@@ -131,7 +136,7 @@ def job_register(
         Path | None,
         typer.Option("--recipe", help="DataBrew recipe JSON (default: RECIPENAME.json beside FILE)."),
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Validate a job file and store it under its name (workflows refer to it by that name)."""
     from shoal.recipes import JobRegistry, load_job_file
@@ -146,20 +151,18 @@ def job_register(
     }
     if job.script:
         data["script"] = job.script
-    output.print_json(data) if json_out else output.print_kv(f"Registered job {job.name}", data)
+    out().record(f"Registered job {job.name}", data)
 
 
 @job_app.command("list")
-def job_list(json_out: JsonOpt = False) -> None:
+def job_list(_json: JsonOpt = False) -> None:
     """Registered jobs."""
     from shoal.recipes import JobRegistry
 
     rows = JobRegistry(settings()).list()
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Jobs",
         ["name", "kind", "source", "updated"],
         [[r["name"], r["kind"], r["source"], r["updated_at"]] for r in rows],
+        rows,
     )

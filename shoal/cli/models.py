@@ -7,8 +7,7 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 
 model_app = typer.Typer(help="Custom models: register versions, list them, predict with them.", no_args_is_help=True)
 
@@ -34,7 +33,7 @@ def register_cmd(
     trust: Annotated[
         list[str] | None, typer.Option("--trust", help="A type the skops file may load beyond skops' safe list.")
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Register a model version: its file is copied into the warehouse and hashed."""
     from shoal.models import register_model
@@ -49,26 +48,24 @@ def register_cmd(
         labels=_split(labels),
         trust=trust or [],
     )
-    if json_out:
-        output.print_json({**record.to_dict(), "new": new})
-        return
-    verb = "Registered" if new else "Already registered (same content):"
-    output.out.print(f"{verb} {output.escape(record.ref)} ({record.kind}, sha256 {record.sha256[:12]})")
+
+    def as_text() -> None:
+        verb = "Registered" if new else "Already registered (same content):"
+        output.out.print(f"{verb} {output.escape(record.ref)} ({record.kind}, sha256 {record.sha256[:12]})")
+
+    out().show({**record.to_dict(), "new": new}, as_text)
 
 
 @model_app.command("list")
 def list_cmd(
     name: Annotated[str | None, typer.Argument(help="Only this model's versions.")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Every registered model version, oldest first."""
     from shoal.models import list_models
 
     found = list_models(settings(), name)
-    if json_out:
-        output.print_json([m.to_dict() for m in found])
-        return
-    output.print_rows(
+    out().table(
         "Models",
         ["name", "version", "kind", "labels", "sha256", "registered", "by", "description"],
         [
@@ -84,22 +81,24 @@ def list_cmd(
             ]
             for m in found
         ],
+        [m.to_dict() for m in found],
     )
 
 
 @model_app.command("show")
 def show_cmd(
     ref: Annotated[str, typer.Argument(help="NAME (newest version) or NAME@VERSION.")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """One model version's record: file, hash, inputs, outputs, labels."""
     from shoal.models import get_model
 
     record = get_model(settings(), ref)
-    if json_out:
-        output.print_json(record.to_dict())
-        return
-    output.print_kv(f"Model {record.ref}", {k: v for k, v in record.to_dict().items() if k != "info"} | record.info)
+
+    def as_text() -> None:
+        output.print_kv(f"Model {record.ref}", {k: v for k, v in record.to_dict().items() if k != "info"} | record.info)
+
+    out().show(record.to_dict(), as_text)
 
 
 @model_app.command("predict")
@@ -110,7 +109,7 @@ def predict_cmd(
     columns: Annotated[str | None, typer.Option("--columns", help="Input column(s), comma-separated.")] = None,
     keep: Annotated[str | None, typer.Option("--keep", help="Key column(s) copied to the output.")] = None,
     into: Annotated[str | None, typer.Option("--into", help="Output table NS.TABLE (replaced).")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Predict for given texts, or score a table into another table with the model version recorded."""
     from shoal.exceptions import ShoalError
@@ -121,23 +120,22 @@ def predict_cmd(
     if text:
         preds = load_predictor(record).predict(list(text))
         rows = [{"text": t, **p.to_dict(), "model": record.ref} for t, p in zip(text, preds, strict=True)]
-        if json_out:
-            output.print_json(rows)
-        else:
-            output.print_rows(
-                f"Predictions of {record.ref}",
-                ["text", "label", "score"],
-                [[r["text"][:60], r["label"], r["score"]] for r in rows],
-            )
+        out().table(
+            f"Predictions of {record.ref}",
+            ["text", "label", "score"],
+            [[r["text"][:60], r["label"], r["score"]] for r in rows],
+            rows,
+        )
         return
     if not (table and columns and into):
         raise ShoalError("give --text, or --table, --columns and --into", hint="shoal model predict --help")
     from shoal.models.score import predict_table
     from shoal.spark import get_spark
 
-    with output.progress(not json_out, f"predict {record.ref}"):
+    with out().progress(f"predict {record.ref}"):
         result = predict_table(get_spark(s), record, table, _split(columns), into, keep=_split(keep))
-    if json_out:
-        output.print_json(result)
-    else:
+
+    def as_text() -> None:
         output.print_kv(f"Scored {table} with {record.ref}", result)
+
+    out().show(result, as_text)

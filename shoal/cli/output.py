@@ -9,12 +9,12 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext, redirect_stdout
 from contextvars import ContextVar
-from typing import Annotated, Any
+from typing import Any, ClassVar
 
-import typer
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -302,36 +302,55 @@ def print_rows(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     out.print(table)
 
 
-def done(json_out: bool, message: str, **data: Any) -> None:
-    """The result of a command that changes something: one line, or `{"ok": true, "message", ...}`."""
-    if json_out:
-        print_json({"ok": True, "message": message, **data})
-    else:
-        out.print(escape(message))
+class Output(ABC):
+    """How one run of `shoal` prints its results: `TextOutput` (rich tables, a spinner on stderr)
+    or `JsonOutput` (one JSON document on stdout), chosen once per run from `--json`.
 
-
-class Output:
-    """How one run of `shoal` prints: human (rich tables, a spinner on stderr) or JSON.
-
-    The root callback attaches one per run (`shoal.cli.context.Run`); a command's `--json`
-    (`JsonOpt`) switches it, so results and errors come out in the same mode.
+    Commands compute their data and hand it to one of these methods; they never ask which mode
+    is on. Each method takes what both modes need: the data (what JSON prints) and, where the
+    text differs from a plain rendering of it, the title, columns or line that text prints.
     """
 
-    def __init__(self, json: bool = False, quiet: bool = False) -> None:
-        self.json = json
+    json: ClassVar[bool] = False
+
+    def __init__(self, quiet: bool = False) -> None:
         self.quiet = quiet  # the root option --quiet
 
     def progress(self, title: str) -> AbstractContextManager[Meter]:
+        """Progress of long work on stderr (nothing in JSON mode); yields the `Say` callback."""
         return progress(not self.json, title)
+
+    @abstractmethod
+    def done(self, message: str, **data: Any) -> None:
+        """The result of a command that changes something: one line, or `{"ok": true, "message", ...}`."""
+
+    @abstractmethod
+    def record(self, title: str, data: Mapping[str, Any]) -> None:
+        """One thing: a two-column table under `title`, or the mapping."""
+
+    @abstractmethod
+    def table(self, title: str, columns: list[str], rows: list[list[Any]], data: Any) -> None:
+        """Many things: a table of `rows` (what people read), or `data` (what programs read)."""
+
+    @abstractmethod
+    def line(self, text: str, data: Any) -> None:
+        """A result whose text is one line (`text`, printed as it is, never as markup), or `data`."""
+
+    @abstractmethod
+    def show(self, data: Any, text: Callable[[], None]) -> None:
+        """A result with its own text layout: `text()` prints it, or `data` is printed."""
+
+    @abstractmethod
+    def note(self, text: str, label: str | None = None) -> None:
+        """A remark for people on stderr, after a dim `label:` when given (nothing in JSON mode)."""
+
+    def script_stdout(self) -> AbstractContextManager[object]:
+        """Where a user's script prints (its log): stdout, or stderr in JSON mode, so that
+        stdout stays one JSON document."""
+        return nullcontext()
 
     def failure(self, exc: ShoalError) -> None:
         """An error, on stderr (and as one JSON object on stdout in JSON mode)."""
-        if self.json:
-            # One shape for every command's errors: the reason, what to do, and each problem
-            # found (a definition's or a configuration's problems; else just the reason).
-            lines = str(exc).split("\n  hint: ")[0].splitlines()
-            problems = getattr(exc, "problems", None) or [p.strip().removeprefix("- ") for p in lines[1:]] or lines[:1]
-            print_json({"error": lines[0], "hint": exc.hint, "problems": problems})
         print_error(str(exc))
 
     # The demo and other callers that are handed an Output print through these.
@@ -347,6 +366,63 @@ class Output:
     print_error = staticmethod(print_error)
 
 
+class TextOutput(Output):
+    """For people: rich tables and lines on stdout, progress on stderr."""
+
+    def done(self, message: str, **data: Any) -> None:
+        out.print(escape(message))
+
+    def record(self, title: str, data: Mapping[str, Any]) -> None:
+        print_kv(title, dict(data))
+
+    def table(self, title: str, columns: list[str], rows: list[list[Any]], data: Any) -> None:
+        print_rows(title, columns, rows)
+
+    def line(self, text: str, data: Any) -> None:
+        out.print(escape(text))
+
+    def show(self, data: Any, text: Callable[[], None]) -> None:
+        text()
+
+    def note(self, text: str, label: str | None = None) -> None:
+        err.print((f"[dim]{escape(label)}:[/] " if label else "") + escape(text), markup=True)
+
+
+class JsonOutput(Output):
+    """For programs: each result is one JSON document on stdout; errors too (see `failure`)."""
+
+    json: ClassVar[bool] = True
+
+    def done(self, message: str, **data: Any) -> None:
+        print_json({"ok": True, "message": message, **data})
+
+    def record(self, title: str, data: Mapping[str, Any]) -> None:
+        print_json(data)
+
+    def table(self, title: str, columns: list[str], rows: list[list[Any]], data: Any) -> None:
+        print_json(data)
+
+    def line(self, text: str, data: Any) -> None:
+        print_json(data)
+
+    def show(self, data: Any, text: Callable[[], None]) -> None:
+        print_json(data)
+
+    def note(self, text: str, label: str | None = None) -> None:
+        pass  # stderr too stays quiet in JSON mode (as progress does)
+
+    def script_stdout(self) -> AbstractContextManager[object]:
+        return redirect_stdout(sys.stderr)
+
+    def failure(self, exc: ShoalError) -> None:
+        # One shape for every command's errors: the reason, what to do, and each problem
+        # found (a definition's or a configuration's problems; else just the reason).
+        lines = str(exc).split("\n  hint: ")[0].splitlines()
+        problems = getattr(exc, "problems", None) or [p.strip().removeprefix("- ") for p in lines[1:]] or lines[:1]
+        print_json({"error": lines[0], "hint": exc.hint, "problems": problems})
+        print_error(str(exc))
+
+
 # The Output of the running command, set by `shoal.cli.context.activate` (which owns the run): a
 # context variable, not a global, because the warm engine runs several commands at once, each in its
 # own thread and context. Kept here so that this module needs nothing from the context module.
@@ -354,17 +430,14 @@ _active: ContextVar[Output | None] = ContextVar("shoal_cli_output", default=None
 
 
 def use(output: Output) -> None:
-    """Make `output` the running command's Output (what --json and --quiet switch)."""
+    """Make `output` the running command's Output (what --quiet reads)."""
     _active.set(output)
 
 
-def _json_mode(ctx: typer.Context, value: bool) -> bool:
-    # The root callback has activated this run's Output before a subcommand's options are parsed.
-    active = _active.get()
-    if value and active is not None:
-        active.json = True
-    return value
-
-
-# The one `--json` flag of every command: switches this run's Output to JSON.
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.", callback=_json_mode)]
+def active() -> Output:
+    """The running command's Output (a text one outside a `shoal` run: a test, a script)."""
+    current = _active.get()
+    if current is None:
+        current = TextOutput()
+        _active.set(current)
+    return current

@@ -6,9 +6,7 @@ from typing import Annotated
 
 import typer
 
-from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 
 quality_app = typer.Typer(help="Data-quality rulesets: run them, see their results.", no_args_is_help=True)
 
@@ -16,7 +14,7 @@ quality_app = typer.Typer(help="Data-quality rulesets: run them, see their resul
 @quality_app.command("run")
 def run(
     ruleset: Annotated[str, typer.Argument(help="Ruleset file (YAML or JSON).")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Evaluate a ruleset; results and a column profile are stored. Exit 1 when a `fail` rule fails."""
     from shoal.quality import load_ruleset, run_ruleset
@@ -24,19 +22,17 @@ def run(
 
     s = settings()
     rules = load_ruleset(ruleset)
-    with output.progress(not json_out, f"quality {rules.name}") as say:
+    with out().progress(f"quality {rules.name}") as say:
         result = run_ruleset(get_spark(s), s, rules, say=say)
-    if json_out:
-        output.print_json(result.to_dict())
-    else:
-        output.print_rows(
-            f"{rules.name} on {rules.table}: {result.status} ({result.rows} rows, run {result.run_id})",
-            ["rule", "severity", "passed", "share", "threshold", "observed"],
-            [
-                [r.rule, r.severity, "yes" if r.passed else "NO", r.pass_share, r.threshold, r.observed]
-                for r in result.results
-            ],
-        )
+    out().table(
+        f"{rules.name} on {rules.table}: {result.status} ({result.rows} rows, run {result.run_id})",
+        ["rule", "severity", "passed", "share", "threshold", "observed"],
+        [
+            [r.rule, r.severity, "yes" if r.passed else "NO", r.pass_share, r.threshold, r.observed]
+            for r in result.results
+        ],
+        result.to_dict(),
+    )
     if result.failed:
         raise typer.Exit(1)
 
@@ -45,18 +41,16 @@ def run(
 def results(
     ruleset: Annotated[str | None, typer.Option("--ruleset", help="Only this ruleset.")] = None,
     limit: Annotated[int, typer.Option("--limit", help="At most this many rule results.")] = 200,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Stored rule results, newest first."""
     from shoal.quality import latest_results
     from shoal.spark import get_spark
 
     rows = latest_results(get_spark(settings()), ruleset=ruleset, limit=limit)
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "shoal.quality_results",
         ["evaluated_at", "ruleset", "rule", "passed", "pass_share", "observed"],
         [[r["evaluated_at"], r["ruleset"], r["rule"], r["passed"], r["pass_share"], r["observed"]] for r in rows],
+        rows,
     )

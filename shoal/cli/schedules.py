@@ -6,9 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.cli.workflows import read_input
 
 app = typer.Typer(help="Run workflows on a schedule or when files arrive.", no_args_is_help=True)
@@ -36,7 +34,7 @@ def schedule_add(
     notify_on_failure: Annotated[
         str | None, typer.Option("--notify-on-failure", help="Topic told when an execution fails.")
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Schedule a workflow; `shoal scheduler` runs the schedules."""
     from shoal import workflows
@@ -53,19 +51,16 @@ def schedule_add(
         notify_topic=notify_on_failure,
     )
     record = {k: v for k, v in record.items() if not k.startswith("_")}
-    output.print_json(record) if json_out else output.print_kv(f"Schedule {name}", record)
+    out().record(f"Schedule {name}", record)
 
 
 @app.command("list")
-def schedule_list(json_out: JsonOpt = False) -> None:
+def schedule_list(_json: JsonOpt = False) -> None:
     """Schedules with their next run."""
     from shoal.workflows.schedule import Schedules
 
     rows = [{k: v for k, v in r.items() if not k.startswith("_")} for r in Schedules(settings()).list()]
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Schedules",
         ["name", "workflow", "when", "enabled", "next run"],
         [
@@ -78,42 +73,43 @@ def schedule_list(json_out: JsonOpt = False) -> None:
             ]
             for r in rows
         ],
+        rows,
     )
 
 
 @app.command("delete")
 @app.command("remove", hidden=True)
-def schedule_remove(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
+def schedule_remove(name: Annotated[str, typer.Argument()], _json: JsonOpt = False) -> None:
     """Delete a schedule."""
     from shoal.workflows.schedule import Schedules
 
     Schedules(settings()).remove(name)
-    output.done(json_out, f"schedule {name} removed")
+    out().done(f"schedule {name} removed")
 
 
 @app.command("pause")
-def schedule_pause(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
+def schedule_pause(name: Annotated[str, typer.Argument()], _json: JsonOpt = False) -> None:
     """Stop firing a schedule (slots while paused are not caught up)."""
     from shoal.workflows.schedule import Schedules
 
     Schedules(settings()).set_enabled(name, False)
-    output.done(json_out, f"schedule {name} paused")
+    out().done(f"schedule {name} paused")
 
 
 @app.command("unpause")
-def schedule_unpause(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
+def schedule_unpause(name: Annotated[str, typer.Argument()], _json: JsonOpt = False) -> None:
     """Fire a paused schedule again from now on."""
     from shoal.workflows.schedule import Schedules
 
     Schedules(settings()).set_enabled(name, True)
-    output.done(json_out, f"schedule {name} enabled")
+    out().done(f"schedule {name} enabled")
 
 
 def scheduler(
     once: Annotated[
         bool, typer.Option("--once", help="Check every schedule once, wait for what started, and exit.")
     ] = False,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Run the schedules and file triggers (restart-safe; a slot never fires twice)."""
     from shoal import workflows
@@ -127,14 +123,11 @@ def scheduler(
             s, workflow, input_, execution_id=execution_id, trigger={"schedule": schedule}, notify_on_failure=topic
         )
         results.append({"schedule": schedule, **record.to_dict()})
-        if not json_out:
-            output.err.print(f"{schedule}: {record.id} {record.status}")
+        out().note(f"{schedule}: {record.id} {record.status}")
 
-    say = (
-        (lambda m: None)
-        if json_out
-        else (lambda m: output.err.print(f"[dim]scheduler:[/] {output.escape(m)}", markup=True))
-    )
+    def say(message: str) -> None:
+        out().note(message, label="scheduler")
+
     sched = Scheduler(s, start, say=say)
     if not once:
         say(f"polling every {s.workflows.poll_s:g} s (Ctrl-C stops)")
@@ -143,12 +136,6 @@ def scheduler(
     except KeyboardInterrupt:
         sched.stop.set()
         sched.wait()
-    if json_out:
-        output.print_json(
-            {
-                "fired": [
-                    {"schedule": f.schedule, "execution_id": f.execution_id, "slots": f.slots} for f in sched.fired
-                ],
-                "executions": results,
-            }
-        )
+    fired = [{"schedule": f.schedule, "execution_id": f.execution_id, "slots": f.slots} for f in sched.fired]
+    # People followed the run on stderr; there is no summary to print.
+    out().show({"fired": fired, "executions": results}, lambda: None)

@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.exceptions import ShoalError
 
 
@@ -27,7 +25,7 @@ def search(
     k: Annotated[int, typer.Option("--limit", "--k", help="How many objects (--k is the earlier spelling).")] = 10,
     as_: Annotated[str | None, typer.Option("--as", help="Only objects this principal may read.")] = None,
     mode: Annotated[Mode, typer.Option("--mode", help="Ranking: hybrid, vector or keyword.")] = Mode.hybrid,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Find objects by meaning and words; one line per object with its best passage."""
     from shoal.search.query import search as run_search
@@ -49,10 +47,7 @@ def search(
     hits = run_search(
         s, query, k=k, media_type=type_, lang=lang, tags=tags or None, principal=principal, spark=spark, mode=mode.value
     )
-    if json_out:
-        output.print_json([h.to_dict() for h in hits])
-        return
-    output.print_rows(
+    out().table(
         f"{len(hits)} result(s) for {query!r}",
         ["score", "object", "path", "part", "snippet"],
         [
@@ -66,6 +61,7 @@ def search(
             ]
             for h in hits
         ],
+        [h.to_dict() for h in hits],
     )
 
 
@@ -73,14 +69,14 @@ def search_index(
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Build the vector and keyword indexes afresh instead of growing them.")
     ] = False,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Embed new or re-extracted objects' text and drop removed ones (incremental)."""
     from shoal.search.index import SearchIndex
     from shoal.spark import get_spark
 
     s = settings()
-    with output.progress(not json_out, "search-index") as say:
+    with out().progress("search-index") as say:
         result = SearchIndex(s).update(
             get_spark(s),
             model=s.search.model,
@@ -89,4 +85,4 @@ def search_index(
             say=say,
             rebuild=rebuild,
         )
-    output.print_json(result.to_dict()) if json_out else output.print_kv("Search index", result.to_dict())
+    out().record("Search index", result.to_dict())

@@ -8,8 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.cli.tables import table_app
 
 AsOpt = Annotated[str | None, typer.Option("--as", help="Only what this principal may see or do (governed, audited).")]
@@ -26,32 +25,32 @@ def _spark() -> Any:
 def table_list(
     namespace: Annotated[str | None, typer.Argument(help="Only this namespace (database).")] = None,
     as_: AsOpt = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Tables in the catalog (in NAMESPACE when given)."""
     from shoal.governance.catalog import list_tables
 
     tables = list_tables(_spark(), settings(), namespace, principal=as_)
-    if json_out:
-        output.print_json(tables)
-        return
-    output.print_rows(f"{len(tables)} table(s)", ["namespace", "table"], [[t["namespace"], t["table"]] for t in tables])
+    out().table(
+        f"{len(tables)} table(s)", ["namespace", "table"], [[t["namespace"], t["table"]] for t in tables], tables
+    )
 
 
 @table_app.command("describe")
-def table_describe(table: TableArg, as_: AsOpt = None, json_out: JsonOpt = False) -> None:
+def table_describe(table: TableArg, as_: AsOpt = None, _json: JsonOpt = False) -> None:
     """A table's location, format, partitioning, current snapshot, owner, schema and properties."""
     from shoal.governance.catalog import describe_table
 
     info = describe_table(_spark(), settings(), table, principal=as_)
-    if json_out:
-        output.print_json(info)
-        return
-    head = {k: v for k, v in info.items() if k not in ("schema", "properties")}
-    head["partitioning"] = ", ".join(info["partitioning"]) or "(none)"
-    output.print_kv(f"Table {info['table']}", head)
-    _print_schema(info["table"], info["schema"])
-    output.print_kv("Properties", info["properties"])
+
+    def as_text() -> None:
+        head = {k: v for k, v in info.items() if k not in ("schema", "properties")}
+        head["partitioning"] = ", ".join(info["partitioning"]) or "(none)"
+        output.print_kv(f"Table {info['table']}", head)
+        _print_schema(info["table"], info["schema"])
+        output.print_kv("Properties", info["properties"])
+
+    out().show(info, as_text)
 
 
 def _print_schema(table: str, columns: list[dict[str, Any]]) -> None:
@@ -63,27 +62,29 @@ def _print_schema(table: str, columns: list[dict[str, Any]]) -> None:
 
 
 @table_app.command("schema")
-def table_schema(table: TableArg, as_: AsOpt = None, json_out: JsonOpt = False) -> None:
+def table_schema(table: TableArg, as_: AsOpt = None, _json: JsonOpt = False) -> None:
     """A table's columns with their types."""
     from shoal.governance.catalog import table_schema as schema_of
 
     columns = schema_of(_spark(), settings(), table, principal=as_)
-    if json_out:
-        output.print_json(columns)
-    else:
+
+    def as_text() -> None:
         _print_schema(table, columns)
+
+    out().show(columns, as_text)
 
 
 @table_app.command("properties")
-def table_properties(table: TableArg, as_: AsOpt = None, json_out: JsonOpt = False) -> None:
+def table_properties(table: TableArg, as_: AsOpt = None, _json: JsonOpt = False) -> None:
     """A table's properties (Iceberg's and those set with ALTER TABLE ... SET TBLPROPERTIES)."""
     from shoal.governance.catalog import table_properties as properties_of
 
     props = properties_of(_spark(), settings(), table, principal=as_)
-    if json_out:
-        output.print_json(props)
-    else:
+
+    def as_text() -> None:
         output.print_kv(f"Properties of {table}", props)
+
+    out().show(props, as_text)
 
 
 @table_app.command("drop")
@@ -93,10 +94,10 @@ def table_drop(
         bool, typer.Option("--purge", help="Delete the table's data and metadata files too (else they stay).")
     ] = False,
     as_: AsOpt = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Drop a table from the catalog (its files stay unless --purge). With --as: needs DROP, audited."""
     from shoal.governance.catalog import drop_table
 
     drop_table(_spark(), settings(), table, principal=as_, purge=purge)
-    output.done(json_out, f"dropped {table}" + (" and its files" if purge else " (its files are kept)"))
+    out().done(f"dropped {table}" + (" and its files" if purge else " (its files are kept)"))

@@ -9,8 +9,7 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import current, settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, current, out, settings
 from shoal.exceptions import ShoalError
 
 table_app = typer.Typer(help="Inspect and maintain lake tables.", no_args_is_help=True)
@@ -41,7 +40,7 @@ def sql(
     ] = None,
     file: Annotated[Path | None, typer.Option("--file", help="Read the SQL from this file.")] = None,
     fmt: Annotated[SqlFormat, typer.Option("--format", "-f", help="Output format.")] = SqlFormat.table,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON (the same as --format json).")] = False,
+    _json: JsonOpt = False,
     limit: Annotated[
         int | None,
         typer.Option("--limit", help=f"Return at most this many rows (a terminal shows {TERMINAL_ROWS} by default)."),
@@ -60,9 +59,9 @@ def sql(
     from shoal.governance.query import run_sql
     from shoal.spark import get_spark
 
-    if json_out:
-        fmt = SqlFormat.json
-    current().out.json = fmt == SqlFormat.json
+    # `--json` is `--format json`: either one makes this run's Output the JSON one.
+    fmt = SqlFormat.json if out().json else fmt
+    current().choose(fmt == SqlFormat.json)
     if file is not None and query is not None:
         raise ShoalError("give the SQL as an argument or with --file, not both")
     if file is not None:
@@ -94,17 +93,14 @@ def sql(
 @table_app.command("history")
 def table_history(
     table: Annotated[str, typer.Argument(help="NS.TABLE")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Snapshots of a table with time, operation and the change files each applied."""
     from shoal.lake import TableName, history
     from shoal.spark import get_spark
 
     rows = history(get_spark(settings()), TableName.parse(table))
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         f"History of {table}",
         ["snapshot_id", "committed_at", "operation", "current", "+records", "-records", "files"],
         [
@@ -119,6 +115,7 @@ def table_history(
             ]
             for r in rows
         ],
+        rows,
     )
 
 
@@ -132,7 +129,7 @@ def table_maintain(
     orphan_min_age_hours: Annotated[
         float | None, typer.Option("--orphan-min-age-hours", help="Only remove orphan files older than this.")
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Compact data and delete files, expire old snapshots, remove orphan files and
     CDC ledgers nothing refers to any more."""
@@ -146,7 +143,7 @@ def table_maintain(
     name = TableName.parse(table)
     orphan_age = m.orphan_min_age_hours if orphan_min_age_hours is None else orphan_min_age_hours
     spark = get_spark(s)
-    with output.progress(not json_out, f"maintain {table}") as say, table_lock(s, str(name)):
+    with out().progress(f"maintain {table}") as say, table_lock(s, str(name)):
         result = maintain(
             spark,
             name,
@@ -155,11 +152,12 @@ def table_maintain(
             retain_last=m.retain_last if retain_last is None else retain_last,
             orphan_min_age_hours=orphan_age,
             target_file_size_mb=m.target_file_size_mb,
-            progress=say,
+            say=say,
         )
         say("removing unreferenced CDC ledgers")
         result["cdc_ledgers_removed"] = ledger.prune(spark, s, name, min_age_hours=orphan_age)
-    if json_out:
-        output.print_json(result)
-    else:
+
+    def as_text() -> None:
         output.print_kv(f"Maintained {table}", result)
+
+    out().show(result, as_text)

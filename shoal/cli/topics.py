@@ -9,8 +9,7 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.exceptions import ShoalError
 
 app = typer.Typer(help="Notification topics and their subscriptions (email, webhook, file).", no_args_is_help=True)
@@ -23,15 +22,13 @@ app = typer.Typer(help="Notification topics and their subscriptions (email, webh
 def topic_create(
     name: Annotated[str, typer.Argument()],
     description: Annotated[str | None, typer.Option("--description")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Create a topic (no-op if it exists)."""
     from shoal.notify import Notifier
 
     created = Notifier(settings()).create_topic(name, description)
-    output.print_json({"topic": name, "created": created}) if json_out else output.out.print(
-        f"topic {name} {'created' if created else 'already exists'}"
-    )
+    out().line(f"topic {name} {'created' if created else 'already exists'}", {"topic": name, "created": created})
 
 
 @app.command("subscribe")
@@ -40,7 +37,7 @@ def topic_subscribe(
     email: Annotated[str | None, typer.Option("--email", help="Send email (SMTP settings in [notify.smtp]).")] = None,
     webhook: Annotated[str | None, typer.Option("--webhook", help="POST JSON (Slack-compatible) to this URL.")] = None,
     file: Annotated[Path | None, typer.Option("--file", help="Append one JSON line per message to this file.")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Add a subscription to a topic."""
     from shoal.notify import Notifier
@@ -50,44 +47,46 @@ def topic_subscribe(
         raise ShoalError("give exactly one of --email, --webhook, --file")
     protocol, endpoint = given[0]
     sub_id = Notifier(settings()).subscribe(name, protocol, str(endpoint))
-    output.print_json(
-        {"topic": name, "subscription_id": sub_id, "protocol": protocol}
-    ) if json_out else output.out.print(f"subscription {sub_id}: {protocol} on topic {name}")
+    out().line(
+        f"subscription {sub_id}: {protocol} on topic {name}",
+        {"topic": name, "subscription_id": sub_id, "protocol": protocol},
+    )
 
 
 @app.command("unsubscribe")
-def topic_unsubscribe(subscription_id: Annotated[int, typer.Argument()], json_out: JsonOpt = False) -> None:
+def topic_unsubscribe(subscription_id: Annotated[int, typer.Argument()], _json: JsonOpt = False) -> None:
     """Remove a subscription by id."""
     from shoal.notify import Notifier
 
     Notifier(settings()).unsubscribe(subscription_id)
-    output.done(json_out, f"subscription {subscription_id} removed")
+    out().done(f"subscription {subscription_id} removed")
 
 
 @app.command("list")
-def topic_list(json_out: JsonOpt = False) -> None:
+def topic_list(_json: JsonOpt = False) -> None:
     """Topics and their subscriptions (webhook URLs shown without their path)."""
     from shoal.notify import Notifier
 
     topics = Notifier(settings()).list_topics()
-    if json_out:
-        output.print_json(topics)
-        return
-    rows = [
-        [t["name"], s["id"], s["protocol"], s["endpoint"]]
-        for t in topics
-        for s in t["subscriptions"] or [{"id": "", "protocol": "-", "endpoint": ""}]
-    ]
-    output.print_rows("Topics", ["topic", "subscription", "protocol", "endpoint"], rows)
+
+    def as_text() -> None:
+        rows = [
+            [t["name"], s["id"], s["protocol"], s["endpoint"]]
+            for t in topics
+            for s in t["subscriptions"] or [{"id": "", "protocol": "-", "endpoint": ""}]
+        ]
+        output.print_rows("Topics", ["topic", "subscription", "protocol", "endpoint"], rows)
+
+    out().show(topics, as_text)
 
 
 @app.command("delete")
-def topic_delete(name: Annotated[str, typer.Argument()], json_out: JsonOpt = False) -> None:
+def topic_delete(name: Annotated[str, typer.Argument()], _json: JsonOpt = False) -> None:
     """Delete a topic and its subscriptions."""
     from shoal.notify import Notifier
 
     Notifier(settings()).delete_topic(name)
-    output.done(json_out, f"topic {name} deleted")
+    out().done(f"topic {name} deleted")
 
 
 @app.command("publish")
@@ -95,41 +94,34 @@ def topic_publish(
     name: Annotated[str, typer.Argument()],
     message: Annotated[str, typer.Option("--message", "-m")],
     subject: Annotated[str | None, typer.Option("--subject", "-s")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Send a message to every subscriber (exit 1 if any delivery failed)."""
     from shoal.notify import Notifier
 
     result = Notifier(settings()).publish(name, message, subject=subject)
-    if json_out:
-        output.print_json(result.to_dict())
-    else:
-        output.print_rows(
-            f"Message {result.message_id}: {result.delivered} delivered, {result.failed} failed",
-            ["subscription", "protocol", "endpoint", "status", "attempts", "error"],
-            [
-                [d.subscription_id, d.protocol, d.endpoint, d.status, d.attempts, d.error or ""]
-                for d in result.deliveries
-            ],
-        )
+    out().table(
+        f"Message {result.message_id}: {result.delivered} delivered, {result.failed} failed",
+        ["subscription", "protocol", "endpoint", "status", "attempts", "error"],
+        [[d.subscription_id, d.protocol, d.endpoint, d.status, d.attempts, d.error or ""] for d in result.deliveries],
+        result.to_dict(),
+    )
     if result.failed:
         sys.exit(1)
 
 
 @app.command("deliveries")
-def topic_deliveries(limit: Annotated[int, typer.Option("--limit")] = 50, json_out: JsonOpt = False) -> None:
+def topic_deliveries(limit: Annotated[int, typer.Option("--limit")] = 50, _json: JsonOpt = False) -> None:
     """Recent deliveries, newest first."""
     from shoal.notify import Notifier
 
     rows = Notifier(settings()).history(limit)
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Deliveries",
         ["time", "topic", "protocol", "endpoint", "status", "attempts", "error"],
         [
             [r["ts"], r["topic"], r["protocol"], r["endpoint"], r["status"], r["attempts"], r["error"] or ""]
             for r in rows
         ],
+        rows,
     )

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from shoal.cli import output
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out
 
 models_app = typer.Typer(
     help="Bundled model weights and jars (installed without their dependencies).", no_args_is_help=True
@@ -21,31 +21,30 @@ def models_install(
         list[str] | None,
         typer.Option("--only", help="Only these capabilities (search, media, s3, samples); repeatable."),
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Install the wheels that are missing or at another version (pip --no-deps)."""
     from shoal.models import wheels
 
     installed = wheels.install(only)
-    if json_out:
-        output.print_json({"installed": installed, "wheels": wheels.status()})
-    else:
+
+    def as_text() -> None:
         output.out.print(("installed " + ", ".join(installed)) if installed else "all bundled wheels are installed")
+
+    out().show({"installed": installed, "wheels": wheels.status()}, as_text)
 
 
 @models_app.command("list")
-def models_list(json_out: JsonOpt = False) -> None:
+def models_list(_json: JsonOpt = False) -> None:
     """The bundled wheels, what each ships and whether it is installed."""
     from shoal.models import wheels
 
     rows = wheels.status()
-    if json_out:
-        output.print_json({"wheels": rows})
-        return
-    output.print_rows(
+    out().table(
         "Bundled wheels",
         ["wheel", "wanted", "installed", "capability", "ships"],
         [[r["wheel"], r["wanted"], r["installed"] or "-", r["capability"], r["ships"]] for r in rows],
+        {"wheels": rows},
     )
 
 

@@ -11,8 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from shoal.cli import output
-from shoal.cli.context import settings
-from shoal.cli.output import JsonOpt
+from shoal.cli.context import JsonOpt, out, settings
 from shoal.exceptions import ShoalError
 
 workflow_app = typer.Typer(
@@ -38,11 +37,10 @@ def read_input(text: str | None) -> Any:
         raise ShoalError(f"--input is not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
 
 
-def _execution_summary(record: Any, json_out: bool) -> None:
+def _execution_summary(record: Any) -> None:
     data = record.to_dict(full=True)
-    if json_out:
-        output.print_json(data)
-    else:
+
+    def as_text() -> None:
         shown = {k: v for k, v in data.items() if k not in ("input", "trigger") and v is not None}
         if "output" in shown:
             shown["output"] = json.dumps(shown["output"], default=str)[:2000]
@@ -51,6 +49,8 @@ def _execution_summary(record: Any, json_out: bool) -> None:
             output.print_warning(
                 f"see what happened: shoal workflow history {record.id}; retry from there: shoal workflow resume {record.id}"
             )
+
+    out().show(data, as_text)
     if record.status != "SUCCEEDED":
         sys.exit(1)
 
@@ -68,29 +68,29 @@ def workflow_run(
     notify_on_failure: Annotated[
         str | None, typer.Option("--notify-on-failure", help="Topic told if it fails.")
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Run a state machine to completion; prints its status and output (exit 1 unless it succeeded)."""
     from shoal import workflows
 
-    with output.progress(not json_out, f"workflow {Path(ref).name}") as say:
+    with out().progress(f"workflow {Path(ref).name}") as say:
         record = workflows.run(
             settings(), ref, read_input(input_), name=name, notify_on_failure=notify_on_failure, say=say
         )
-    _execution_summary(record, json_out)
+    _execution_summary(record)
 
 
 @workflow_app.command("resume")
 def workflow_resume(
     execution_id: Annotated[str, typer.Argument(help="Execution id (or a unique prefix of at least 6 characters).")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Resume a crashed, failed or timed-out execution from its last completed state."""
     from shoal import workflows
 
-    with output.progress(not json_out, f"resume {execution_id}") as say:
+    with out().progress(f"resume {execution_id}") as say:
         record = workflows.resume(settings(), execution_id, say=say)
-    _execution_summary(record, json_out)
+    _execution_summary(record)
 
 
 @workflow_app.command("stop")
@@ -99,7 +99,7 @@ def workflow_stop(
     error: Annotated[str | None, typer.Option("--error", help="Error code recorded (default States.Aborted).")] = None,
     cause: Annotated[str | None, typer.Option("--cause", help="Why it was stopped (recorded).")] = None,
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Wait until it has stopped.")] = True,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Stop a running execution (from any process): its states are cancelled and it ends ABORTED."""
     import getpass
@@ -115,10 +115,7 @@ def workflow_stop(
         time.sleep(0.5)
     after = store.execution(record.id)
     data = after.to_dict()
-    if json_out:
-        output.print_json(data)
-    else:
-        output.print_kv(f"Execution {after.id}", {k: v for k, v in data.items() if v is not None})
+    out().show(data, lambda: output.print_kv(f"Execution {after.id}", {k: v for k, v in data.items() if v is not None}))
     if wait and after.status == "RUNNING":
         output.print_error(f"{after.id} has not stopped yet (its process checks for stop requests every second)")
         sys.exit(1)
@@ -128,7 +125,7 @@ def workflow_stop(
 def workflow_register(
     file: Annotated[Path, typer.Argument(help="Definition file (JSON or YAML).")],
     name: Annotated[str | None, typer.Option("--name", help="Workflow name (default: the file name).")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Validate a definition and store it under a name (a changed definition gets a new version)."""
     from shoal import workflows
@@ -140,34 +137,32 @@ def workflow_register(
         "states": len(machine.states),
         "resources": sorted(machine.resources),
     }
-    output.print_json(data) if json_out else output.print_kv(f"Registered workflow {machine.name}", data)
+    out().record(f"Registered workflow {machine.name}", data)
 
 
 @workflow_app.command("validate")
 def workflow_validate(
-    file: Annotated[Path, typer.Argument(help="Definition file (JSON or YAML).")], json_out: JsonOpt = False
+    file: Annotated[Path, typer.Argument(help="Definition file (JSON or YAML).")], _json: JsonOpt = False
 ) -> None:
     """Check a definition without running it; every problem names its state and field."""
     from shoal import workflows
 
     machine = workflows.validate(file)
     data = {"valid": True, "name": machine.name, "states": len(machine.states), "resources": sorted(machine.resources)}
-    output.print_json(data) if json_out else output.print_kv(f"{file} is valid", data)
+    out().record(f"{file} is valid", data)
 
 
 @workflow_app.command("list")
-def workflow_list(json_out: JsonOpt = False) -> None:
+def workflow_list(_json: JsonOpt = False) -> None:
     """Registered workflows with their version and last run."""
     from shoal.workflows import Store
 
     rows = Store(settings()).list_workflows()
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Workflows",
         ["name", "version", "last run", "source"],
         [[r["name"], r["version"], r["last_run"] or "-", r["source"]] for r in rows],
+        rows,
     )
 
 
@@ -178,7 +173,7 @@ def workflow_executions(
         str | None, typer.Option("--status", help="RUNNING, SUCCEEDED, FAILED, TIMED_OUT or ABORTED.")
     ] = None,
     limit: Annotated[int, typer.Option("--limit")] = 50,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Executions, newest first."""
     from shoal.workflows import Store
@@ -191,23 +186,21 @@ def workflow_executions(
         if r.status == "RUNNING" and not owner_alive(r):
             d["status"] = "RUNNING (process gone: resume it)"
         rows.append(d)
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Executions",
         ["execution id", "workflow", "status", "started", "duration s", "error"],
         [
             [d["execution_id"], d["workflow"], d["status"], d["started_at"], d["duration_s"] or "", d["error"] or ""]
             for d in rows
         ],
+        rows,
     )
 
 
 @workflow_app.command("history")
 def workflow_history(
     execution_id: Annotated[str, typer.Argument(help="Execution id (or a unique prefix).")],
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Every event of an execution: states entered and exited with input and output, retries, failures."""
     from shoal.workflows import Store
@@ -215,22 +208,23 @@ def workflow_history(
     store = Store(settings())
     record = store.execution(execution_id)
     events = store.history(record.id)
-    if json_out:
-        output.print_json({"execution": record.to_dict(), "events": events})
-        return
-    rows = []
-    for e in events:
-        detail = {k: v for k, v in e.items() if k not in ("id", "timestamp", "type", "state", "scope")}
-        rows.append(
-            [
-                e["id"],
-                e["timestamp"][11:23],
-                e["type"],
-                f"{e['scope']}/{e['state']}" if e["scope"] else (e["state"] or ""),
-                json.dumps(detail, default=str)[:160],
-            ]
-        )
-    output.print_rows(f"History of {record.id} ({record.status})", ["#", "time", "event", "state", "detail"], rows)
+
+    def as_text() -> None:
+        rows = []
+        for e in events:
+            detail = {k: v for k, v in e.items() if k not in ("id", "timestamp", "type", "state", "scope")}
+            rows.append(
+                [
+                    e["id"],
+                    e["timestamp"][11:23],
+                    e["type"],
+                    f"{e['scope']}/{e['state']}" if e["scope"] else (e["state"] or ""),
+                    json.dumps(detail, default=str)[:160],
+                ]
+            )
+        output.print_rows(f"History of {record.id} ({record.status})", ["#", "time", "event", "state", "detail"], rows)
+
+    out().show({"execution": record.to_dict(), "events": events}, as_text)
 
 
 class GraphFormat(StrEnum):
@@ -246,10 +240,10 @@ def workflow_graph(
         str | None, typer.Option("--execution", "-e", help="Colour states by this execution's outcome.")
     ] = None,
     fmt: Annotated[GraphFormat, typer.Option("--format", "-f")] = GraphFormat.svg,
-    out: Annotated[
+    output_file: Annotated[
         Path | None, typer.Option("--output", "-o", help="File to write (default NAME.FORMAT; '-' for stdout).")
     ] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Draw the state machine (Graphviz), optionally coloured by an execution."""
     from shoal import workflows
@@ -269,12 +263,12 @@ def workflow_graph(
         machine = workflows.load_machine(s, ref) if not Path(ref).is_file() else workflows.validate(ref)
         definition, title = machine.definition, machine.name
     data = graph.render(definition, title=title, fmt=fmt.value, history=history)
-    if out is not None and str(out) == "-":
+    if output_file is not None and str(output_file) == "-":
         sys.stdout.buffer.write(data)
         return
-    target = out or Path(f"{Path(ref).name.split('.')[0]}.{fmt.value}")
+    target = output_file or Path(f"{Path(ref).name.split('.')[0]}.{fmt.value}")
     target.write_bytes(data)
-    output.done(json_out, str(target))
+    out().done(str(target))
 
 
 # ---- functions -------------------------------------------------------------------------------------
@@ -285,39 +279,37 @@ def function_register(
     name: Annotated[str, typer.Argument(help="Function name, as the last part of a function ARN.")],
     target: Annotated[str, typer.Argument(help="The Python callable, module:function.")],
     description: Annotated[str | None, typer.Option("--description", help="What it does.")] = None,
-    json_out: JsonOpt = False,
+    _json: JsonOpt = False,
 ) -> None:
     """Register (or replace) a function: `arn:aws:lambda:REGION:ACCOUNT:function:NAME[:ALIAS]` and
     `lambda:invoke` with that FunctionName call TARGET with the payload."""
     from shoal.workflows.functions import FunctionRegistry
 
     data = FunctionRegistry(settings()).register(name, target, description=description)
-    output.print_json(data) if json_out else output.print_kv(f"Registered function {name}", data)
+    out().record(f"Registered function {name}", data)
 
 
 @function_app.command("list")
-def function_list(json_out: JsonOpt = False) -> None:
+def function_list(_json: JsonOpt = False) -> None:
     """Registered functions."""
     from shoal.workflows.functions import FunctionRegistry
 
     rows = FunctionRegistry(settings()).list()
-    if json_out:
-        output.print_json(rows)
-        return
-    output.print_rows(
+    out().table(
         "Functions",
         ["name", "target", "description", "updated"],
         [[r["name"], r["target"], r["description"] or "", r["updated_at"]] for r in rows],
+        rows,
     )
 
 
 @function_app.command("delete")
 @function_app.command("remove", hidden=True)
-def function_remove(name: Annotated[str, typer.Argument(help="Function name.")], json_out: JsonOpt = False) -> None:
+def function_remove(name: Annotated[str, typer.Argument(help="Function name.")], _json: JsonOpt = False) -> None:
     """Forget a registered function."""
     from shoal.workflows.functions import FunctionRegistry
 
     if not FunctionRegistry(settings()).remove(name):
         raise ShoalError(f"no function named {name!r}", hint="list them with `shoal function list`")
     data = {"removed": name}
-    output.print_json(data) if json_out else output.out.print(f"Removed function {name}")
+    out().line(f"Removed function {name}", data)

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from shoal.exceptions import ShoalError, TableNotFoundError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from shoal.progress import Say
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -162,7 +162,7 @@ def maintain(
     retain_last: int,
     orphan_min_age_hours: float,
     target_file_size_mb: int,
-    progress: Callable[[str], None] | None = None,
+    say: Say | None = None,
 ) -> dict[str, Any]:
     """Compact data and delete files, expire old snapshots, remove orphan files."""
     require_table(spark, table)
@@ -170,7 +170,7 @@ def maintain(
         # Iceberg refuses shorter intervals: a file younger than that may belong to a
         # commit still in flight.
         raise ShoalError("orphan-file minimum age must be at least 24 hours", hint="use --orphan-min-age-hours 24")
-    say = progress or (lambda _msg: None)
+    say = say or (lambda _msg: None)
     ident = f"{table.namespace}.{table.name}"
     result: dict[str, Any] = {"table": str(table)}
     t0 = time.monotonic()

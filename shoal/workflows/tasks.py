@@ -99,7 +99,7 @@ def cdc(ctx: TaskContext, params: Any) -> Any:
         schema=p.get("Schema"),
     )
     try:
-        return apply_changes(ctx.spark(), ctx.settings, _need(p, "Source"), opts, progress=ctx.say).to_dict()
+        return apply_changes(ctx.spark(), ctx.settings, _need(p, "Source"), opts, say=ctx.say).to_dict()
     except ShoalError as exc:
         worded = exc.in_terms_of(CDC_PARAMETERS)
         if worded is exc:
