@@ -23,10 +23,12 @@ if [ -z "${SPARK_CONF_DIR:-}" ]; then
 fi
 # Two processes (SHOAL_TEST_WORKERS; 1 runs in this one): most of a test's time is a JVM, a
 # server or a subprocess starting, not both cores busy. A module's tests stay in one process
-# (its servers and Spark session are started once), and modules with slow tests start first.
+# (its servers and Spark session are started once), and the longest modules start first:
+# tests/conftest.py orders them by tests/module_seconds.json, and --no-loadscope-reorder keeps
+# xdist from reordering them by their number of tests.
 workers="${SHOAL_TEST_WORKERS:-2}"
 parallel=()
-[ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadfile)
+[ "$workers" -gt 1 ] && parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 set +e
 .venv/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" --junitxml=test-artifacts/junit.xml "$@"
 rc=$?

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from pathlib import Path
@@ -16,12 +17,30 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 from shoal.config import Settings, load_settings
 
+# Seconds each module took in the last full run (scripts/module_seconds.py writes the file).
+MODULE_SECONDS: dict[str, int] = json.loads((Path(__file__).parent / "module_seconds.json").read_text())
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module_weight(item: pytest.Item, slow_modules: set[Path]) -> int:
+    """A module's last recorded seconds; one not recorded yet counts as a minute if it has slow
+    tests, else as a quick one."""
+    path = item.path
+    try:
+        key = path.relative_to(ROOT).as_posix()
+    except ValueError:
+        key = path.as_posix()
+    if key in MODULE_SECONDS:
+        return MODULE_SECONDS[key]
+    return 60 if path in slow_modules else 1
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Modules with slow tests first (each kept whole and in its own order): in a parallel run
-    the long ones start early instead of leaving one process busy at the end."""
-    slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow") and item.module}
-    items.sort(key=lambda item: 0 if item.module is not None and item.module.__name__ in slow_modules else 1)
+    """The longest modules first (each kept whole and in its own order): scripts/test.sh hands
+    modules out in this order (--dist loadfile --no-loadscope-reorder), so the long ones start
+    early instead of leaving one process busy at the end."""
+    slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: -_module_weight(item, slow_modules))  # stable: modules stay whole
 
 
 @pytest.fixture(scope="session")

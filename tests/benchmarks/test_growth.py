@@ -21,8 +21,10 @@ spec.loader.exec_module(growth)
 @pytest.mark.slow
 def test_tiny_growth_run_reports_every_operation_at_every_size(spark, tmp_path: Path, capsys) -> None:
     before = spark.catalog.currentCatalog()
+    # Sizes are not the point here (timings are the benchmark's): two seed objects copied to 4 and 8,
+    # 2 and 3 change files (a lake of 3 takes two applies, so the batching is still checked).
     cfg = growth.Config(
-        objects=[20, 40], files=[2, 5], chunks=[20, 40], new=3, reps=1, seed=10, files_per_apply=2, warmup=False
+        objects=[4, 8], files=[2, 3], chunks=[4, 8], new=2, reps=1, seed=2, files_per_apply=2, warmup=False
     )
     rep = growth.run(spark, cfg, tmp_path)
 
@@ -30,15 +32,15 @@ def test_tiny_growth_run_reports_every_operation_at_every_size(spark, tmp_path: 
     names = [o["operation"] for o in rep["operations"]]
     assert names == [
         "extract, no new object",
-        "extract, 3 new objects",
-        "ingest, 3 new files (info)",
+        "extract, 2 new objects",
+        "ingest, 2 new files (info)",
         "cdc apply, no new file",
         "cdc apply, 1 new file",
         "search-index, no new chunk",
-        "search-index, 3 new chunks",
+        "search-index, 2 new chunks",
     ]
     for op in rep["operations"]:
-        sizes = {"objects": ["20", "40"], "files": ["2", "5"], "chunks": ["20", "40"]}[op["axis"]]
+        sizes = {"objects": ["4", "8"], "files": ["2", "3"], "chunks": ["4", "8"]}[op["axis"]]
         assert list(op["seconds"]) == sizes
         assert all(s > 0 for s in op["seconds"].values())
         assert op["ratio_largest_to_smallest"] == pytest.approx(
@@ -51,11 +53,11 @@ def test_tiny_growth_run_reports_every_operation_at_every_size(spark, tmp_path: 
             assert op["meets_target"] == (op["ratio_largest_to_smallest"] <= 2.0)
     # Each lake reached its size: seed objects copied, chunks indexed, files in the ledger.
     lakes = rep["lakes"]
-    assert lakes["objects"]["40"]["lake_objects"] == 40
-    assert lakes["objects"]["40"]["lake_chunks"] == 40
-    assert lakes["objects"]["40"]["lake_chunks_after"] == 43  # one timed run indexed the 3 new chunks
-    assert lakes["cdc"]["5"]["applied_files"] == 5
-    assert lakes["cdc"]["5"]["applies"] == 3  # 2 + 2 + 1 files
+    assert lakes["objects"]["8"]["lake_objects"] == 8
+    assert lakes["objects"]["8"]["lake_chunks"] == 8
+    assert lakes["objects"]["8"]["lake_chunks_after"] == 10  # one timed run indexed the 2 new chunks
+    assert lakes["cdc"]["3"]["applied_files"] == 3
+    assert lakes["cdc"]["3"]["applies"] == 2  # 2 + 1 files
 
     growth.print_table(rep)
     out = capsys.readouterr().out

@@ -3,6 +3,8 @@ classification found (`_file`/`_pos`), committed with the new rows in one snapsh
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from shoal.cdc import apply as apply_module
@@ -122,33 +124,51 @@ def test_copy_on_write_tables_keep_the_merge(spark, settings, source, table_name
     assert product_state(spark, table_name) == [(101, "tools", "hammer", 9), (102, "tools", "saw", 5)]
 
 
+NARROWING_BATCHES = [
+    [["U", 102, "garden", "saw", 4, T2], ["D", 103, "garden", "rake", 7, T2], ["I", 104, "tools", "drill", 1, T2]],
+    # 103's late, older update is stale against its tombstone; 999's delete finds no row.
+    [["U", 103, "garden", "rake", 8, T1], ["U", 101, "tools", "hammer", 2, T3], ["D", 999, "tools", "x", 0, T3]],
+]
+Outcome = tuple[int, int, int, int, int]
+
+
+def _apply_batches(settings, source, table: str) -> list[Outcome]:
+    outcomes = []
+    for i, batch in enumerate(NARROWING_BATCHES):
+        write_csv(source, f"20220302-113{i}010000.csv", batch)
+        r = apply(settings, source, table)
+        outcomes.append((r.inserted, r.updated, r.deleted, r.ignored_stale, r.deletes_of_missing_keys))
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def narrowed_run(spark, settings, tmp_path_factory) -> tuple[list[Outcome], list[tuple]]:
+    """The same load and batches applied with narrowing (ratio 0: these tiny tables narrow):
+    what each whole-table run below must match. Built once, not once per case."""
+    source = tmp_path_factory.mktemp("narrowed-changes")
+    table = f"t{uuid.uuid4().hex[:8]}.narrowed"
+    full_load(source, table, settings)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(apply_module, "NARROW_MIN_RATIO", 0)
+        outcomes = _apply_batches(settings, source, table)
+    return outcomes, product_state(spark, table)
+
+
 @pytest.mark.parametrize(("broadcast_keys", "min_ratio"), [(0, 0), (1, 0), (1000, 10**9)])
 def test_the_whole_table_join_when_not_narrowing_gives_the_same_result(
-    spark, settings, source, table_name, monkeypatch, broadcast_keys, min_ratio
+    spark, settings, source, table_name, monkeypatch, narrowed_run, broadcast_keys, min_ratio
 ) -> None:
     """Batches with more keys than `[cdc] broadcast_keys` (0: always), or against a table
     not much larger than them, skip narrowing the table and its tombstones to the batch's
     keys; the outcome must not change."""
     whole = settings.model_copy(update={"cdc": settings.cdc.model_copy(update={"broadcast_keys": broadcast_keys})})
-    narrowed = table_name.replace(".products", ".narrowed")
-    tables = ((whole, table_name, min_ratio), (settings, narrowed, 0))  # ratio 0: these tiny tables narrow
+    narrowed_outcomes, narrowed_state = narrowed_run
     full_load(source, table_name, whole)
-    full_load(source, narrowed, settings)
-    batches = [
-        [["U", 102, "garden", "saw", 4, T2], ["D", 103, "garden", "rake", 7, T2], ["I", 104, "tools", "drill", 1, T2]],
-        # 103's late, older update is stale against its tombstone; 999's delete finds no row.
-        [["U", 103, "garden", "rake", 8, T1], ["U", 101, "tools", "hammer", 2, T3], ["D", 999, "tools", "x", 0, T3]],
-    ]
-    outcomes: dict[str, list[tuple]] = {table_name: [], narrowed: []}
-    for i, batch in enumerate(batches):
-        write_csv(source, f"20220302-113{i}010000.csv", batch)
-        for used, table, ratio in tables:
-            monkeypatch.setattr(apply_module, "NARROW_MIN_RATIO", ratio)
-            r = apply(used, source, table)
-            outcomes[table].append((r.inserted, r.updated, r.deleted, r.ignored_stale, r.deletes_of_missing_keys))
-    assert outcomes[table_name] == outcomes[narrowed] == [(1, 1, 1, 0, 0), (0, 1, 0, 1, 1)]
+    monkeypatch.setattr(apply_module, "NARROW_MIN_RATIO", min_ratio)
+    outcomes = _apply_batches(whole, source, table_name)
+    assert outcomes == narrowed_outcomes == [(1, 1, 1, 0, 0), (0, 1, 0, 1, 1)]
     want = [(101, "tools", "hammer", 2), (102, "garden", "saw", 4), (104, "tools", "drill", 1)]
-    assert product_state(spark, table_name) == product_state(spark, narrowed) == want
+    assert product_state(spark, table_name) == narrowed_state == want
 
 
 def test_delete_files_are_one_per_data_file_across_arrow_batches(tmp_path) -> None:

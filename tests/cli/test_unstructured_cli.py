@@ -106,6 +106,13 @@ def test_extract_killed_mid_commit_then_rerun_leaves_no_duplicates(tmp_path):
     """SIGKILL `shoal extract` after it wrote result rows but before it recorded completion."""
     corpus = tmp_path / "corpus"
     samples.write_corpus(corpus)
+    # What a crash leaves does not depend on the extractors (tests/extract covers each): plain text,
+    # a PDF with a table and the e-mail with its attachment (a child) are enough, and the slow
+    # ones (OCR of a scan, office documents) would only lengthen both runs.
+    expected = {k: v for k, v in samples.EXPECTED.items() if k.startswith(("reviews/", "mail/", "invoices/"))}
+    for path in [p for p in corpus.rglob("*") if p.is_file()]:
+        if path.relative_to(corpus).as_posix() not in expected:
+            path.unlink()
     ws = tmp_path / "ws"
     env = {**os.environ, "SHOAL_WORKSPACE": str(ws)}
     proc = shoal_process(["ingest", str(corpus), "--source-name", "crash", "--json"], env)
@@ -128,8 +135,9 @@ def test_extract_killed_mid_commit_then_rerun_leaves_no_duplicates(tmp_path):
     if killed_in_window:
         # The e-mail's attachment is extracted in the same round as its parent, journaled and
         # registered before the first result table is written: it is redone too.
-        children = sum(len(facts.get("children", [])) for facts in samples.EXPECTED.values())
-        assert rerun["recovered_from_interrupted_run"] == len(samples.EXPECTED) + children
+        children = sum(len(facts.get("children", [])) for facts in expected.values())
+        assert children == 1
+        assert rerun["recovered_from_interrupted_run"] == len(expected) + children
     proc = shoal_process(
         [
             "sql",
@@ -151,7 +159,7 @@ def test_extract_killed_mid_commit_then_rerun_leaves_no_duplicates(tmp_path):
     counts = json.loads(out)[0]
     assert counts["text_rows"] == counts["distinct_parts"] > 0
     assert counts["steps"] == counts["distinct_steps"] > 0
-    assert counts["objects"] == counts["distinct_objects"] == len(samples.EXPECTED) + 1
-    assert counts["ok"] == len(samples.EXPECTED) + 1
+    assert counts["objects"] == counts["distinct_objects"] == len(expected) + 1
+    assert counts["ok"] == len(expected) + 1
     assert not (ws / "warehouse" / "_shoal" / "extract-journal.json").exists()
     assert sys.executable  # the subprocesses ran the same interpreter

@@ -1,89 +1,27 @@
-"""Scale-out by configuration only: the same `shoal` commands against PostgreSQL, S3 and a cluster.
+"""Scale-out by configuration only: the same `shoal` commands against PostgreSQL and S3.
 
-Every server is real and started here on loopback: PostgreSQL 15, SeaweedFS (S3), a Spark
-standalone master with two workers, Spark's Thrift server queried with beeline. Commands run
-as separate processes with only SHOAL_* environment variables changed.
+Every server is real and started here on loopback: PostgreSQL 15 and SeaweedFS (S3). Commands
+run as separate processes with only SHOAL_* environment variables changed. The Spark standalone
+cluster (test_cluster.py) and the Thrift endpoint (test_thrift.py) have modules of their own, so
+a parallel run can give them to different processes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import psycopg
 import pytest
 from pyarrow import fs as pafs
 
 from shoal.samples import corpus as samples
+from tests.cluster.support import CHANGES, base_env, run, run_json, write_changes
 from tests.support.servers import free_port, postgres, seaweedfs, wait_port
 
 pytestmark = pytest.mark.slow
-
-LOAD = (
-    "product_id,name,price,op,last_update_time\n1,apple,1.5,I,2024-01-01T00:00:00\n2,pear,2.0,I,2024-01-01T00:00:00\n"
-)
-CHANGES = "product_id,name,price,op,last_update_time\n2,pear,2.5,U,2024-01-02T00:00:00\n1,,,D,2024-01-02T00:00:00\n"
-WORKFLOW = {
-    "StartAt": "Both",
-    "States": {
-        "Both": {
-            "Type": "Parallel",
-            "Branches": [
-                {
-                    "StartAt": "Count",
-                    "States": {
-                        "Count": {
-                            "Type": "Task",
-                            "Resource": "shoal:sql",
-                            "Parameters": {"QueryString": "SELECT count(*) AS n FROM inv.p"},
-                            "End": True,
-                        }
-                    },
-                },
-                {
-                    "StartAt": "Sum",
-                    "States": {
-                        "Sum": {
-                            "Type": "Task",
-                            "Resource": "shoal:sql",
-                            "Parameters": {"QueryString": "SELECT sum(price) AS s FROM inv.p"},
-                            "End": True,
-                        }
-                    },
-                },
-            ],
-            "End": True,
-        }
-    },
-}
-
-
-def run(args: list[str], env: dict[str, str], timeout: float = 400) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "shoal.cli.console", *args], env=env, capture_output=True, text=True, timeout=timeout
-    )
-    assert done.returncode == 0, f"shoal {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done
-
-
-def run_json(args: list[str], env: dict[str, str], timeout: float = 400):
-    return json.loads(run([*args, "--json"] if "--json" not in args else args, env, timeout).stdout)
-
-
-def base_env(workspace: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
-    env.update({"SHOAL_WORKSPACE": str(workspace), "SHOAL_SPARK__SHUFFLE_PARTITIONS": "2"})
-    return env
-
-
-def write_changes(folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "LOAD00000001.csv").write_text(LOAD)
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +85,9 @@ def test_postgresql_catalog_and_s3_storage_run_the_same_commands(servers, tmp_pa
         "CREATE EXTERNAL TABLE ext.orders (id bigint, amount double) STORED AS PARQUET "
         f"LOCATION 's3://{s3.bucket}/ext/orders/'"
     )
-    run(["sql", "--dialect", "athena", f"CREATE DATABASE IF NOT EXISTS ext; {ddl}"], env)
-    total = json.loads(run(["sql", "SELECT sum(amount) AS total FROM ext.orders", "-f", "json"], env).stdout)
+    # One process (one JVM start): the last statement's result is printed.
+    query = f"CREATE DATABASE IF NOT EXISTS ext; {ddl}; SELECT sum(amount) AS total FROM ext.orders"
+    total = json.loads(run(["sql", "--dialect", "athena", query, "-f", "json"], env).stdout)
     assert total == [{"total": 60.5}]
 
 
@@ -212,95 +151,6 @@ def test_raw_objects_from_s3_are_ingested_and_extracted_onto_s3(servers, tmp_pat
     finally:
         api.terminate()
         api.wait(30)
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    workspace = tmp_path_factory.mktemp("cluster-ws")
-    env = base_env(workspace)
-    env.update({"SHOAL_CLUSTER__PORT": str(free_port()), "SHOAL_CLUSTER__WEBUI_PORT": str(free_port())})
-    up = run_json(["cluster", "up", "--workers", "2"], env, timeout=200)
-    try:
-        assert up["alive_workers"] == 2 and up["running"]
-        yield {**env, "SHOAL_SPARK__MASTER": up["master_url"]}, up
-    finally:
-        down = run_json(["cluster", "down"], env)
-        assert down["stopped_processes"] == 3
-
-
-def test_cluster_runs_cdc_extraction_and_a_workflow(cluster, tmp_path):
-    env, up = cluster
-    source = tmp_path / "changes"
-    write_changes(source)
-    (source / "20240102-000001.csv").write_text(CHANGES)
-    applied = run_json(
-        ["cdc", "apply", str(source), "--table", "inv.p", "--key", "product_id", "--sequence", "last_update_time"], env
-    )
-    assert applied["inserted"] + applied["updated"] >= 1 and applied["committed"]
-    docs = tmp_path / "docs"
-    samples.write_corpus(docs)
-    run_json(["ingest", str(docs), "--source-name", "inbox"], env)
-    extracted = run_json(["extract", "--only", "text/*,application/pdf"], env)
-    assert extracted["objects"] >= 4 and not [p for p in extracted["problems"] if p["status"] == "timeout"]
-    assert extracted["statuses"]["entities"]["ok"] >= 3
-    definition = tmp_path / "wf.json"
-    definition.write_text(json.dumps(WORKFLOW))
-    execution = run_json(["workflow", "run", str(definition)], env)
-    assert execution["status"] == "SUCCEEDED", execution
-    counts = [b["ResultSet"]["Rows"][0] for b in execution["output"]]
-    assert counts == [{"n": 1}, {"s": 2.5}]
-    # The work ran on the cluster's executors, not in a local driver.
-    status = run_json(["cluster", "status"], {k: v for k, v in env.items() if k != "SHOAL_SPARK__MASTER"})
-    assert status["alive_workers"] == 2
-    import httpx
-
-    apps = httpx.get(up["webui_url"] + "/json/", timeout=10).json()["completedapps"]
-    assert len([a for a in apps if a["name"] == "shoal"]) >= 4
-    assert all(a["cores"] >= 1 for a in apps if a["name"] == "shoal")
-
-
-def test_thrift_endpoint_answers_beeline(tmp_path):
-    from shoal.cluster import spark_home
-
-    env = base_env(tmp_path / "ws")
-    source = tmp_path / "changes"
-    write_changes(source)
-    run_json(
-        ["cdc", "apply", str(source), "--table", "inv.p", "--key", "product_id", "--sequence", "last_update_time"], env
-    )
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "shoal.cli.console", "serve", "--thrift-only", "--thrift-port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        wait_port(port, 240, server)
-        beeline = str(spark_home() / "bin" / "beeline")
-        done = subprocess.run(
-            [beeline, "-u", f"jdbc:hive2://127.0.0.1:{port}/default", "-n", "bi", "--silent=true"]
-            + ["--outputformat=csv2", "-e", "SELECT product_id, name FROM inv.p ORDER BY product_id"],
-            env={**env, "SPARK_HOME": str(spark_home())},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        prompt = re.compile(r"^\d+: jdbc:hive2://\S+> ")
-        lines = [prompt.sub("", line) for line in done.stdout.splitlines() if line.strip()]
-        assert lines[-3:] == ["product_id,name", "1,apple", "2,pear"], done.stdout + done.stderr
-        props = (tmp_path / "ws" / "thrift" / "spark.properties").stat().st_mode & 0o777
-        assert props == 0o600
-    finally:
-        import signal
-
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(60)
-    # TERM to `shoal serve` stops the Thrift server it started (its own process group).
-    gone = subprocess.run(["pgrep", "-f", f"hive.server2.thrift.port={port}"], capture_output=True)
-    assert gone.returncode == 1, gone.stdout
 
 
 def test_table_locks_span_hosts_through_postgresql(servers, tmp_path):

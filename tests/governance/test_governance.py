@@ -415,7 +415,13 @@ def test_audit_log_is_append_only(w):
         conn.execute(text("DELETE FROM shoal_audit"))
 
 
-def test_cli_contract(w, cli_env, capsys, monkeypatch):
+def _revoke_tag_grants_to_everyone(w: World, key: str) -> None:
+    for g in w.g.list("everyone"):
+        if g.target_kind == "TAGS" and key in json.loads(g.target):
+            w.g.revoke(w.admin, g.id)
+
+
+def test_cli_contract(w, cli_env, capsys, monkeypatch, request):
     t = f"{w.db}.opps"
     code, out, err = run_cli(
         [
@@ -440,6 +446,9 @@ def test_cli_contract(w, cli_env, capsys, monkeypatch):
     w.g.create_tag("confidentiality", ["public", "internal", "secret"])
     code, out, err = run_cli(["tag", "assign", "confidentiality=public", "--table", w.regions], capsys, monkeypatch)
     assert code == 0, err
+    # "everyone" is every principal of the session's shared workspace, other modules' too: the tag
+    # grant ends with this test, or their principals would see this test's tables through it.
+    request.addfinalizer(lambda: _revoke_tag_grants_to_everyone(w, "confidentiality"))
     code, out, err = run_cli(
         ["grant", "SELECT", "ON", "TAGS", "confidentiality=public", "TO", "everyone"], capsys, monkeypatch
     )

@@ -198,10 +198,11 @@ def check_summary(rows: list[dict], expected: dict[tuple[int, int], tuple[int, D
 
 def test_reference_pipeline_runs_unchanged_twice(s3, tmp_path):
     rng = random.Random(19)
-    # A few days a month: each day is a partition folder, and each folder costs S3 round trips.
-    # Months that only one side covers (October: sales only) are left out by the summary's JOIN.
-    sales_days = [dt.date(2024, 10, 7) + dt.timedelta(days=9 * i) for i in range(16)]
-    weeks = [dt.date(2024, 11, 1) + dt.timedelta(days=7 * i) for i in range(17)]
+    # Two days a month: each day is a partition folder, and each folder costs S3 round trips (both
+    # runs write and crawl them all). Months that only one side covers (October: sales only) are
+    # left out by the summary's JOIN.
+    sales_days = [dt.date(2024, 10, 7) + dt.timedelta(days=18 * i) for i in range(8)]
+    weeks = [dt.date(2024, 11, 1) + dt.timedelta(days=14 * i) for i in range(9)]
     sales = sales_csv(rng, 1500, sales_days)
     marketing = marketing_csv(rng, weeks)
     put(s3, "raw/sales/sales-pipeline.csv", sales.encode())
