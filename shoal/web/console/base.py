@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -17,6 +18,9 @@ from shoal import __version__
 from shoal.config import Settings
 from shoal.governance import AuditLog, AuthError, Governance, GovernanceError, Principal, Principals
 from shoal.web.console import sessions as sess
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 HERE = Path(__file__).resolve().parent.parent
 PAGE_SIZE = 50
@@ -67,7 +71,7 @@ class Console:
         self.sessions = sess.Sessions(settings)
         self.audit = AuditLog(settings)
 
-    def spark(self):
+    def spark(self) -> SparkSession:
         from shoal.spark import get_spark
 
         return get_spark(self.settings)
@@ -88,7 +92,9 @@ class Console:
         if not sess.same(form_value or request.headers.get("x-csrf-token"), session.csrf):
             raise CsrfFailed()
 
-    def page(self, request: Request, template: str, who: Principal | None, session: sess.Session | None, **ctx: Any):
+    def page(
+        self, request: Request, template: str, who: Principal | None, session: sess.Session | None, **ctx: Any
+    ) -> HTMLResponse:
         html = self.env.get_template(template).render(
             request=request,
             who=who,
@@ -103,7 +109,7 @@ class Console:
         response.headers["Content-Security-Policy"] = CSP.format(eval=" 'unsafe-eval'" if ctx.get("charts") else "")
         return response
 
-    def error(self, request: Request, who: Principal, session: sess.Session, status: int, message: str):
+    def error(self, request: Request, who: Principal, session: sess.Session, status: int, message: str) -> HTMLResponse:
         return self.page(request, "error.html", who, session, status=status, message=message)
 
     def workflow_privileges(self, who: Principal, name: str) -> set[str]:
@@ -117,7 +123,7 @@ class Console:
 
     def refuse(
         self, request: Request, who: Principal, session: sess.Session, action: str, resource: str | None, message: str
-    ):
+    ) -> HTMLResponse:
         """A 403 page, with its audit row."""
         self.audit.record(who.name, action, resource, False, reason=message, via="console")
         return self.error(request, who, session, 403, message)
@@ -191,10 +197,10 @@ def identifier(name: str) -> bool:
     return name.replace("_", "a").isalnum() and len(name) <= 128
 
 
-def quietly(fn):
+def quietly(fn: Callable[..., object]) -> Callable[..., None]:
     """Workflow runs in a console thread: the execution's record holds any failure; log the rest."""
 
-    def run(*args, **kwargs):
+    def run(*args: Any, **kwargs: Any) -> None:
         try:
             fn(*args, **kwargs)
         except Exception:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 from urllib.parse import urlencode
 
@@ -69,7 +70,7 @@ def mount(app: FastAPI, settings: Settings) -> None:
         return c.page(request, "error.html", who, session, status=status, message=message)
 
     @app.middleware("http")
-    async def _headers(request: Request, call_next):
+    async def _headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         response = await call_next(request)
         if not request.url.path.startswith(("/api/", "/raw/", "/docs", "/openapi", "/redoc")):
             response.headers.setdefault("Content-Security-Policy", CSP.format(eval=""))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup, escape
 
@@ -11,10 +11,17 @@ from shoal.exceptions import ShoalError
 from shoal.governance import AccessDenied, GovernedSql, Principal
 from shoal.sql import to_json_value
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from shoal.config import Settings
+
 OBJECT_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-def governed_rows(spark, settings, who: Principal, sql: str, limit: int = 1000) -> dict[str, Any]:
+def governed_rows(
+    spark: SparkSession, settings: Settings, who: Principal, sql: str, limit: int = 1000
+) -> dict[str, Any]:
     """Rows as dicts, or the reason they are withheld (a refusal is an answer, not an error page)."""
     try:
         result = GovernedSql(spark, settings, who).execute(sql, limit=limit)
@@ -77,7 +84,9 @@ def csv_safe(value: Any) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-def readable_schema(spark, settings, who: Principal) -> dict[str, dict[str, list[dict[str, str]]]]:
+def readable_schema(
+    spark: SparkSession, settings: Settings, who: Principal
+) -> dict[str, dict[str, list[dict[str, str]]]]:
     """{database: {table: [{name, type}]}} of what `who` may SELECT: the tables the catalog lets
     them discover, each narrowed by Governance.access to the columns GovernedSql would let
     them read (a table with none is left out). What the SQL editor

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
@@ -412,7 +413,7 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
             "Content-Disposition": ("inline" if show else "attachment") + f"; filename*=UTF-8''{quote(name)}",
         }
 
-        def chunks():
+        def chunks() -> Iterator[bytes]:
             with storage.open_input(uri) as f:
                 while block := f.read(1 << 20):
                     yield block
@@ -458,7 +459,7 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
         }
         media = rows[0].media_type if show else "application/octet-stream"
 
-        def chunks():
+        def chunks() -> Iterator[bytes]:
             with storage.open_input(target.uri) as f:
                 while block := f.read(1 << 20):
                     yield block

@@ -63,7 +63,7 @@ def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route
             error = "the query failed (the error is in the audit log)"
             return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
         finally:
-            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it (PySpark; the stub says str)
             with lock:
                 running.pop(key, None)
                 cancelled.discard(group)
