@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from shoal.exceptions import ShoalError, SqlError, first_line
 from shoal.governance import AccessDenied, Principal
 from shoal.web.console import views
-from shoal.web.console.base import PAGE_SIZE, Console, identifier
+from shoal.web.console.base import PAGE_SIZE, Console, Routes, identifier
 from shoal.web.console.history import MAX_KEPT_ROWS, QueryHistory
 
 # What the SQL page may say after a save or delete, chosen by a code (never text from the URL).
@@ -29,259 +29,278 @@ SQL_NOTICES = {
 }
 
 
-def add(router: APIRouter, c: Console) -> None:  # noqa: C901 - the page's route table: each nested handler counts
-    # Statements running now, by (principal, the run token their page posted): the Spark job
-    # group each runs in, so its author (and nobody else) can cancel it.
-    running: dict[tuple[str, str], str] = {}
-    cancelled: set[str] = set()
-    lock = threading.Lock()
+routes = Routes()
 
-    # ---- SQL editor ----------------------------------------------------------------------
-    def _run_sql(who: Principal, sql: str, limit: int, run_token: str = "") -> tuple[dict[str, Any], str | None, int]:
-        from shoal.governance import GovernedSql
 
-        started = time.monotonic()
-        spark = c.spark()
-        # Jobs started by this thread belong to a group of its own (PySpark pins the thread to a
-        # JVM thread, so the group is this request's only): cancelJobGroup stops just them.
-        group = f"shoal-console-{secrets.token_hex(8)}"
-        key = (who.name, run_token)
-        if run_token:
-            with lock:
-                running[key] = group
-        spark.sparkContext.setJobGroup(group, f"console query by {who.name}", interruptOnCancel=True)
-        try:
-            result = GovernedSql(spark, c.settings, who).execute(sql, limit=limit)
-        except (AccessDenied, SqlError, ShoalError) as exc:
-            error = first_line(exc)
-            if group in cancelled:  # Spark's own text names job ids and groups: say it plainly
-                error = "cancelled: you pressed Cancel before the statement finished"
-            return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
-        except Exception as exc:  # a failed query, audited; never an unaudited 500
-            logging.getLogger("shoal.console").exception("unexpected error running a query")
-            c.audit.record(who.name, "api.error", "/sql", False, reason=type(exc).__name__, sql=sql, via="console")
-            error = "the query failed (the error is in the audit log)"
-            return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
-        finally:
-            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it (PySpark; the stub says str)
-            with lock:
-                running.pop(key, None)
-                cancelled.discard(group)
-        rows = [[views.to_json_value(v) for v in r] for r in result.rows]
-        return (
-            {"columns": result.columns, "types": result.types, "rows": rows},
-            None,
-            int((time.monotonic() - started) * 1000),
-        )
 
-    # A statement runs only in sql_run (a POST with the CSRF token). The result page and the
-    # CSV read what that run kept: GETs never execute SQL (a reload, a prefetch or a link
-    # from another site would otherwise repeat writes).
-    def _not_found(request: Request, who: Principal, session: Any) -> Response:
-        # Same answer for a missing id and another principal's: ids are not confirmable.
-        return c.page(
-            request,
-            "sql.html",
-            who,
-            session,
-            status=404,
-            sql="",
-            result=None,
-            error="no such query in your history",
-            query_id=None,
-            page=1,
-            history=QueryHistory(c.settings).list(who.name),
-            saved=QueryHistory(c.settings).list_saved(who.name),
-            run_token=secrets.token_urlsafe(12),
-        )
 
-    @router.get("/sql")
-    def sql_page(
-        request: Request,
-        q: Annotated[str | None, Query(max_length=64)] = None,
-        saved_id: Annotated[str | None, Query(alias="saved", max_length=64)] = None,
-        table: Annotated[str | None, Query(max_length=300)] = None,
-        page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1,
-        done: Annotated[str | None, Query(max_length=20)] = None,
-    ) -> Response:
-        who, session = c.viewer(request)
-        history = QueryHistory(c.settings)
-        ctx: dict[str, Any] = {"sql": "", "result": None, "error": None, "query_id": None, "page": page_no}
-        ctx["notice"] = SQL_NOTICES.get(done or "")
-        if saved_id:
-            entry = history.saved_query(who.name, saved_id)
-            if entry is None:
-                return _not_found(request, who, session)
-            ctx.update(sql=entry["sql"], saved_entry=entry, tab_title=entry["name"])
-        elif table and all(identifier(part) for part in table.split(".")) and table.count(".") == 1:
-            # "Query this table" from the catalog: a statement to start from, not run.
-            db, name = table.split(".")
-            ctx["sql"] = f"SELECT *\nFROM `{db}`.`{name}`\nLIMIT 100"
-            ctx["tab_title"] = f"{db}.{name}"
-        if q:
-            entry = history.get(who.name, q)
-            if entry is None:
-                return _not_found(request, who, session)
-            kept = entry["result"] or {"columns": [], "rows": []}
-            rows = kept["rows"]
-            ctx.update(
-                sql=entry["sql"],
-                query_id=entry["id"],
-                error=entry["error"],
-                ms=entry["duration_ms"],
-                ran_at=entry["ran_at"],
-                truncated=entry["truncated"],
-                kept=len(rows),
-                total=None if entry["truncated"] else len(rows),
-                result={
-                    "columns": kept["columns"],
-                    "rows": rows[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE],
-                    "first": (page_no - 1) * PAGE_SIZE + 1,
-                    "has_next": len(rows) > page_no * PAGE_SIZE,
-                }
-                if entry["ok"]
-                else None,
-            )
-        ctx["history"] = history.list(who.name)
-        ctx["saved"] = history.list_saved(who.name)
-        ctx["run_token"] = secrets.token_urlsafe(12)
-        return c.page(request, "sql.html", who, session, **ctx)
+# ---- SQL editor ----------------------------------------------------------------------
+def _run_sql(
+    c: Console, who: Principal, sql: str, limit: int, run_token: str = ""
+) -> tuple[dict[str, Any], str | None, int]:
+    from shoal.governance import GovernedSql
 
-    @router.get("/sql/schema.json")
-    def sql_schema(request: Request) -> Response:
-        """The tables and columns the viewer may read, for completion and the schema tree."""
-        who, _session = c.viewer(request)
-        schema = views.readable_schema(c.spark(), c.settings, who)
-        c.audit.record(
-            who.name, "catalog.schema", None, True, via="console", tables=sum(len(t) for t in schema.values())
-        )
-        return JSONResponse(schema, headers={"Cache-Control": "no-store"})
+    started = time.monotonic()
+    spark = c.spark()
+    # Jobs started by this thread belong to a group of its own (PySpark pins the thread to a
+    # JVM thread, so the group is this request's only): cancelJobGroup stops just them.
+    group = f"shoal-console-{secrets.token_hex(8)}"
+    key = (who.name, run_token)
+    if run_token:
+        with c.run_lock:
+            c.running[key] = group
+    spark.sparkContext.setJobGroup(group, f"console query by {who.name}", interruptOnCancel=True)
+    try:
+        result = GovernedSql(spark, c.settings, who).execute(sql, limit=limit)
+    except (AccessDenied, SqlError, ShoalError) as exc:
+        error = first_line(exc)
+        if group in c.cancelled:  # Spark's own text names job ids and groups: say it plainly
+            error = "cancelled: you pressed Cancel before the statement finished"
+        return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
+    except Exception as exc:  # a failed query, audited; never an unaudited 500
+        logging.getLogger("shoal.console").exception("unexpected error running a query")
+        c.audit.record(who.name, "api.error", "/sql", False, reason=type(exc).__name__, sql=sql, via="console")
+        error = "the query failed (the error is in the audit log)"
+        return {"columns": [], "rows": []}, error, int((time.monotonic() - started) * 1000)
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]  # None clears it (PySpark; the stub says str)
+        with c.run_lock:
+            c.running.pop(key, None)
+            c.cancelled.discard(group)
+    rows = [[views.to_json_value(v) for v in r] for r in result.rows]
+    return (
+        {"columns": result.columns, "types": result.types, "rows": rows},
+        None,
+        int((time.monotonic() - started) * 1000),
+    )
 
-    @router.post("/sql")
-    def sql_run(
-        request: Request,
-        sql: Annotated[str, Form(min_length=1, max_length=100_000)],
-        csrf: Annotated[str, Form()] = "",
-        run: Annotated[str, Form(max_length=64)] = "",
-    ) -> Response:
-        who, session = c.viewer(request)
-        c.check_csrf(request, session, csrf)
-        # One more row than is kept tells whether the result was cut short.
-        result, error, ms = _run_sql(who, sql, MAX_KEPT_ROWS + 1, run)
-        truncated = len(result["rows"]) > MAX_KEPT_ROWS
-        qid = QueryHistory(c.settings).add(
-            who.name,
-            sql,
-            ok=error is None,
-            result=None if error else result,
-            truncated=truncated,
-            error=error,
-            duration_ms=ms,
-        )
-        if request.headers.get("accept") == "application/json":  # the editor's script posted it
-            return JSONResponse({"location": f"/sql?q={qid}"})
-        return RedirectResponse(f"/sql?q={qid}", status_code=303)
 
-    @router.post("/sql/cancel")
-    def sql_cancel(
-        request: Request, run: Annotated[str, Form(min_length=1, max_length=64)], csrf: Annotated[str, Form()] = ""
-    ) -> Response:
-        """Cancel the viewer's own running statement (Spark cancels its job group's jobs)."""
-        who, session = c.viewer(request)
-        c.check_csrf(request, session, csrf)
-        with lock:
-            group = running.get((who.name, run))
-            if group:
-                cancelled.add(group)
-        if group is None:
-            return JSONResponse({"cancelled": False, "reason": "no statement of yours is running"}, status_code=404)
-        sc = c.spark().sparkContext
+# A statement runs only in sql_run (a POST with the CSRF token). The result page and the
+# CSV read what that run kept: GETs never execute SQL (a reload, a prefetch or a link
+# from another site would otherwise repeat writes).
+def _not_found(c: Console, request: Request, who: Principal, session: Any) -> Response:
+    # Same answer for a missing id and another principal's: ids are not confirmable.
+    return c.page(
+        request,
+        "sql.html",
+        who,
+        session,
+        status=404,
+        sql="",
+        result=None,
+        error="no such query in your history",
+        query_id=None,
+        page=1,
+        history=QueryHistory(c.settings).list(who.name),
+        saved=QueryHistory(c.settings).list_saved(who.name),
+        run_token=secrets.token_urlsafe(12),
+    )
 
-        def keep_cancelling() -> None:
-            # Spark cancels only the group's active jobs: a statement still being checked or
-            # planned starts its jobs later, so repeat until the run has ended.
-            while True:
-                with lock:
-                    if group not in cancelled:
-                        return
-                sc.cancelJobGroup(group)
-                time.sleep(0.5)
 
-        threading.Thread(target=keep_cancelling, name="shoal-console-cancel", daemon=True).start()
-        c.audit.record(who.name, "query.cancel", None, True, via="console")
-        return JSONResponse({"cancelled": True})
-
-    @router.post("/sql/saved")
-    def sql_save(
-        request: Request,
-        name: Annotated[str, Form(min_length=1, max_length=200)],
-        sql: Annotated[str, Form(min_length=1, max_length=100_000)],
-        csrf: Annotated[str, Form()] = "",
-        shared: Annotated[str, Form(max_length=10)] = "",
-    ) -> Response:
-        who, session = c.viewer(request)
-        c.check_csrf(request, session, csrf)
-        saved_id = QueryHistory(c.settings).save(who.name, name.strip() or "untitled", sql, shared=bool(shared))
-        c.audit.record(who.name, "query.save", None, True, via="console", shared=bool(shared), name=name)
-        return RedirectResponse("/sql?" + urlencode({"saved": saved_id, "done": "saved"}), status_code=303)
-
-    @router.post("/sql/saved/{saved_id}/delete")
-    def sql_unsave(request: Request, saved_id: str, csrf: Annotated[str, Form()] = "") -> Response:
-        who, session = c.viewer(request)
-        c.check_csrf(request, session, csrf)
-        gone = QueryHistory(c.settings).unsave(who.name, saved_id)
-        c.audit.record(who.name, "query.unsave", None, gone, via="console")
-        return RedirectResponse("/sql?" + urlencode({"done": "deleted" if gone else "not-yours"}), status_code=303)
-
-    @router.get("/sql/{query_id}.csv")
-    def sql_csv(request: Request, query_id: str) -> Response:
-        who, _session = c.viewer(request)
-        entry = QueryHistory(c.settings).get(who.name, query_id)
+@routes.get("/sql")
+def sql_page(
+    c: Console,
+    request: Request,
+    q: Annotated[str | None, Query(max_length=64)] = None,
+    saved_id: Annotated[str | None, Query(alias="saved", max_length=64)] = None,
+    table: Annotated[str | None, Query(max_length=300)] = None,
+    page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1,
+    done: Annotated[str | None, Query(max_length=20)] = None,
+) -> Response:
+    who, session = c.viewer(request)
+    history = QueryHistory(c.settings)
+    ctx: dict[str, Any] = {"sql": "", "result": None, "error": None, "query_id": None, "page": page_no}
+    ctx["notice"] = SQL_NOTICES.get(done or "")
+    if saved_id:
+        entry = history.saved_query(who.name, saved_id)
         if entry is None:
-            return Response("no such query in your history", status_code=404, media_type="text/plain")
-        if not entry["ok"]:
-            return Response(entry["error"] or "the query failed", status_code=400, media_type="text/plain")
+            return _not_found(c, request, who, session)
+        ctx.update(sql=entry["sql"], saved_entry=entry, tab_title=entry["name"])
+    elif table and all(identifier(part) for part in table.split(".")) and table.count(".") == 1:
+        # "Query this table" from the catalog: a statement to start from, not run.
+        db, name = table.split(".")
+        ctx["sql"] = f"SELECT *\nFROM `{db}`.`{name}`\nLIMIT 100"
+        ctx["tab_title"] = f"{db}.{name}"
+    if q:
+        entry = history.get(who.name, q)
+        if entry is None:
+            return _not_found(c, request, who, session)
         kept = entry["result"] or {"columns": [], "rows": []}
-        buf = io.StringIO()
-        writer = csv.writer(buf)
-        writer.writerow([views.csv_safe(name) for name in kept["columns"]])
-        for row in kept["rows"]:
-            writer.writerow([views.csv_safe(v if not isinstance(v, dict | list) else json.dumps(v)) for v in row])
-        return Response(
-            buf.getvalue(),
-            media_type="text/csv; charset=utf-8",
-            headers={"Content-Disposition": f'attachment; filename="query-{entry["id"]}.csv"'},
+        rows = kept["rows"]
+        ctx.update(
+            sql=entry["sql"],
+            query_id=entry["id"],
+            error=entry["error"],
+            ms=entry["duration_ms"],
+            ran_at=entry["ran_at"],
+            truncated=entry["truncated"],
+            kept=len(rows),
+            total=None if entry["truncated"] else len(rows),
+            result={
+                "columns": kept["columns"],
+                "rows": rows[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE],
+                "first": (page_no - 1) * PAGE_SIZE + 1,
+                "has_next": len(rows) > page_no * PAGE_SIZE,
+            }
+            if entry["ok"]
+            else None,
         )
+    ctx["history"] = history.list(who.name)
+    ctx["saved"] = history.list_saved(who.name)
+    ctx["run_token"] = secrets.token_urlsafe(12)
+    return c.page(request, "sql.html", who, session, **ctx)
 
-    # ---- search --------------------------------------------------------------------------
-    @router.get("/search")
-    def search_page(
-        request: Request,
-        q: Annotated[str, Query(max_length=500)] = "",
-        type: Annotated[str | None, Query(max_length=200)] = None,
-        lang: Annotated[str | None, Query(max_length=20)] = None,
-        mode: Annotated[str, Query(pattern="^(hybrid|vector|keyword)$")] = "hybrid",
-        k: Annotated[int, Query(ge=1, le=100)] = 10,
-    ) -> Response:
-        from shoal.search.query import keyword_terms, search
 
-        who, session = c.viewer(request)
-        hits, error = [], None
-        if q.strip():
-            try:
-                found = search(
-                    c.settings,
-                    q,
-                    k=k,
-                    media_type=type or None,
-                    lang=lang or None,
-                    principal=who,
-                    spark=c.spark(),
-                    mode=mode,
-                )
-                terms = keyword_terms(q)
-                hits = [{**h.to_dict(), "html": views.mark_terms(h.snippet, terms)} for h in found]
-            except ShoalError as exc:
-                error = first_line(exc)
-        filters = {"q": q, "type": type or "", "lang": lang or "", "mode": mode, "k": k}
-        return c.page(request, "search.html", who, session, hits=hits, error=error, filters=filters)
+@routes.get("/sql/schema.json")
+def sql_schema(c: Console, request: Request) -> Response:
+    """The tables and columns the viewer may read, for completion and the schema tree."""
+    who, _session = c.viewer(request)
+    schema = views.readable_schema(c.spark(), c.settings, who)
+    c.audit.record(who.name, "catalog.schema", None, True, via="console", tables=sum(len(t) for t in schema.values()))
+    return JSONResponse(schema, headers={"Cache-Control": "no-store"})
+
+
+@routes.post("/sql")
+def sql_run(
+    c: Console,
+    request: Request,
+    sql: Annotated[str, Form(min_length=1, max_length=100_000)],
+    csrf: Annotated[str, Form()] = "",
+    run: Annotated[str, Form(max_length=64)] = "",
+) -> Response:
+    who, session = c.viewer(request)
+    c.check_csrf(request, session, csrf)
+    # One more row than is kept tells whether the result was cut short.
+    result, error, ms = _run_sql(c, who, sql, MAX_KEPT_ROWS + 1, run)
+    truncated = len(result["rows"]) > MAX_KEPT_ROWS
+    qid = QueryHistory(c.settings).add(
+        who.name,
+        sql,
+        ok=error is None,
+        result=None if error else result,
+        truncated=truncated,
+        error=error,
+        duration_ms=ms,
+    )
+    if request.headers.get("accept") == "application/json":  # the editor's script posted it
+        return JSONResponse({"location": f"/sql?q={qid}"})
+    return RedirectResponse(f"/sql?q={qid}", status_code=303)
+
+
+@routes.post("/sql/cancel")
+def sql_cancel(
+    c: Console,
+    request: Request,
+    run: Annotated[str, Form(min_length=1, max_length=64)],
+    csrf: Annotated[str, Form()] = "",
+) -> Response:
+    """Cancel the viewer's own running statement (Spark cancels its job group's jobs)."""
+    who, session = c.viewer(request)
+    c.check_csrf(request, session, csrf)
+    with c.run_lock:
+        group = c.running.get((who.name, run))
+        if group:
+            c.cancelled.add(group)
+    if group is None:
+        return JSONResponse({"cancelled": False, "reason": "no statement of yours is running"}, status_code=404)
+    sc = c.spark().sparkContext
+
+    def keep_cancelling() -> None:
+        # Spark cancels only the group's active jobs: a statement still being checked or
+        # planned starts its jobs later, so repeat until the run has ended.
+        while True:
+            with c.run_lock:
+                if group not in c.cancelled:
+                    return
+            sc.cancelJobGroup(group)
+            time.sleep(0.5)
+
+    threading.Thread(target=keep_cancelling, name="shoal-console-cancel", daemon=True).start()
+    c.audit.record(who.name, "query.cancel", None, True, via="console")
+    return JSONResponse({"cancelled": True})
+
+
+@routes.post("/sql/saved")
+def sql_save(
+    c: Console,
+    request: Request,
+    name: Annotated[str, Form(min_length=1, max_length=200)],
+    sql: Annotated[str, Form(min_length=1, max_length=100_000)],
+    csrf: Annotated[str, Form()] = "",
+    shared: Annotated[str, Form(max_length=10)] = "",
+) -> Response:
+    who, session = c.viewer(request)
+    c.check_csrf(request, session, csrf)
+    saved_id = QueryHistory(c.settings).save(who.name, name.strip() or "untitled", sql, shared=bool(shared))
+    c.audit.record(who.name, "query.save", None, True, via="console", shared=bool(shared), name=name)
+    return RedirectResponse("/sql?" + urlencode({"saved": saved_id, "done": "saved"}), status_code=303)
+
+
+@routes.post("/sql/saved/{saved_id}/delete")
+def sql_unsave(c: Console, request: Request, saved_id: str, csrf: Annotated[str, Form()] = "") -> Response:
+    who, session = c.viewer(request)
+    c.check_csrf(request, session, csrf)
+    gone = QueryHistory(c.settings).unsave(who.name, saved_id)
+    c.audit.record(who.name, "query.unsave", None, gone, via="console")
+    return RedirectResponse("/sql?" + urlencode({"done": "deleted" if gone else "not-yours"}), status_code=303)
+
+
+@routes.get("/sql/{query_id}.csv")
+def sql_csv(c: Console, request: Request, query_id: str) -> Response:
+    who, _session = c.viewer(request)
+    entry = QueryHistory(c.settings).get(who.name, query_id)
+    if entry is None:
+        return Response("no such query in your history", status_code=404, media_type="text/plain")
+    if not entry["ok"]:
+        return Response(entry["error"] or "the query failed", status_code=400, media_type="text/plain")
+    kept = entry["result"] or {"columns": [], "rows": []}
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow([views.csv_safe(name) for name in kept["columns"]])
+    for row in kept["rows"]:
+        writer.writerow([views.csv_safe(v if not isinstance(v, dict | list) else json.dumps(v)) for v in row])
+    return Response(
+        buf.getvalue(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="query-{entry["id"]}.csv"'},
+    )
+
+
+# ---- search --------------------------------------------------------------------------
+@routes.get("/search")
+def search_page(
+    c: Console,
+    request: Request,
+    q: Annotated[str, Query(max_length=500)] = "",
+    type: Annotated[str | None, Query(max_length=200)] = None,
+    lang: Annotated[str | None, Query(max_length=20)] = None,
+    mode: Annotated[str, Query(pattern="^(hybrid|vector|keyword)$")] = "hybrid",
+    k: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> Response:
+    from shoal.search.query import keyword_terms, search
+
+    who, session = c.viewer(request)
+    hits, error = [], None
+    if q.strip():
+        try:
+            found = search(
+                c.settings,
+                q,
+                k=k,
+                media_type=type or None,
+                lang=lang or None,
+                principal=who,
+                spark=c.spark(),
+                mode=mode,
+            )
+            terms = keyword_terms(q)
+            hits = [{**h.to_dict(), "html": views.mark_terms(h.snippet, terms)} for h in found]
+        except ShoalError as exc:
+            error = first_line(exc)
+    filters = {"q": q, "type": type or "", "lang": lang or "", "mode": mode, "k": k}
+    return c.page(request, "search.html", who, session, hits=hits, error=error, filters=filters)
+
+
+def add(router: APIRouter, c: Console) -> None:
+    """Mount this module's pages on the console's router, in the order they are defined above."""
+    routes.mount(router, c)
