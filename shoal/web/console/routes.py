@@ -21,7 +21,7 @@ from shoal.governance.throttle import Throttled
 from shoal.lake.database import utcnow
 from shoal.web.console import sessions as sess
 from shoal.web.console.base import CSP, HERE, Console, CsrfFailed, LoginRequired, _safe_next
-from shoal.web.console.pages import admin, boards, catalog, governance, query, workflows
+from shoal.web.console.pages import admin, boards, catalog, governance, objects, originals, query, workflows
 
 # What the sign-in page may say, by the code in its `?error=`; any other code shows nothing.
 # Token failures share one message: whether a token exists, expired or was revoked is the
@@ -163,6 +163,6 @@ def mount(app: FastAPI, settings: Settings) -> None:
     def home() -> Response:
         return RedirectResponse("/catalog", status_code=303)
 
-    for pages in (catalog, query, boards, workflows, governance, admin):
+    for pages in (catalog, objects, originals, query, boards, workflows, governance, admin):
         pages.add(router, c)
     app.include_router(router)

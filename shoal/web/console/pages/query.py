@@ -32,8 +32,6 @@ SQL_NOTICES = {
 routes = Routes()
 
 
-
-
 # ---- SQL editor ----------------------------------------------------------------------
 def _run_sql(
     c: Console, who: Principal, sql: str, limit: int, run_token: str = ""
