@@ -15,6 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -33,6 +34,7 @@ from shoal.samples import media as media_samples
 from shoal.samples import sales
 from shoal.search.index import SearchIndex
 from shoal.web import create_app, server_config
+from shoal.web.console.history import QueryHistory
 
 pytestmark = pytest.mark.slow
 
@@ -982,7 +984,7 @@ def test_catalog_search_internal_toggle_query_link_and_owner_edits(browser, site
         gov.set_owner(f"{site.db}.narrow", site.users["admin"], "")
 
 
-def test_screenshots_of_the_main_pages(browser, site):
+def test_screenshots_of_the_main_pages(browser, site, settings):
     """The console as the docs show it, at desktop and phone width. Always written to the test
     artifacts; with SHOAL_DOCS_SCREENSHOTS=1 also to docs/images/ (then commit them)."""
     out = ARTIFACTS / "console" / "docs"
@@ -995,22 +997,36 @@ def test_screenshots_of_the_main_pages(browser, site):
     run_sql(page, f"SELECT region, count(*) AS deals, sum(amount) AS amount FROM {site.db}.deals GROUP BY region")
     page.wait_for_selector("#schema-tree[data-loaded=true]", timeout=60_000)
     sql_url = page.url.replace(site.base, "")
+    by_region = f"SELECT region, count(*) AS deals, sum(amount) AS amount FROM {site.db}.deals GROUP BY region"
+    saved = QueryHistory(settings).save(site.users["admin"], "Deals by region", by_region, shared=False)
+    builder = "/dashboards/new?" + urlencode(
+        {"saved": saved, "type": "bar", "x": "region", "y": "amount", "title": "Amount by region", "unit": "EUR"}
+    )
     shots = {
         "console-sql": sql_url,
         "console-catalog": "/catalog",
         "console-objects": f"/objects?tag=site={site.source}",
         "console-object": f"/objects/{site.ids['poster.png']}",
         "console-dashboard": "/dashboards/sales-revenue",
+        "console-principals": "/governance/principals",
+        "console-chart-builder": builder,
     }
     taken = []
     for width, suffix in ((1300, ""), (390, "-phone")):
         a.page.set_viewport_size({"width": width, "height": 900 if width > 400 else 844})
         for name, path in shots.items():
-            if suffix and name in ("console-object", "console-dashboard"):
+            if suffix and name in (
+                "console-object",
+                "console-dashboard",
+                "console-principals",
+                "console-chart-builder",
+            ):
                 continue
             page = a.go(path)
             if name == "console-dashboard":
                 page.wait_for_function("() => document.querySelectorAll('.vega-chart[data-rendered]').length === 4")
+            if name == "console-chart-builder":
+                page.wait_for_selector(".vega-chart[data-rendered=true]")
             if name == "console-sql":
                 page.wait_for_selector("#schema-tree[data-loaded=true]", timeout=60_000)
             for folder in targets:
