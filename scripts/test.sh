@@ -3,10 +3,15 @@
 # (slow suites included). Extra arguments go to pytest, e.g. scripts/test.sh -m "not slow".
 set -euo pipefail
 cd "$(dirname "$0")/.."
+t0=$(date +%s)
+phase() { echo "test: $1 took $(( $(date +%s) - t0 )) s"; t0=$(date +%s); }
 bash scripts/setup.sh test
+phase setup
 .venv/bin/ruff check shoal tests benchmarks
+phase ruff
 # Types: mypy over shoal/ ([tool.mypy] in pyproject.toml).
 .venv/bin/mypy
+phase mypy
 mkdir -p test-artifacts
 # The suite starts a few hundred short-lived Spark JVMs (each CLI call under test starts one):
 # the C1 compiler alone and the serial collector start them faster (measured: a CLI query
@@ -33,19 +38,8 @@ set +e
 .venv/bin/python -m pytest -p no:cacheprovider "${parallel[@]}" --junitxml=test-artifacts/junit.xml "$@"
 rc=$?
 set -e
+phase pytest
+# A test that fails in the parallel run is a failure: there is no second chance alone (each
+# module has its own data and the suite passes in any order, in one process and in two).
 if [ "$rc" -eq 5 ]; then echo "test: no tests were collected" >&2; exit 1; fi
-# A test that fails beside another process's tests runs again alone, in one process: it must
-# pass there (a real failure fails twice). Each such test is named, so the ones that depend on
-# their neighbours can be found and fixed.
-if [ "$rc" -eq 1 ] && [ "$workers" -gt 1 ]; then
-  mapfile -t again < <(.venv/bin/python scripts/failed_tests.py test-artifacts/junit.xml)
-  if [ "${#again[@]}" -gt 0 ] && [ "${#again[@]}" -le 20 ]; then
-    echo "test: ${#again[@]} test(s) failed in the parallel run; running them again in one process:" >&2
-    printf '  %s\n' "${again[@]}" >&2
-    set +e
-    .venv/bin/python -m pytest -p no:cacheprovider --junitxml=test-artifacts/junit-again.xml "${again[@]}"
-    rc=$?
-    set -e
-  fi
-fi
 exit "$rc"

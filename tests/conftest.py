@@ -4,10 +4,36 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
+import tempfile
 import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.support import pathguard
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The run's own temporary root: every temporary file of the suite and of the processes it starts
+# (TMPDIR for Python and most tools, SPARK_LOCAL_DIRS for Spark's scratch and PySpark's temp
+# files) lives under one folder this run made, and the path guard refuses writes and deletes
+# anywhere else (tests/support/pathguard.py). xdist's workers inherit it from the controller.
+if not os.environ.get("TEST_PATH_GUARD_ROOT"):
+    _root = tempfile.mkdtemp(prefix="shoal-tests-")
+    os.environ.update(
+        TEST_PATH_GUARD_ROOT=_root,
+        TEST_PATH_GUARD_OWNER=str(os.getpid()),
+        TEST_PATH_GUARD_ARTIFACTS=str(ROOT / "test-artifacts"),
+        TMPDIR=_root,
+        SPARK_LOCAL_DIRS=_root,
+    )
+    os.environ.setdefault("TEST_PATH_GUARD", "enforce")
+    _site = str(Path(__file__).parent / "support" / "site")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_site, os.environ.get("PYTHONPATH")) if p)
+    tempfile.tempdir = None
+GUARD = pathguard.install_from_env()
 
 # pytest-xdist hands each worker the controller's terminal width as COLUMNS (80 when not a
 # terminal), which a single-process run does not have: CLI tables then wrap and split words.
@@ -19,7 +45,6 @@ from shoal.config import Settings, load_settings
 
 # Seconds each module took in the last full run (scripts/module_seconds.py writes the file).
 MODULE_SECONDS: dict[str, int] = json.loads((Path(__file__).parent / "module_seconds.json").read_text())
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _module_weight(item: pytest.Item, slow_modules: set[Path]) -> int:
@@ -75,3 +100,44 @@ def source(tmp_path: Path) -> Path:
 def cli_env(settings, monkeypatch):
     monkeypatch.setenv("SHOAL_WORKSPACE", str(settings.workspace_dir))
     monkeypatch.delenv("SHOAL_CONFIG", raising=False)
+
+
+def _guard_log() -> Path | None:
+    log = pathguard.log_path()
+    return Path(log) if log else None
+
+
+@pytest.fixture(autouse=True)
+def _outside_paths_refused():
+    """Fails a test when it (or a process it started) wrote or deleted outside the run's folders,
+    even where the PermissionError the guard raised was caught on the way."""
+    log = _guard_log()
+    start = log.stat().st_size if log and log.exists() else 0
+    yield
+    if log and log.exists() and log.stat().st_size > start:
+        with log.open() as f:
+            f.seek(start)
+            refused = f.read()
+        pytest.fail(f"wrote or deleted outside the test run's folders ({log}):\n{refused}", pytrace=False)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Any refusal fails the run, those outside a test (module fixtures' set-up and tear-down)
+    included; the run's root is removed when the run that made it passed."""
+    if os.environ.get("TEST_PATH_GUARD_OWNER") != str(os.getpid()):
+        return  # a worker: the controller reads every worker's log
+    logs = sorted(Path(os.environ["TEST_PATH_GUARD_ROOT"]).glob("guard-*.log"))
+    refused = "".join(log.read_text() for log in logs)
+    if refused.strip():
+        print(f"\npath guard: writes or deletes outside the test run's folders:\n{refused}", file=sys.stderr)
+        if GUARD is not None and GUARD.enforce:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    session.config.stash[_PASSED] = session.exitstatus == 0
+
+
+_PASSED = pytest.StashKey[bool]()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get("TEST_PATH_GUARD_OWNER") == str(os.getpid()) and config.stash.get(_PASSED, False):
+        shutil.rmtree(os.environ["TEST_PATH_GUARD_ROOT"], ignore_errors=True)

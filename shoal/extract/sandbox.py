@@ -8,11 +8,15 @@ Results stream back step by step: when the child is killed, the steps it finishe
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import multiprocessing
 import os
 import resource
 import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +29,77 @@ from shoal.extract.base import Context, Extraction, ExtractionRefused, Extractio
 from shoal.extract.router import Router
 
 _fork = multiprocessing.get_context("fork")
+
+
+def threads_running() -> int:
+    """This process's operating-system threads (Python's, the JVM gateway's, a model runtime's)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def safe_context() -> Any:
+    """fork while this process is single-threaded, else a fresh interpreter (ExecContext): a fork
+    copies only the calling thread, so a lock another thread held (malloc's, a model runtime's)
+    stays locked in the child and a parser there can hang or crash (one did: SIGSEGV on an HTML
+    file in a process running onnxruntime and py4j threads). multiprocessing's forkserver and
+    spawn would run the caller's main script again in the child; an exec'd child does not."""
+    return _fork if threads_running() <= 1 else ExecContext()
+
+
+class _ExecProcess:
+    """A sandbox child started as `python -c` with its end of the pipe as an inherited socket,
+    answering the calls Sandbox makes of a multiprocessing Process."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        fd = self.sock.fileno()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # the caller's imports
+        code = "import sys; from shoal.extract.sandbox import exec_child; exec_child(int(sys.argv[1]))"
+        self.popen = subprocess.Popen([sys.executable, "-c", code, str(fd)], pass_fds=(fd,), env=env)
+
+    def is_alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def join(self, timeout: float | None = None) -> None:
+        if self.popen is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(timeout)
+
+    def kill(self) -> None:
+        if self.popen is not None:
+            self.popen.kill()
+
+    @property
+    def exitcode(self) -> int | None:
+        return None if self.popen is None else self.popen.poll()  # -N: killed by signal N, as Process
+
+
+class ExecContext:
+    """Pipe and Process for a sandbox child in a fresh interpreter (the router follows as the
+    first message: its settings and extractor classes, pickled)."""
+
+    def Pipe(self, duplex: bool = True) -> tuple[Connection, socket.socket]:  # noqa: N802 - multiprocessing's name
+        ours, theirs = socket.socketpair()
+        return Connection(ours.detach()), theirs
+
+    def Process(self, target: Any, args: tuple[Any, ...], daemon: bool = True) -> _ExecProcess:  # noqa: N802
+        return _ExecProcess(args[0])
+
+
+def exec_child(fd: int) -> None:
+    """The entry point of an exec'd sandbox child: the router, then objects, on `fd`."""
+    conn = Connection(fd)
+    try:
+        router = conn.recv()
+        conn.send(("ready", None))
+    except (EOFError, OSError):
+        os._exit(0)
+    _serve(conn, router)
 
 
 @dataclass
@@ -130,20 +205,31 @@ class Sandbox:
     """
 
     RECYCLE_AFTER = 500
+    EXEC_START_S = 120  # an exec'd child's imports, on a loaded machine
 
-    def __init__(self, router: Router) -> None:
+    def __init__(self, router: Router, context: Any = None) -> None:
         self.router = router
+        self.context = context or _fork  # Spark's workers fork to share the models loaded there
         self.proc: Any = None  # a forked Process while running
         self.conn: Any = None  # its end of the Pipe
         self.served = 0
 
     def _start(self) -> None:
         self.close()
-        parent, child = _fork.Pipe(duplex=True)
-        self.proc = _fork.Process(target=_serve, args=(child, self.router), daemon=True)
+        parent, child = self.context.Pipe(duplex=True)
+        self.proc = self.context.Process(target=_serve, args=(child, self.router), daemon=True)
         self.proc.start()
         child.close()
         self.conn, self.served = parent, 0
+        if isinstance(self.context, ExecContext):
+            parent.send(self.router)
+            # Wait for its imports: a dead or stuck start shows as the first step's failure.
+            if parent.poll(self.EXEC_START_S):
+                with contextlib.suppress(EOFError, OSError):
+                    parent.recv()
+
+    def _retired(self) -> bool:
+        return self.proc is None or not self.proc.is_alive() or self.served >= self.RECYCLE_AFTER
 
     def close(self) -> None:
         if self.conn is not None:
@@ -161,6 +247,8 @@ class Sandbox:
         enricher, an optional analyser), a fresh child goes on with the rest of the chain."""
         results: dict[str, StepResult] = {}
         limit = max(self.router.extractors[n].time_limit(self.router.settings) for n in chain)
+        if self._retired():
+            self._start()  # before the clock starts: an exec'd child's start-up is not the object's time
         deadline = time.monotonic() + limit
         todo = list(chain)
         while todo:
@@ -182,7 +270,7 @@ class Sandbox:
         """Run `chain` in the child, adding to `results`. False: the child died in a step that
         blocks nothing after it, and the steps still missing from `results` may run elsewhere."""
         settings: ExtractSettings = self.router.settings
-        if self.proc is None or not self.proc.is_alive() or self.served >= self.RECYCLE_AFTER:
+        if self._retired():
             self._start()
         proc, conn = self.proc, self.conn
         assert proc is not None and conn is not None
@@ -237,11 +325,14 @@ class Sandbox:
 _sandboxes: dict[int, Sandbox] = {}
 
 
-def run_isolated(obj: ObjectInfo, data: bytes, chain: list[str], router: Router) -> list[StepResult]:
-    """Extract one object in this process's sandbox child for `router` (started on first use)."""
+def run_isolated(
+    obj: ObjectInfo, data: bytes, chain: list[str], router: Router, context: Any = None
+) -> list[StepResult]:
+    """Extract one object in this process's sandbox child for `router` (started on first use;
+    `context`: the multiprocessing start method's context, fork when None)."""
     box = _sandboxes.get(id(router))
     if box is None or box.router is not router:
-        box = _sandboxes[id(router)] = Sandbox(router)
+        box = _sandboxes[id(router)] = Sandbox(router, context)
     return box.run(obj, data, chain)
 
 

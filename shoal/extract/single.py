@@ -16,7 +16,7 @@ from shoal.config import ExtractSettings
 from shoal.exceptions import ShoalError
 from shoal.extract.base import Child, ExtractedTable, FormField, Link, ObjectInfo, TextPart
 from shoal.extract.router import NLP, Router
-from shoal.extract.sandbox import close_isolated, run_isolated
+from shoal.extract.sandbox import close_isolated, run_isolated, safe_context
 from shoal.ingest.sniff import SNIFF_BYTES, detect_media_type
 
 
@@ -110,7 +110,9 @@ def extract_file(
     )
     result = FileExtraction(path=str(file), media_type=mt, object_id=info.object_id)
     try:
-        steps = run_isolated(info, data, chain, router)
+        # The caller's process may run threads (a web server, a JVM gateway, a model runtime):
+        # then the child starts from a forkserver, not a copy of this process.
+        steps = run_isolated(info, data, chain, router, safe_context())
     finally:
         close_isolated(router)  # one router per call: its sandbox child must not outlive it
     for step in steps:

@@ -6,6 +6,7 @@ No Spark here: these call the router and the sandbox directly.
 from __future__ import annotations
 
 import struct
+import threading
 import time
 
 import pytest
@@ -633,3 +634,32 @@ def test_empty_email_is_skipped(router):
     for data in (b"\n\n  \n", "\n".encode("utf-16")):
         steps = extract(router, data, "empty.eml", ["email"], "message/rfc822")
         assert steps["email"].status == "skipped" and "empty" in steps["email"].error
+
+
+def test_a_fresh_interpreter_child_isolates_as_a_fork_does():
+    """`shoal.extract_file` in a caller that runs threads gets an exec'd child (a fork would copy
+    locks other threads hold): the same results, crash, time limit and memory cap as a fork."""
+    from shoal.extract.sandbox import ExecContext, close_isolated, safe_context
+
+    box = Router(ExtractSettings(timeout_s=2, memory_mb=512), extra=(Sleeper, Crasher))
+    hog = box
+    obj = ObjectInfo("5" * 32, "/dev/null", "text/plain", "t.txt", 5)
+    try:
+        steps = {s.extractor: s for s in run_isolated(obj, b"hello", ["text", "test_crasher"], box, ExecContext())}
+        assert steps["text"].status == "ok" and steps["text"].extraction.text[0].text == "hello"
+        assert steps["test_crasher"].status == "error" and "SIGSEGV" in steps["test_crasher"].error
+        steps = {s.extractor: s for s in run_isolated(obj, b"hello", ["text", "test_sleeper", "language"], box)}
+        assert steps["test_sleeper"].status == "timeout" and steps["language"].status == "skipped"
+        hog = Router(ExtractSettings(timeout_s=30, memory_mb=512), extra=(Hog,))
+        steps = {s.extractor: s for s in run_isolated(obj, b"hello", ["test_hog"], hog, ExecContext())}
+        assert steps["test_hog"].status == "error" and "memory" in steps["test_hog"].error
+    finally:
+        close_isolated(box)
+        close_isolated(hog)
+    stop = threading.Event()
+    waiter = threading.Thread(target=stop.wait, daemon=True)
+    waiter.start()
+    try:
+        assert isinstance(safe_context(), ExecContext)  # a second thread: no fork
+    finally:
+        stop.set()

