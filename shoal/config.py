@@ -64,6 +64,9 @@ class SparkSettings(Section):
     driver_memory: str = "2g"
     shuffle_partitions: int = 8
     log_level: str = "ERROR"
+    # The JVM class archive that shortens Spark's cold start (`shoal engine archive` builds it):
+    # "auto" (in ~/.cache/shoal/jvm, used when it exists), "off", or a file path.
+    class_archive: str = "auto"
     # Extra spark.* settings passed through verbatim.
     conf: dict[str, str] = Field(default_factory=dict)
 

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shoal import class_archive
 from shoal.config import Settings
 
 if TYPE_CHECKING:
@@ -208,15 +209,21 @@ def _iceberg_tables_exist(db: Path | None) -> bool:
     return found == set(ICEBERG_CATALOG_TABLES)
 
 
-def spark_conf(settings: Settings) -> dict[str, str]:
+def driver_jars(settings: Settings) -> list[str]:
+    """The jars `spark.jars` adds to Spark's own: Iceberg, the catalog's JDBC driver, S3 when used."""
     jdbc_jar = settings.catalog_jdbc_jar
     if not Path(jdbc_jar).is_file():
         pkg = "libxerial-sqlite-jdbc-java" if settings.catalog.type == "sqlite" else "libpostgresql-jdbc-java"
         raise DependencyError(f"JDBC driver {jdbc_jar} not found", hint=f"apt-get install {pkg}")
-    ws = settings.workspace_dir
     jars = [iceberg_runtime_jar(), jdbc_jar]
     if uses_object_store(settings):
         jars += s3_jars()
+    return jars
+
+
+def spark_conf(settings: Settings) -> dict[str, str]:
+    ws = settings.workspace_dir
+    jars = driver_jars(settings)
     conf = {
         "spark.master": settings.spark.master,
         "spark.app.name": "shoal",
@@ -233,6 +240,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # The JVM's own temporary files go to the workspace's private scratch folder too.
         "spark.driver.extraJavaOptions": (
             f"-Dderby.system.home={ws} -Dlog4j2.level=error -Djava.io.tmpdir={scratch_path(settings, 'jvm')}"
+            + (f" {archive}" if (archive := class_archive.java_options(settings, jars)) else "")
         ),
         # Workflow branches share this session: FAIR pools keep one branch's big job from
         # starving the others (each branch thread submits to a pool of its own).

@@ -17,23 +17,29 @@ from tests.support import pathguard
 ROOT = Path(__file__).resolve().parents[1]
 
 # The run's own temporary root: every temporary file of the suite and of the processes it starts
-# (TMPDIR for Python and most tools, SPARK_LOCAL_DIRS for Spark's scratch and PySpark's temp
-# files) lives under one folder this run made, and the path guard refuses writes and deletes
+# (TMPDIR) lives under one folder this run made, and the path guard refuses writes and deletes
 # anywhere else (tests/support/pathguard.py). xdist's workers inherit it from the controller.
+# Spark's scratch is already inside each workspace (`spark.local.dir`; SPARK_LOCAL_DIRS would
+# override it and change what the tests check).
 if not os.environ.get("TEST_PATH_GUARD_ROOT"):
     _root = tempfile.mkdtemp(prefix="shoal-tests-")
+    os.chmod(_root, 0o711)  # others may pass through (the postgres user to its server's folder), not list
     os.environ.update(
         TEST_PATH_GUARD_ROOT=_root,
         TEST_PATH_GUARD_OWNER=str(os.getpid()),
         TEST_PATH_GUARD_ARTIFACTS=str(ROOT / "test-artifacts"),
         TMPDIR=_root,
-        SPARK_LOCAL_DIRS=_root,
+        HYPOTHESIS_STORAGE_DIRECTORY=os.path.join(_root, "hypothesis"),  # not .hypothesis/ in the checkout
     )
     os.environ.setdefault("TEST_PATH_GUARD", "enforce")
     _site = str(Path(__file__).parent / "support" / "site")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_site, os.environ.get("PYTHONPATH")) if p)
     tempfile.tempdir = None
 GUARD = pathguard.install_from_env()
+if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    from hypothesis import configuration as _hypothesis_configuration
+
+    _hypothesis_configuration.set_hypothesis_home_dir(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
 
 # pytest-xdist hands each worker the controller's terminal width as COLUMNS (80 when not a
 # terminal), which a single-process run does not have: CLI tables then wrap and split words.
@@ -41,7 +47,7 @@ GUARD = pathguard.install_from_env()
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("COLUMNS", None)
 
-from shoal.config import Settings, load_settings
+from shoal.config import Settings, load_settings  # noqa: E402 - after the run root is set up
 
 # Seconds each module took in the last full run (scripts/module_seconds.py writes the file).
 MODULE_SECONDS: dict[str, int] = json.loads((Path(__file__).parent / "module_seconds.json").read_text())
@@ -66,6 +72,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     early instead of leaving one process busy at the end."""
     slow_modules = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: -_module_weight(item, slow_modules))  # stable: modules stay whole
+    if os.environ.get("SHOAL_TEST_ORDER") == "reverse":
+        # The order-independence check: modules in the opposite order, each still whole.
+        modules: dict[Path, list[pytest.Item]] = {}
+        for item in items:
+            modules.setdefault(item.path, []).append(item)
+        items[:] = [item for path in reversed(modules) for item in modules[path]]
 
 
 @pytest.fixture(scope="session")

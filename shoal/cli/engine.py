@@ -78,3 +78,28 @@ def status(_json: JsonOpt = False) -> None:
     _show("Engine", data)
     if not data["running"]:
         raise typer.Exit(3)
+
+
+@engine_app.command("archive")
+def archive(
+    force: Annotated[bool, typer.Option("--force", help="Build it again even when it exists.")] = False,
+    _json: JsonOpt = False,
+) -> None:
+    """Build the JVM class archive that shortens every cold Spark start (a minute, once per machine
+    and Spark version; scripts/setup.sh runs it). Commands use it when it exists: `[spark]
+    class_archive` ("auto", "off" or a path)."""
+    import time
+
+    from shoal import class_archive
+    from shoal.spark import driver_jars
+
+    s = settings()
+    existing = class_archive.archive_path(s, driver_jars(s))
+    if existing is not None and existing.is_file() and not force:
+        _show("Class archive", {"path": str(existing), "bytes": existing.stat().st_size, "built": False})
+        return
+    out().note("dumping the classes a small Iceberg workload loads (about a minute)")
+    t0 = time.monotonic()
+    path = class_archive.build(s, driver_jars(s))
+    took = round(time.monotonic() - t0, 1)
+    _show("Class archive", {"path": str(path), "bytes": path.stat().st_size, "built": True, "seconds": took})

@@ -83,11 +83,11 @@ class ExecContext:
     """Pipe and Process for a sandbox child in a fresh interpreter (the router follows as the
     first message: its settings and extractor classes, pickled)."""
 
-    def Pipe(self, duplex: bool = True) -> tuple[Connection, socket.socket]:  # noqa: N802 - multiprocessing's name
+    def Pipe(self, duplex: bool = True) -> tuple[Connection, socket.socket]:
         ours, theirs = socket.socketpair()
         return Connection(ours.detach()), theirs
 
-    def Process(self, target: Any, args: tuple[Any, ...], daemon: bool = True) -> _ExecProcess:  # noqa: N802
+    def Process(self, target: Any, args: tuple[Any, ...], daemon: bool = True) -> _ExecProcess:
         return _ExecProcess(args[0])
 
 

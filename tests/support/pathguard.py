@@ -42,7 +42,15 @@ CHANGING_EVENTS: dict[str, tuple[int, ...]] = {
     "shutil.copystat": (1,),
 }
 # Event -> position of its dir_fd argument (relative paths are resolved against it).
-DIR_FD_AT = {"os.remove": 1, "os.rmdir": 1, "os.mkdir": 2, "os.chmod": 2, "os.chown": 3, "os.utime": 3, "shutil.rmtree": 1}
+DIR_FD_AT = {
+    "os.remove": 1,
+    "os.rmdir": 1,
+    "os.mkdir": 2,
+    "os.chmod": 2,
+    "os.chown": 3,
+    "os.utime": 3,
+    "shutil.rmtree": 1,
+}
 DEVICE_FILES = ("/dev/null", "/dev/tty", "/dev/shm/", "/dev/fd/", "/proc/self/", "/dev/pts/")
 
 

@@ -21,6 +21,7 @@ import os
 import socket
 import struct
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def socket_path(workspace: Path) -> Path:
     import hashlib
 
     digest = hashlib.sha256(str(workspace).encode()).hexdigest()[:24]
-    runtime = os.environ.get("XDG_RUNTIME_DIR") or "/tmp"
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     return Path(runtime) / f"shoal-engine-{os.getuid()}" / f"{digest}.sock"
 
 
