@@ -16,9 +16,11 @@ things:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
@@ -26,8 +28,10 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from shoal.bi import pgcatalog
+from shoal.bi.pg.codec import PgError, bind, parameter_numbers, tree_parameters
 from shoal.bi.pgcatalog import CatalogError, SessionInfo
 from shoal.exceptions import SqlError
+from shoal.sql import split_statements
 
 DIALECTS = ("postgres", "spark")
 DIALECT_SETTING = "shoal.dialect"
@@ -92,10 +96,28 @@ _SHOW_ALIASES = {
 }
 _DISPLAY = {"datestyle": "DateStyle", "timezone": "TimeZone", "intervalstyle": "IntervalStyle"}
 
+# Utility statements: PostgreSQL allows no parameters in them.
+_NO_PARAMETERS = {"SET", "RESET", "SHOW", "COPY", "DISCARD", "BEGIN", "START", "COMMIT", "END", "ROLLBACK",
+                  "ABORT", "DEALLOCATE", "SAVEPOINT", "RELEASE"}  # fmt: skip
+_SPARK_HINT = (
+    "to send Spark SQL instead, connect with options='-c shoal.dialect=spark' or run SET shoal.dialect = spark"
+)
+
 _SET = re.compile(r"(?is)^set\s+(?:(session|local)\s+)?(.+?)\s*;?\s*$")
 _SET_VALUE = re.compile(r"(?is)^([a-z_][a-z0-9_.$]*|\"[^\"]+\")\s*(?:=|\s+to\s+)\s*(.*)$")
 _SHOW = re.compile(r"(?is)^show\s+(.+?)\s*;?\s*$")
 _RESET = re.compile(r"(?is)^reset\s+(.+?)\s*;?\s*$")
+
+
+@dataclass
+class Parsed:
+    """One statement read once, by the quoting rules of the dialect it was read in: its text, the
+    `$n` parameters it uses and, when it has some, its tree (with the values once bound)."""
+
+    sql: str
+    dialect: str
+    numbers: list[int]
+    tree: exp.Expr | None = None
 
 
 class PgSession:
@@ -154,8 +176,13 @@ class PgSession:
         return self.settings[DIALECT_SETTING]
 
     # ---- what the wire protocol asks ---------------------------------------------------------------
-    def answer(self, sql: str) -> tuple[list[str], list[int], list[tuple[Any, ...]], str] | None:
-        """(columns, type OIDs, rows, command tag) for a statement answered here; None for Spark."""
+    def answer(
+        self, sql: str, bound: Parsed | None = None
+    ) -> tuple[list[str], list[int], list[tuple[Any, ...]], str] | None:
+        """(columns, type OIDs, rows, command tag) for a statement answered here; None for Spark.
+        `bound`: the statement with its parameters bound (prepare(), then the wire's Bind)."""
+        if bound is not None and bound.tree is not None:
+            return self._catalog(bound.tree) if bound.dialect == "postgres" else None
         body = sql.strip().rstrip(";").strip()
         word = body.split(None, 1)[0].upper() if body else ""
         if word == "SET":
@@ -191,7 +218,10 @@ class PgSession:
         if word not in ("SELECT", "WITH", "(", "VALUES", "TABLE") and not body.startswith("("):
             return None
         tree = _parse_postgres(body)
-        if tree is None or not pgcatalog.is_catalog_query(tree):
+        return None if tree is None else self._catalog(tree)
+
+    def _catalog(self, tree: exp.Expr) -> tuple[list[str], list[int], list[tuple[Any, ...]], str] | None:
+        if not pgcatalog.is_catalog_query(tree):
             return None
         try:
             columns, oids, rows = self.catalog.run(tree, self.session_info())
@@ -199,8 +229,55 @@ class PgSession:
             raise _pg_error(str(exc), exc.code, exc.hint) from exc
         return columns, oids, rows, f"SELECT {len(rows)}"
 
-    def translate(self, sql: str) -> str:
-        """The statement as Spark SQL (unchanged in the spark dialect)."""
+    # ---- statements: split, prepared, bound ----------------------------------------------------------
+    def split(self, sql: str) -> list[str]:
+        """The statements of a simple query, split by the session dialect's quoting rules (a `;`
+        inside a PostgreSQL dollar-quoted string does not end a statement)."""
+        return split_statements(sql, dialect=self.dialect)
+
+    def prepare(self, sql: str) -> Parsed:
+        """Read a statement once, as the wire's Parse message brings it: its `$n` parameters (by
+        the dialect's own quoting rules, dollar quotes included) and, when it has some, its tree,
+        where Bind puts each value as a literal node. Catalog queries are PostgreSQL in both
+        dialects, so the spark dialect tries PostgreSQL first for them."""
+        dialects = ["postgres"] if self.dialect == "postgres" else ["postgres", "spark"]
+        for dialect in dialects:
+            catalog_only = dialect != self.dialect
+            try:
+                numbers = parameter_numbers(sql, dialect)
+            except PgError:
+                if catalog_only:
+                    continue
+                raise
+            if not numbers:
+                if catalog_only:
+                    continue
+                return Parsed(sql, dialect, [])
+            tree = _parse_one(sql, dialect, strict=not catalog_only)
+            if catalog_only and (tree is None or not pgcatalog.is_catalog_query(tree)):
+                continue
+            assert tree is not None
+            word = sql.split(None, 1)[0].upper().rstrip(";")
+            if word in _NO_PARAMETERS:
+                raise PgError(f"a {word} statement cannot have parameters (${numbers[0]})", "42601")
+            if isinstance(tree, exp.Command) or sorted(tree_parameters(tree)) != sorted(numbers):
+                raise PgError("parameters ($n) are not supported in this kind of statement", "0A000")
+            return Parsed(sql, dialect, numbers, tree)
+        raise AssertionError("unreachable: the session dialect always answers")
+
+    def bind(self, parsed: Parsed, params: list[exp.Expr]) -> Parsed:
+        """The prepared statement with its parameters bound as literal nodes of a new tree."""
+        if parsed.tree is None:
+            return parsed
+        return dataclasses.replace(parsed, tree=bind(parsed.tree, params))
+
+    def translate(self, sql: str, bound: Parsed | None = None) -> str:
+        """The statement as Spark SQL (unchanged in the spark dialect, unless it had parameters:
+        then the bound tree is written as Spark SQL)."""
+        if bound is not None and bound.tree is not None:
+            if bound.dialect == "spark":
+                return bound.tree.sql(dialect="spark")
+            return self._to_spark([bound.tree])
         if self.dialect == "spark":
             return sql
         try:
@@ -209,9 +286,11 @@ class PgSession:
             # A SqlError: pgwire reports it as the statement's syntax error (42601), hint included.
             raise SqlError(
                 f"cannot read SQL as PostgreSQL: {str(exc).splitlines()[0]}",
-                hint="to send Spark SQL instead, connect with options='-c shoal.dialect=spark' "
-                "or run SET shoal.dialect = spark",
+                hint=_SPARK_HINT,
             ) from exc
+        return self._to_spark(trees)
+
+    def _to_spark(self, trees: list[exp.Expr | None]) -> str:
         out = []
         for tree in trees:
             if tree is None:
@@ -229,11 +308,6 @@ class PgSession:
     def parameter_status(self) -> dict[str, str]:
         """What the sign-in reports (ParameterStatus) that depends on the dialect chosen at startup."""
         return {"standard_conforming_strings": self.settings["standard_conforming_strings"]}
-
-    @property
-    def literal_dialect(self) -> str:
-        """The dialect bound parameters are rendered in (they are read again by translate())."""
-        return "spark" if self.dialect == "spark" else "postgres"
 
     def session_info(self) -> SessionInfo:
         return SessionInfo(
@@ -380,6 +454,22 @@ def _startup_options(options: str) -> dict[str, str]:
             out[name.replace("-", "_") if "." not in name else name] = value
         i += 1
     return out
+
+
+def _parse_one(sql: str, dialect: str, *, strict: bool) -> exp.Expr | None:
+    """The one statement in sql as a tree; None (strict: a 42601 error) if it is not one statement."""
+    try:
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+    except SqlglotError as exc:
+        if not strict:
+            return None
+        name = "PostgreSQL" if dialect == "postgres" else "Spark SQL"
+        raise PgError(f"cannot read SQL as {name}: {str(exc).splitlines()[0]}", "42601", hint=_SPARK_HINT) from exc
+    if len(trees) != 1:
+        if not strict:
+            return None
+        raise PgError("cannot insert multiple commands into a prepared statement", "42601")
+    return trees[0]
 
 
 def _parse_postgres(sql: str) -> exp.Expr | None:

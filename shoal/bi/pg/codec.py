@@ -15,10 +15,13 @@ import math
 import re
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from shoal.exceptions import SqlError, first_line
 
@@ -267,62 +270,51 @@ def _bytes_literal(data: bytes) -> exp.Expression:
     return exp.HexString(this=data.hex()) if data else exp.cast(exp.Literal.string(""), "BINARY")
 
 
-def substitute(sql: str, params: list[exp.Expression], dialect: str = "spark") -> str:
-    """Replace $1..$n outside strings, quoted identifiers and comments with the rendered literals."""
-
-    def render(k: int) -> str:
-        if not 1 <= k <= len(params):
-            raise PgError(f"there is no parameter ${k}", "42P02")
-        return " " + params[k - 1].sql(dialect=dialect) + " "
-
-    return _scan(sql, render)
-
-
-def placeholders(sql: str) -> list[int]:
-    """The parameter numbers ($1 -> 1) a statement uses, in order of appearance."""
-    found: list[int] = []
-
-    def note(k: int) -> str:
-        found.append(k)
-        return ""
-
-    _scan(sql, note)
+def parameter_numbers(sql: str, dialect: str) -> list[int]:
+    """The parameter numbers ($1 -> 1) a statement uses, in order of appearance, found by the
+    dialect's own tokenizer: a `$1` inside a string, a dollar-quoted string (`$$...$$`,
+    `$tag$...$tag$`), a quoted identifier or a comment is text, not a parameter."""
+    try:
+        tokens = sqlglot.tokenize(sql, read=dialect)
+    except SqlglotError as exc:
+        raise PgError(f"cannot read the statement: {first_line(exc)}", "42601") from exc
+    found = []
+    for dollar, number in zip(tokens, tokens[1:], strict=False):
+        if (
+            dollar.token_type == TokenType.PARAMETER
+            and number.token_type == TokenType.NUMBER
+            and number.start == dollar.end + 1
+            and number.text.isdigit()
+        ):
+            found.append(int(number.text))
     return found
 
 
-def _scan(sql: str, render: Callable[[int], str]) -> str:
-    out: list[str] = []
-    i, n = 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if ch in "'\"`":
-            j = i + 1
-            while j < n and sql[j] != ch:
-                j += 2 if sql[j] == "\\" and ch != "`" else 1
-            out.append(sql[i : j + 1])
-            i = j + 1
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            j = n if j < 0 else j
-            out.append(sql[i:j])
-            i = j
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(sql[i:j])
-            i = j
-        elif (
-            ch == "$" and i + 1 < n and sql[i + 1].isdigit() and not (i and (sql[i - 1].isalnum() or sql[i - 1] == "_"))
-        ):
-            j = i + 1
-            while j < n and sql[j].isdigit():
-                j += 1
-            out.append(render(int(sql[i + 1 : j])))
-            i = j
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
+def _parameter_number(node: exp.Expr) -> int | None:
+    if isinstance(node, exp.Parameter) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        text = str(node.this.this)
+        return int(text) if text.isdigit() else None
+    return None
+
+
+def tree_parameters(tree: exp.Expr) -> list[int]:
+    """The parameter numbers the parsed statement holds as parameter nodes."""
+    return [n for n in (_parameter_number(node) for node in tree.walk()) if n is not None]
+
+
+def bind(tree: exp.Expr, params: Sequence[exp.Expr]) -> exp.Expr:
+    """A copy of the parsed statement with each `$n` node replaced by the literal node of
+    parameter n: values become nodes of the tree, never text read again as SQL."""
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        k = _parameter_number(node)
+        if k is None:
+            return node
+        if not 1 <= k <= len(params):
+            raise PgError(f"there is no parameter ${k}", "42P02")
+        return params[k - 1].copy()
+
+    return tree.transform(replace)  # transform works on a copy
 
 
 class Reader:

@@ -54,14 +54,13 @@ from shoal.bi.pg.codec import (
     format_for,
     literal,
     pg_type,
-    placeholders,
     sqlstate,
-    substitute,
     text_value,
 )
 from shoal.exceptions import ShoalError, SqlError, first_line
 
 if TYPE_CHECKING:
+    from shoal.bi.pgsql import Parsed
     from shoal.config import Settings
     from shoal.governance import Principals
     from shoal.governance.sessions import Sessions
@@ -152,6 +151,7 @@ class Result:
 class Prepared:
     sql: str
     param_oids: list[int]
+    parsed: Parsed  # read once at Parse: its $n parameters and, when it has some, its tree
 
 
 @dataclass
@@ -159,6 +159,7 @@ class Portal:
     statement: Prepared
     sql: str
     result_formats: list[int]
+    bound: Parsed | None = None  # the tree with the parameters bound as literal nodes
     result: Result | None = None
     sent: int = 0
     described: bool = False
@@ -562,12 +563,10 @@ class Connection(socketserver.BaseRequestHandler):
 
     # ---- simple query -------------------------------------------------------------------------
     def _simple(self, body: bytes) -> None:
-        from shoal.sql import split_statements
-
         sql = body.rstrip(b"\x00").decode("utf-8")
         try:
             try:
-                statements = split_statements(sql)
+                statements = self.pg.split(sql)
             except SqlError as exc:
                 raise PgError(first_line(exc), "42601") from exc
             if not statements:
@@ -584,19 +583,18 @@ class Connection(socketserver.BaseRequestHandler):
 
     # ---- extended query ----------------------------------------------------------------------
     def _parse(self, r: Reader) -> None:
-        from shoal.sql import split_statements
-
         name, sql = r.cstring(), r.cstring()
         oids = [r.int32() for _ in range(r.int16())]
         try:
-            parts = split_statements(sql)
+            parts = self.pg.split(sql)
         except SqlError as exc:
             raise PgError(first_line(exc), "42601") from exc
         if len(parts) > 1:
             raise PgError("cannot insert multiple commands into a prepared statement", "42601")
         if name and name in self.statements:
             raise PgError(f'prepared statement "{name}" already exists', "42P05")
-        self.statements[name] = Prepared(parts[0] if parts else "", oids)
+        text = parts[0] if parts else ""
+        self.statements[name] = Prepared(text, oids, self.pg.prepare(text))
         self.send(b"1")
 
     def _bind(self, r: Reader) -> None:
@@ -617,10 +615,15 @@ class Connection(socketserver.BaseRequestHandler):
             fmt = formats[0] if len(formats) == 1 else (formats[i] if formats else 0)
             oid = stmt.param_oids[i] if i < len(stmt.param_oids) else 0
             params.append(literal(raw, oid, fmt))
-        sql = substitute(stmt.sql, params, self.pg.literal_dialect) if params else stmt.sql
-        if not params and placeholders(stmt.sql):
-            raise PgError("the statement has parameters but none were bound", "08P01")
-        self.portals[portal] = Portal(stmt, sql, result_formats)
+        wanted = max([len(stmt.param_oids), *stmt.parsed.numbers])
+        if len(params) != wanted:  # as PostgreSQL: a value no $n takes is an error, not ignored
+            raise PgError(
+                f'bind message supplies {len(params)} parameters, but prepared statement "{name}" requires {wanted}',
+                "08P01",
+            )
+        # The values become literal nodes of the statement's tree: never text read again as SQL.
+        bound = self.pg.bind(stmt.parsed, params) if stmt.parsed.tree is not None else None
+        self.portals[portal] = Portal(stmt, stmt.sql, result_formats, bound)
         self.send(b"2")
 
     def _describe(self, r: Reader) -> None:
@@ -629,13 +632,14 @@ class Connection(socketserver.BaseRequestHandler):
             stmt = self.statements.get(name)
             if stmt is None:
                 raise PgError(f'prepared statement "{name}" does not exist', "26000")
-            count = max([len(stmt.param_oids), *placeholders(stmt.sql)])
+            count = max([len(stmt.param_oids), *stmt.parsed.numbers])
             oids = [(stmt.param_oids[i] if i < len(stmt.param_oids) else 0) or TEXT for i in range(count)]
             self.send(b"t", struct.pack("!h", len(oids)) + b"".join(struct.pack("!i", o) for o in oids))
             # The columns are known only by running the statement: a query runs once with NULL
             # parameters (at most one row); anything else is described as returning no rows.
             if _is_query(stmt.sql) and not _session_tag(stmt.sql):
-                result = self._run(substitute(stmt.sql, [exp.Null()] * count) if count else stmt.sql, limit=1)
+                bound = self.pg.bind(stmt.parsed, [exp.Null()] * count) if stmt.parsed.tree is not None else None
+                result = self._run(stmt.sql, limit=1, bound=bound)
                 if result.columns:
                     self._row_description(result, [])
                     return
@@ -686,13 +690,15 @@ class Connection(socketserver.BaseRequestHandler):
     def _result(self, portal: Portal) -> Result:
         if portal.result is None:
             sql = portal.sql.strip()
-            portal.result = Result([], [], [], "") if not sql else self._run(sql)
+            portal.result = Result([], [], [], "") if not sql else self._run(sql, bound=portal.bound)
         return portal.result
 
     # ---- running one statement ----------------------------------------------------------------
-    def _run(self, sql: str, *, limit: int | None = None) -> Result:
+    def _run(self, sql: str, *, limit: int | None = None, bound: Parsed | None = None) -> Result:
+        """Run one statement; `bound`: its tree with the parameters bound (then sql is only
+        the statement's text, for its first word)."""
         self._check_signed_in()
-        local = self._local(sql)
+        local = self._local(sql, bound)
         if local is not None:
             return local
         max_rows = self.server.settings.server.pg_max_rows
@@ -704,7 +710,7 @@ class Connection(socketserver.BaseRequestHandler):
             with self.server.running(self, group):
                 sc.setJobGroup(group, f"PostgreSQL endpoint: {self.principal.name}", interruptOnCancel=True)
                 try:
-                    qr = self.governed.execute(self.pg.translate(sql), limit=limit + 1)
+                    qr = self.governed.execute(self.pg.translate(sql, bound), limit=limit + 1)
                 finally:
                     sc.setLocalProperty("spark.jobGroup.id", None)
         except Exception as exc:  # every failure is the client's error, not the server's
@@ -730,11 +736,13 @@ class Connection(socketserver.BaseRequestHandler):
             tag = " ".join(sql.split()[:2]).upper()
         return Result(list(qr.columns), [pg_type(t) for t in qr.types], rows, tag, notice)
 
-    def _local(self, sql: str) -> Result | None:
+    def _local(self, sql: str, bound: Parsed | None = None) -> Result | None:
         """Session statements and probes answered without Spark; None for everything else."""
-        answer = self.pg.answer(sql) if self.pg is not None else None  # SET, SHOW, the catalog (pgsql)
+        answer = self.pg.answer(sql, bound) if self.pg is not None else None  # SET, SHOW, the catalog (pgsql)
         if answer is not None:
             return Result(*answer)
+        if bound is not None and bound.tree is not None:
+            return None  # a statement with parameters: never a session statement (prepare refuses them)
         tag = _session_tag(sql)
         if tag is not None:
             notice = None
