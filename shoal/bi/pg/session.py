@@ -3,9 +3,10 @@
 A connection goes through two phases:
 
 * the handshake (startup packet, optional TLS, sign-in), done as a stranger: bounded in time
-  as a whole (`[server] pg_handshake_timeout_s`, however slowly the bytes trickle in), in
-  message size (`codec.MAX_STARTUP`, `codec.MAX_AUTH_MESSAGE`) and in number (the server admits
-  `pg_max_pending` such connections at once). It holds no connection slot.
+  as a whole (`[server] pg_handshake_timeout_s` from the accept, however slowly the bytes trickle
+  in), in message size (`codec.MAX_STARTUP`, `codec.MAX_AUTH_MESSAGE`) and in number (the server
+  admits `pg_max_pending` such connections at once, `pg_max_pending_per_address` from one address;
+  its event loop reads the first startup packet before this thread starts). It holds no slot.
 * the session, after a successful sign-in: it takes one of `pg_max_connections` slots and runs
   statements. Before each statement the sign-in is checked again (the token still active and
   unexpired, the principal still there, its groups re-read), as the HTTP API does per request:
@@ -77,7 +78,7 @@ class Server(Protocol):
     tls_context: ssl.SSLContext | None
 
     def handshake_done(self, conn: Connection) -> None: ...
-    def acquire(self, conn: Connection) -> bool: ...
+    def acquire(self, conn: Connection) -> str | None: ...
     def release(self, conn: Connection) -> None: ...
     def running(self, conn: Connection, group: str) -> AbstractContextManager[None]: ...
     def cancel(self, pid: int, secret: int) -> None: ...
@@ -169,6 +170,12 @@ class Portal:
 class Connection(socketserver.BaseRequestHandler):
     server: Server  # type: ignore[assignment]  # socketserver's BaseServer, narrowed to what is used
 
+    def __init__(self, request: Any, client_address: Any, server: Any, *, first: bytes = b"", accepted: float = 0.0):
+        # The server's event loop read the first startup packet (`first`); the handshake's
+        # deadline counts from when the socket was accepted.
+        self.first, self.accepted = first, accepted or time.monotonic()
+        super().__init__(request, client_address, server)
+
     def setup(self) -> None:
         self.sock: socket.socket = self.request
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -208,6 +215,10 @@ class Connection(socketserver.BaseRequestHandler):
         # Exactly n bytes, never more: after an SSLRequest nothing sent in the clear may be
         # buffered and later read as if it had come through TLS.
         chunks, left = [], n
+        if self.first:  # what the server read before this thread began
+            chunks.append(self.first[:n])
+            self.first = self.first[n:]
+            left -= len(chunks[0])
         while left:
             if self.deadline is not None:
                 # The handshake's deadline is total: each byte trickled in does not buy more time.
@@ -242,7 +253,7 @@ class Connection(socketserver.BaseRequestHandler):
         settings = self.server.settings.server
         registered = False
         try:
-            self.deadline = time.monotonic() + settings.pg_handshake_timeout_s
+            self.deadline = self.accepted + settings.pg_handshake_timeout_s
             params = self._startup()
             if params is None or not self._transport_allowed():
                 return
@@ -400,11 +411,11 @@ class Connection(socketserver.BaseRequestHandler):
             self._fatal(f'password authentication failed for user "{user}"', "28P01")
             return False
         # The slot is taken only now: strangers who never finish signing in cannot hold them.
-        if not self.server.acquire(self):
-            self._fatal(
-                "sorry, too many clients already",
-                "53300",
-            )
+        self.principal = principal
+        refusal = self.server.acquire(self)
+        if refusal is not None:
+            audit.record(principal.name, "pg.login", None, False, reason=refusal, client=self.client, via=via)
+            self._fatal(refusal, "53300")
             return False
         audit.record(
             principal.name,
