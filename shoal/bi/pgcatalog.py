@@ -145,6 +145,8 @@ class CatalogTable:
     columns: list[CatalogColumn]
     comment: str | None = None
     kind: str = "r"  # pg_class.relkind: r table, v view
+    # What the grants allow on it, in PostgreSQL's words (has_table_privilege): SELECT, INSERT.
+    privileges: frozenset[str] = frozenset({"SELECT"})
 
 
 @dataclass
@@ -197,7 +199,8 @@ def governed_snapshot(spark: Any, settings: Any, principal: Any) -> Snapshot:
             if row["isTemporary"]:
                 continue
             name = f"{db}.{row['tableName']}"
-            if "SELECT" not in gov.privileges(principal, name):
+            privileges = gov.privileges(principal, name)
+            if "SELECT" not in privileges:
                 continue
             try:
                 fields = spark.table(name).schema.fields
@@ -217,7 +220,9 @@ def governed_snapshot(spark: Any, settings: Any, principal: Any) -> Snapshot:
             if not columns:
                 continue
             db_key, table = table_key(name)
-            tables.append(CatalogTable(schema_name(db_key), table, columns, gov.info(name).get("description")))
+            description = gov.info(name).get("description")
+            allowed = frozenset(privileges & _PG_TABLE_PRIVILEGES)
+            tables.append(CatalogTable(schema_name(db_key), table, columns, description, privileges=allowed))
     schemas = sorted({t.schema for t in tables} | {PUBLIC})
     return Snapshot(tables, schemas)
 
@@ -539,6 +544,8 @@ class Catalog:
         self._snapshot = Snapshot([])
         self._rel_oids: dict[tuple[str, str], int] = {}
         self._ns_oids: dict[str, int] = {}
+        self._tables: dict[tuple[str, str], CatalogTable] = {}
+        self._user, self._user_oid = "", 0
         self._session: SessionInfo | None = None
         self._sub: Callable[[exp.Expr], exp.Expr] = lambda e: e
 
@@ -892,6 +899,8 @@ class Catalog:
                 )  # fmt: skip
                 info_columns.append(_info_column(t, c, i))
         self._rel_oids = rel_oids
+        self._tables = {(t.schema, t.name): t for t in snap.tables}
+        self._user, self._user_oid = user, user_oid
         self._insert(db, _PGC, "pg_class", classes)
         self._insert(db, _PGC, "pg_attribute", attributes)
         self._insert(db, _PGC, "pg_description", descriptions)
@@ -932,12 +941,17 @@ class Catalog:
             "col_description": f"(o, n) AS (SELECT first(description) FROM {p}.pg_description WHERE objoid = o"
             " AND objsubid = n)",
             "shobj_description": "(o, c) AS NULL::VARCHAR",
-            # Every relation and column listed is one the principal may read: what a tool asks.
-            "has_table_privilege": "(t, p) AS upper(p) LIKE '%SELECT%', (u, t, p) AS upper(p) LIKE '%SELECT%'",
-            "has_schema_privilege": "(s, p) AS upper(p) LIKE '%USAGE%', (u, s, p) AS upper(p) LIKE '%USAGE%'",
+            # Answered from the grants (the snapshot): false for what the principal may not read.
+            # A role other than the signed-in principal has no privileges here (shoal_is_me).
+            "has_table_privilege": "(t, p) AS shoal_table_priv(t::VARCHAR, p),"
+            " (u, t, p) AS shoal_is_me(u::VARCHAR) AND shoal_table_priv(t::VARCHAR, p)",
+            "has_any_column_privilege": "(t, p) AS shoal_table_priv(t::VARCHAR, p),"
+            " (u, t, p) AS shoal_is_me(u::VARCHAR) AND shoal_table_priv(t::VARCHAR, p)",
+            "has_column_privilege": "(t, c, p) AS shoal_column_priv(t::VARCHAR, c::VARCHAR, p),"
+            " (u, t, c, p) AS shoal_is_me(u::VARCHAR) AND shoal_column_priv(t::VARCHAR, c::VARCHAR, p)",
+            "has_schema_privilege": "(s, p) AS shoal_schema_priv(s::VARCHAR, p),"
+            " (u, s, p) AS shoal_is_me(u::VARCHAR) AND shoal_schema_priv(s::VARCHAR, p)",
             "has_database_privilege": "(d, p) AS upper(p) LIKE '%CONNECT%', (u, d, p) AS upper(p) LIKE '%CONNECT%'",
-            "has_column_privilege": "(t, c, p) AS upper(p) LIKE '%SELECT%', (u, t, c, p) AS upper(p) LIKE '%SELECT%'",
-            "has_any_column_privilege": "(t, p) AS upper(p) LIKE '%SELECT%', (u, t, p) AS upper(p) LIKE '%SELECT%'",
             "pg_get_indexdef": "(o) AS NULL::VARCHAR, (o, c, p) AS NULL::VARCHAR",
             "pg_get_constraintdef": "(o) AS NULL::VARCHAR, (o, p) AS NULL::VARCHAR",
             "pg_get_viewdef": "(o) AS NULL::VARCHAR, (o, p) AS NULL::VARCHAR",
@@ -971,6 +985,13 @@ class Catalog:
             "inet_server_addr": "() AS NULL::VARCHAR",
             "inet_server_port": "() AS NULL::INTEGER",
         }
+        for name, fn, arity in (
+            ("table_priv", lambda t, p: me._table_privilege(t, None, p), 2),
+            ("column_priv", lambda t, c, p: me._table_privilege(t, c, p), 3),
+            ("schema_priv", lambda n, p: me._schema_privilege(n, p), 2),
+            ("is_me", lambda u: None if u is None else u in (me._user, str(me._user_oid)), 1),
+        ):
+            db.create_function(f"shoal_{name}", fn, ["VARCHAR"] * arity, "BOOLEAN", null_handling="special")
         for name, body in macros.items():
             if body is not None:
                 db.execute(f"CREATE MACRO shoal_{name}{body}")
@@ -1024,12 +1045,71 @@ class Catalog:
             raise ValueError(f'relation "{text}" does not exist')
         return oid
 
+    # ---- privileges, from the grants --------------------------------------------------------------
+    def _relation(self, text: str) -> tuple[str, str] | None:
+        """(schema, name) of a relation given by OID or by name, None if this principal sees none."""
+        if text.strip().isdigit():
+            return next((key for key, o in self._rel_oids.items() if o == int(text)), None)
+        try:
+            oid = self._regclass_in(text)
+        except ValueError:
+            return None
+        return next(key for key, o in self._rel_oids.items() if o == oid)
+
+    def _table_privilege(self, table: str | None, column: str | None, privilege: str | None) -> bool | None:
+        """has_table_privilege / has_column_privilege: any of the listed privileges, as PostgreSQL."""
+        if table is None or privilege is None:
+            return None
+        wanted = _privileges(privilege, _PG_TABLE_PRIVILEGES | _PG_OTHER_TABLE_PRIVILEGES)
+        key = self._relation(table)
+        if key is None:
+            return False
+        if key[0] in ("pg_catalog", "information_schema"):  # readable by all, as PostgreSQL grants PUBLIC
+            allowed, columns = frozenset({"SELECT"}), [c for c, _ in {**PG_RELATIONS, **INFO_RELATIONS}[key[1]]]
+        else:
+            t = self._tables[key]
+            allowed, columns = t.privileges, [c.name for c in t.columns]
+        if column is not None:
+            name = _unquote(column) if not column.isdigit() else None
+            if name is None and not 1 <= int(column) <= len(columns):
+                return None  # PostgreSQL: NULL for a column number that does not exist
+            if name is not None and name not in columns:
+                return False  # a column the grants hide is one this principal does not see
+        return any(p in allowed for p in wanted)
+
+    def _schema_privilege(self, schema: str | None, privilege: str | None) -> bool | None:
+        if schema is None or privilege is None:
+            return None
+        wanted = _privileges(privilege, {"USAGE", "CREATE"})
+        if schema.strip().isdigit():
+            visible = int(schema) in self._ns_oids.values()
+        else:
+            visible = _unquote(schema) in self._ns_oids
+        return visible and "USAGE" in wanted  # CREATE: tables are made through Spark, not here
+
     def _regclass_out(self, oid: int) -> str:
         for (schema, name), o in self._rel_oids.items():
             if o == oid:
                 path = self._session.search_path if self._session else [PUBLIC]
                 return name if schema in path or schema == "pg_catalog" else f"{schema}.{name}"
         return str(oid)
+
+
+_PG_TABLE_PRIVILEGES = frozenset({"SELECT", "INSERT"})  # the ones Shoal's grants give (the rest: never)
+_PG_OTHER_TABLE_PRIVILEGES = frozenset({"UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER", "MAINTAIN"})
+
+
+def _privileges(text: str, known: set[str] | frozenset[str]) -> set[str]:
+    """'SELECT, INSERT WITH GRANT OPTION' -> the privileges asked without grant option (no
+    principal may grant through this endpoint, so those are never held)."""
+    out = set()
+    for part in text.split(","):
+        words = part.upper().split()
+        if not words or words[0] not in known or words[1:] not in ([], ["WITH", "GRANT", "OPTION"]):
+            raise ValueError(f'unrecognized privilege type: "{part.strip()}"')
+        if len(words) == 1:
+            out.add(words[0])
+    return out
 
 
 _TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "explode", "generate_subscripts"}

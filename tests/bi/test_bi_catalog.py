@@ -278,3 +278,19 @@ def test_session_commands_and_dialects(server, lake, spark):
         assert conn.execute("SHOW shoal.dialect").fetchone() == ("spark",)
         assert conn.info.parameter_status("standard_conforming_strings") == "off"
         assert conn.execute(f"SELECT `id` FROM {lake.hr}.salaries ORDER BY id").fetchall() == [(1,), (3,)]
+
+
+def test_privilege_functions_answer_from_the_grants(server, lake):
+    """BI tools grey out what has_*_privilege says is not granted: it must say so (issue 42)."""
+    host, port = server.address
+    kw = {"host": host, "port": port, "user": lake.user, "password": lake.token, "dbname": "lake", "sslmode": "require"}
+    salaries, secret = f"{lake.hr}.salaries", f"{lake.hr}.{lake.secret}"
+    with psycopg.connect(autocommit=True, **kw) as conn:
+        row = conn.execute(
+            "SELECT has_table_privilege(%s, 'SELECT'), has_table_privilege(%s, 'SELECT'),"
+            " has_table_privilege(%s, 'SELECT'), has_table_privilege(%s, 'INSERT'),"
+            " has_column_privilege(%s, 'email', 'SELECT'), has_column_privilege(%s, 'ssn', 'SELECT'),"
+            " has_schema_privilege(%s, 'USAGE'), has_schema_privilege(%s, 'USAGE')",
+            (salaries, secret, f"{lake.ops}.jobs", salaries, salaries, salaries, lake.hr, lake.ops),
+        ).fetchone()
+    assert row == (True, False, False, False, True, False, True, False)
