@@ -706,7 +706,7 @@ class Catalog:
                         b.replace(exp.Literal.string("-"))
             return node
 
-        _name_columns(tree)
+        name_columns(tree)
         # COLLATE first (pg_catalog.default is no DuckDB collation), then the rest, innermost
         # nodes included: a rewritten node's children are rewritten too.
         tree = tree.transform(lambda n: n.this if isinstance(n, exp.Collate) else n)
@@ -1142,9 +1142,10 @@ def _type_name(to: exp.Expr) -> str:
     return {"character varying": "varchar", "char": "char"}.get(name, name)
 
 
-def _name_columns(tree: exp.Expr) -> None:
+def name_columns(tree: exp.Expr) -> None:
     """Name the result's unnamed columns as PostgreSQL does (a function's name, a column's, else
-    ?column?): the rewrite renames functions, and DuckDB would name the column after that."""
+    ?column?): the rewrite renames functions, and DuckDB (or Spark: `count(1)`) would name the
+    column after that."""
     select = tree
     while isinstance(select, exp.SetOperation):
         select = select.this
@@ -1153,24 +1154,56 @@ def _name_columns(tree: exp.Expr) -> None:
     for i, e in enumerate(list(select.expressions)):
         if isinstance(e, exp.Alias | exp.Column | exp.Star):
             continue
-        inner = e
-        while isinstance(inner, exp.Cast | exp.Paren | exp.Dot) and not (
-            isinstance(inner, exp.Dot) and isinstance(inner.expression, exp.Func)
-        ):
-            inner = inner.this
-        if isinstance(inner, exp.Dot):
-            inner = inner.expression
-        if isinstance(inner, exp.Column):
-            name = inner.name
-        elif isinstance(inner, exp.Anonymous):
-            name = str(inner.this).lower()
-        elif isinstance(inner, exp.Func):
-            name = inner.sql_name().lower()
-        else:
-            name = "?column?"
-        if isinstance(e, exp.Cast) and name == "?column?" and isinstance(e.to, exp.DataType | exp.ObjectIdentifier):
-            name = _type_name(e.to)
-        select.expressions[i] = exp.alias_(e, name, quoted=True)
+        select.expressions[i] = exp.alias_(e, _column_name(e), quoted=True)
+
+
+def _column_name(e: exp.Expr) -> str:
+    """PostgreSQL's name for a result column written without an alias (its FigureColname)."""
+    if isinstance(e, exp.Alias):
+        return e.alias
+    inner = e
+    while isinstance(inner, exp.Cast | exp.Paren | exp.Dot) and not (
+        isinstance(inner, exp.Dot) and isinstance(inner.expression, exp.Func)
+    ):
+        inner = inner.this
+    if isinstance(inner, exp.Dot):
+        inner = inner.expression
+    if isinstance(inner, exp.Column):
+        name = inner.name
+    elif isinstance(inner, exp.Anonymous):
+        name = str(inner.this).lower()
+    elif isinstance(inner, exp.Case):
+        name = "case"
+    elif isinstance(inner, exp.Exists):
+        name = "exists"
+    elif isinstance(inner, exp.Subquery) and isinstance(inner.this, exp.Select) and inner.this.expressions:
+        name = _column_name(inner.this.expressions[0])  # (SELECT max(x) ...) is "max"
+    elif isinstance(inner, exp.Func):
+        name = _function_name(inner)
+    else:
+        name = "?column?"
+    if isinstance(e, exp.Cast) and name == "?column?" and isinstance(e.to, exp.DataType | exp.ObjectIdentifier):
+        kind = _type_name(e.to).split("(", 1)[0].strip()
+        name = _CAST_COLUMN_NAMES.get(kind, kind)
+    return name
+
+
+# `'1'::integer` is named int4 by PostgreSQL: its parser's name for the type, not the spelling.
+_CAST_COLUMN_NAMES = {
+    "int": "int4", "integer": "int4", "bigint": "int8", "smallint": "int2", "boolean": "bool",
+    "double precision": "float8", "real": "float4", "decimal": "numeric", "character varying": "varchar",
+    "timestamp with time zone": "timestamptz", "timestamp without time zone": "timestamp", "char": "bpchar",
+    "character": "bpchar", "time without time zone": "time",
+}  # fmt: skip
+
+
+def _function_name(fn: exp.Func) -> str:
+    """The name PostgreSQL gives a function's column: as PostgreSQL spells the call (sqlglot's
+    node names differ: DATE_TRUNC is TimestampTrunc); an operator sqlglot reads as a function
+    (`~`) names nothing."""
+    text = fn.sql(dialect="postgres")
+    m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)(\(|$)", text)
+    return m.group(1).lower() if m else "?column?"
 
 
 def _call(name: str, args: list[exp.Expr]) -> exp.Expr:

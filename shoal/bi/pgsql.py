@@ -299,6 +299,7 @@ class PgSession:
                 out.append(tree.sql(dialect="postgres"))
                 continue
             _schema_qualified_columns(tree)
+            pgcatalog.name_columns(tree)  # count, max, ?column?: not Spark's count(1)
             for t in tree.find_all(exp.Table):
                 if (t.db or "").lower() == pgcatalog.PUBLIC and not t.catalog:
                     t.set("db", exp.to_identifier("default"))

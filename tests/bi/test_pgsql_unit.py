@@ -65,7 +65,9 @@ def test_translation(session: PgSession) -> None:
     assert session.translate("SELECT hr.salaries.id FROM hr.salaries") == (
         "SELECT salaries.id FROM hr.salaries AS salaries"
     )
-    assert session.translate("SELECT x::int FROM t") == "SELECT CAST(x AS INT) FROM t"
+    assert (
+        session.translate("SELECT x::int FROM t") == "SELECT CAST(x AS INT) AS `x` FROM t"
+    )  # named as PostgreSQL does
     with pytest.raises(SqlError, match="as PostgreSQL"):
         session.translate("SELECT `id` FROM t")
     session.answer("SET shoal.dialect = spark")

@@ -1,0 +1,31 @@
+"""What clients see, as PostgreSQL shows it, without Spark: result column names, type I/O
+function names, numeric in binary, COPY's text and CSV lines (issue 42)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import sqlglot
+
+from shoal.bi import pgcatalog
+from shoal.bi.pgsql import PgSession
+
+
+def _session() -> PgSession:
+    principal = SimpleNamespace(name="ann", is_admin=False)
+    return PgSession(principal, pid=7, server_version="15.0 (Shoal)", startup={},
+                     snapshot=lambda: pgcatalog.Snapshot([], ["public"]))  # fmt: skip
+
+
+def test_result_columns_are_named_as_postgresql_names_them() -> None:
+    spark_sql = _session().translate(
+        "SELECT count(*), max(id), sum(x), avg(x)::numeric(10,2), id, t.id, id + 1, lower(n) AS l, 'a'::text,"
+        " '1'::integer, CASE WHEN id > 1 THEN 1 END, (SELECT max(y) FROM u), coalesce(id, 0),"
+        " date_trunc('month', d) FROM t"
+    )
+    names = [e.alias_or_name for e in sqlglot.parse_one(spark_sql, read="spark").expressions]
+    assert names == ["count", "max", "sum", "avg", "id", "id", "?column?", "l", "text", "int4", "case", "max",
+                     "coalesce", "date_trunc"]  # fmt: skip
+    # Only the result's own columns: an INSERT's SELECT and a * are left as they are.
+    assert "AS" not in _session().translate("INSERT INTO t SELECT max(x) FROM u").upper()
+    assert _session().translate("SELECT * FROM t") == "SELECT * FROM t"
