@@ -167,14 +167,9 @@ def database_name(schema: str) -> str:
 
 def _column_type(spark_type: str) -> tuple[int, int]:
     """The (type OID, typmod) a Spark column is reported as: the OID the wire protocol sends it with."""
-    from shoal.bi.pg.codec import pg_type
+    from shoal.bi.pg.codec import pg_type, pg_typmod
 
-    oid = pg_type(spark_type)
-    if oid == NUMERIC:
-        inside = spark_type[spark_type.find("(") + 1 : spark_type.find(")")] if "(" in spark_type else "10,0"
-        p, _, s = inside.partition(",")
-        return oid, ((int(p) << 16) | int(s or 0)) + 4
-    return oid, -1
+    return pg_type(spark_type), pg_typmod(spark_type)
 
 
 def governed_snapshot(spark: Any, settings: Any, principal: Any) -> Snapshot:

@@ -23,3 +23,9 @@ def test_result_column_names(pg, lake):
     cur = pg.execute(f"SELECT count(*), max(id), sum(revenue), min(id) + 1, region FROM {lake.opps} GROUP BY region")
     assert [d.name for d in cur.description] == ["count", "max", "sum", "?column?", "region"]
     assert cur.fetchall() == [(2, 3, 40.0, 2, "EU")]
+
+
+def test_numeric_precision_and_scale_in_the_row_description(pg, lake):
+    cur = pg.execute(f"SELECT CAST(revenue AS DECIMAL(12,2)) AS r, id FROM {lake.opps} ORDER BY id")
+    assert [(d.name, d.precision, d.scale) for d in cur.description] == [("r", 12, 2), ("id", None, None)]
+    assert str(cur.fetchone()[0]) == "10.00"

@@ -29,3 +29,12 @@ def test_result_columns_are_named_as_postgresql_names_them() -> None:
     # Only the result's own columns: an INSERT's SELECT and a * are left as they are.
     assert "AS" not in _session().translate("INSERT INTO t SELECT max(x) FROM u").upper()
     assert _session().translate("SELECT * FROM t") == "SELECT * FROM t"
+
+
+def test_numeric_typmod() -> None:
+    from shoal.bi.pg.codec import pg_typmod
+
+    assert pg_typmod("decimal(12,2)") == (12 << 16 | 2) + 4
+    assert pg_typmod("decimal(38,0)") == (38 << 16) + 4
+    assert pg_typmod("int") == pg_typmod("string") == -1
+    assert pgcatalog.format_type(pgcatalog.NUMERIC, pg_typmod("decimal(12,2)")) == "numeric(12,2)"

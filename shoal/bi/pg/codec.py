@@ -105,6 +105,16 @@ def pg_type(spark_type: str) -> int:
     }.get(t, TEXT)
 
 
+def pg_typmod(spark_type: str) -> int:
+    """The type modifier a Spark type is reported with: numeric's precision and scale (as
+    PostgreSQL encodes them: ((precision << 16) | scale) + 4), -1 for the rest."""
+    t = spark_type.lower().replace(" ", "")
+    m = re.fullmatch(r"decimal\((\d+),(\d+)\)", t)
+    if m:
+        return ((int(m.group(1)) << 16) | int(m.group(2))) + 4
+    return ((10 << 16) | 0) + 4 if t == "decimal" else -1
+
+
 def _float_text(v: float, oid: int) -> str:
     if math.isnan(v):
         return "NaN"

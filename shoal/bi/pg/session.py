@@ -55,6 +55,7 @@ from shoal.bi.pg.codec import (
     format_for,
     literal,
     pg_type,
+    pg_typmod,
     sqlstate,
     text_value,
 )
@@ -146,6 +147,7 @@ class Result:
     rows: list[tuple[Any, ...]]
     tag: str
     notice: str | None = None
+    typmods: list[int] | None = None  # per column (numeric precision and scale); None: all -1
 
 
 @dataclass
@@ -745,7 +747,8 @@ class Connection(socketserver.BaseRequestHandler):
             tag = "INSERT 0 0"
         else:
             tag = " ".join(sql.split()[:2]).upper()
-        return Result(list(qr.columns), [pg_type(t) for t in qr.types], rows, tag, notice)
+        oids, typmods = [pg_type(t) for t in qr.types], [pg_typmod(t) for t in qr.types]
+        return Result(list(qr.columns), oids, rows, tag, notice, typmods)
 
     def _local(self, sql: str, bound: Parsed | None = None) -> Result | None:
         """Session statements and probes answered without Spark; None for everything else."""
@@ -791,7 +794,8 @@ class Connection(socketserver.BaseRequestHandler):
         payload = bytearray(struct.pack("!h", len(result.columns)))
         for i, (name, oid) in enumerate(zip(result.columns, result.oids, strict=True)):
             fmt = format_for(formats, i)
-            payload += cstr(name) + struct.pack("!ihihih", 0, 0, oid, TYPE_SIZE.get(oid, -1), -1, fmt)
+            typmod = result.typmods[i] if result.typmods else -1
+            payload += cstr(name) + struct.pack("!ihihih", 0, 0, oid, TYPE_SIZE.get(oid, -1), typmod, fmt)
         self.send(b"T", bytes(payload))
 
     def _data_rows(self, result: Result, formats: list[int], start: int, max_rows: int = 0) -> int:
