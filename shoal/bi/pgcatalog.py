@@ -104,9 +104,20 @@ def _types() -> list[PgType]:
         (2277, "anyarray", "anyarray", -1, "P", 0),
         (2278, "void", "void", 4, "P", 0),
     ]
-    out = [PgType(o, n, d, ln, c, a, 0, f"{n}in") for o, n, d, ln, c, a in base]
+    out = [PgType(o, n, d, ln, c, a, 0, _io_prefix(n) + "in") for o, n, d, ln, c, a in base]
     out += [PgType(a, f"_{n}", f"{d}[]", -1, "A", 0, o, "array_in") for o, n, d, _, _, a in base if a]
     return out
+
+
+# PostgreSQL spells these types' I/O functions with an underscore (date_recv, numeric_in,
+# timestamptz_send); the older ones without (int4recv, textin). Drivers such as ADBC pick their
+# binary decoder by the typreceive name.
+_UNDERSCORE_IO = {"json", "pg_node_tree", "date", "time", "timestamp", "timestamptz", "interval", "numeric",
+                  "uuid", "jsonb", "record", "any", "anyarray", "void"}  # fmt: skip
+
+
+def _io_prefix(name: str) -> str:
+    return f"{name}_" if name in _UNDERSCORE_IO else name
 
 
 TYPES = _types()
@@ -1281,12 +1292,17 @@ def _type_row(t: PgType) -> dict[str, Any]:
         "typcategory": t.category, "typispreferred": t.oid in (TEXT, FLOAT8, BOOL, TIMESTAMPTZ, OID),
         "typisdefined": True, "typdelim": ",", "typrelid": 0, "typsubscript": "array_subscript_handler"
         if t.element else "-", "typelem": t.element, "typarray": t.array, "typinput": t.input,
-        "typoutput": "array_out" if t.element else f"{t.name}out", "typreceive": "array_recv" if t.element
-        else f"{t.name}recv", "typsend": "array_send" if t.element else f"{t.name}send", "typmodin": "-",
+        "typoutput": "array_out" if t.element else f"{_io_prefix(t.name)}out", "typreceive": "array_recv"
+        if t.element else _binary_io(t.name, "recv"), "typsend": "array_send" if t.element
+        else _binary_io(t.name, "send"), "typmodin": "-",
         "typmodout": "-", "typanalyze": "-", "typalign": "i", "typstorage": "p" if t.length > 0 else "x",
         "typnotnull": False, "typbasetype": 0, "typtypmod": -1, "typndims": 0,
         "typcollation": 100 if t.category == "S" else 0,
     }  # fmt: skip
+
+
+def _binary_io(name: str, kind: str) -> str:
+    return "-" if name == "any" else f"{_io_prefix(name)}{kind}"  # "any" has no binary I/O in PostgreSQL
 
 
 def _class_row(oid: int, name: str, nsoid: int, kind: str, natts: int) -> dict[str, Any]:

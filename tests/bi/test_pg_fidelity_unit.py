@@ -38,3 +38,23 @@ def test_numeric_typmod() -> None:
     assert pg_typmod("decimal(38,0)") == (38 << 16) + 4
     assert pg_typmod("int") == pg_typmod("string") == -1
     assert pgcatalog.format_type(pgcatalog.NUMERIC, pg_typmod("decimal(12,2)")) == "numeric(12,2)"
+
+
+def test_type_io_function_names_are_postgresql_s() -> None:
+    answer = _session().answer(
+        "SELECT typname, typinput, typoutput, typreceive, typsend FROM pg_catalog.pg_type"
+        " WHERE typname IN ('timestamptz', 'timestamp', 'date', 'numeric', 'int4', 'text', 'uuid', '_int4', 'any')"
+        " ORDER BY typname"
+    )
+    assert answer is not None
+    assert answer[2] == [  # as PostgreSQL 15's pg_type has them
+        ("_int4", "array_in", "array_out", "array_recv", "array_send"),
+        ("any", "any_in", "any_out", "-", "-"),
+        ("date", "date_in", "date_out", "date_recv", "date_send"),
+        ("int4", "int4in", "int4out", "int4recv", "int4send"),
+        ("numeric", "numeric_in", "numeric_out", "numeric_recv", "numeric_send"),
+        ("text", "textin", "textout", "textrecv", "textsend"),
+        ("timestamp", "timestamp_in", "timestamp_out", "timestamp_recv", "timestamp_send"),
+        ("timestamptz", "timestamptz_in", "timestamptz_out", "timestamptz_recv", "timestamptz_send"),
+        ("uuid", "uuid_in", "uuid_out", "uuid_recv", "uuid_send"),
+    ]
