@@ -58,3 +58,26 @@ def test_type_io_function_names_are_postgresql_s() -> None:
         ("timestamptz", "timestamptz_in", "timestamptz_out", "timestamptz_recv", "timestamptz_send"),
         ("uuid", "uuid_in", "uuid_out", "uuid_recv", "uuid_send"),
     ]
+
+
+def test_numeric_in_binary_as_postgresql_sends_it() -> None:
+    import decimal
+    import struct
+
+    from shoal.bi.pg.codec import NUMERIC, _numeric_from_binary, binary_value
+
+    def parts(text: str) -> tuple:
+        data = binary_value(decimal.Decimal(text), NUMERIC)
+        n = struct.unpack("!h", data[:2])[0]
+        return struct.unpack(f"!hhHH{n}H", data)
+
+    # (ndigits, weight, sign, dscale, base-10000 digits...), as numeric_send writes them.
+    assert parts("12.34") == (2, 0, 0, 2, 12, 3400)
+    assert parts("-12345678.9") == (3, 1, 0x4000, 1, 1234, 5678, 9000)
+    assert parts("0.001") == (1, -1, 0, 3, 10)
+    assert parts("10000") == (1, 1, 0, 0, 1)
+    assert parts("0.00") == (0, 0, 0, 2)
+    assert parts("NaN") == (0, 0, 0xC000, 0)
+    for text in ("12.34", "-0.000123", "98765432109876543210.0123456789", "1E+5", "7", "-0.5"):
+        value = decimal.Decimal(text)
+        assert _numeric_from_binary(binary_value(value, NUMERIC)) == value, text

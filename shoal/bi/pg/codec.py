@@ -160,7 +160,7 @@ def text_value(value: Any, oid: int) -> bytes:
 
 
 def binary_value(value: Any, oid: int) -> bytes:
-    """One non-NULL value in PostgreSQL's binary format (fixed-size types, text and bytea)."""
+    """One non-NULL value in PostgreSQL's binary format (fixed-size types, numeric, text, bytea)."""
     if oid == BOOL:
         return b"\x01" if value else b"\x00"
     if oid in (INT2, INT4, INT8):
@@ -178,7 +178,38 @@ def binary_value(value: Any, oid: int) -> bytes:
         return bytes(value)
     if oid == TEXT:
         return text_value(value, oid)
+    if oid == NUMERIC:
+        return numeric_binary(value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value)))
     raise PgError(f"binary results are not supported for type {oid}; ask for text", "0A000")
+
+
+def numeric_binary(value: decimal.Decimal) -> bytes:
+    """numeric_send: ndigits, weight, sign, dscale, then base-10000 digits grouped from the
+    decimal point (leading and trailing zero groups dropped, as PostgreSQL does)."""
+    if value.is_nan():
+        return struct.pack("!hhHH", 0, 0, 0xC000, 0)
+    if value.is_infinite():
+        return struct.pack("!hhHH", 0, 0, 0xD000 if value > 0 else 0xF000, 0)
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    dscale = max(0, -exponent)
+    text = "".join(map(str, digits)) + "0" * max(0, exponent)
+    point = len(text) + min(0, exponent)  # where the decimal point falls in text
+    whole, frac = text[: max(point, 0)], "0" * max(0, -point) + text[max(point, 0) :]
+    whole = whole.zfill(-(-len(whole) // 4) * 4)
+    frac = frac.ljust(-(-len(frac) // 4) * 4, "0")
+    groups = [int(whole[i : i + 4]) for i in range(0, len(whole), 4)]
+    weight = len(groups) - 1
+    groups += [int(frac[i : i + 4]) for i in range(0, len(frac), 4)]
+    while groups and groups[0] == 0:
+        groups.pop(0)
+        weight -= 1
+    while groups and groups[-1] == 0:
+        groups.pop()
+    if not groups:
+        weight, sign = 0, 0  # zero has no sign in PostgreSQL
+    head = struct.pack("!hhHH", len(groups), weight, 0x4000 if sign else 0, dscale)
+    return head + struct.pack(f"!{len(groups)}H", *groups)
 
 
 def _numeric_from_binary(data: bytes) -> decimal.Decimal:
@@ -186,11 +217,13 @@ def _numeric_from_binary(data: bytes) -> decimal.Decimal:
     if sign == 0xC000:
         return decimal.Decimal("NaN")
     digits = struct.unpack(f"!{ndigits}H", data[8 : 8 + 2 * ndigits])
-    value = decimal.Decimal(0)
-    for i, d in enumerate(digits):
-        value += decimal.Decimal(d).scaleb(4 * (weight - i))
-    value = value.quantize(decimal.Decimal(1).scaleb(-dscale)) if dscale else value
-    return -value if sign == 0x4000 else value
+    with decimal.localcontext() as ctx:
+        ctx.prec = max(28, 4 * (ndigits + abs(weight)) + dscale + 4)  # exact: numeric has up to 131072 digits
+        value = decimal.Decimal(0)
+        for i, d in enumerate(digits):
+            value += decimal.Decimal(d).scaleb(4 * (weight - i))
+        value = value.quantize(decimal.Decimal(1).scaleb(-dscale)) if dscale else value
+        return -value if sign == 0x4000 else value
 
 
 def literal(raw: bytes | None, oid: int, fmt: int) -> exp.Expression:
