@@ -20,12 +20,13 @@ import dataclasses
 import re
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from shoal.bi import pgcatalog
 from shoal.bi.pg.codec import PgError, bind, parameter_numbers, tree_parameters
@@ -204,14 +205,6 @@ class PgSession:
             # Savepoints inside the (read-only) transaction: nothing to undo. psycopg sets one
             # around its type lookups; ROLLBACK TO must not end the transaction as ROLLBACK does.
             return [], [], [], "ROLLBACK" if word == "ROLLBACK" else word
-        if word == "COPY":
-            raise _pg_error(
-                "COPY is not supported by Shoal's PostgreSQL endpoint: run the query itself (SELECT ...)",
-                "0A000",
-                hint="the ADBC PostgreSQL driver reads with COPY by default: set the statement option "
-                "adbc.postgresql.use_copy to false (cursor.adbc_statement.set_options(**{'adbc.postgresql.use_copy': "
-                "'false'}))",
-            )
         if word == "DISCARD":
             self.settings = dict(self.defaults)
             return None  # the wire protocol also drops its prepared statements
@@ -455,6 +448,123 @@ def _startup_options(options: str) -> dict[str, str]:
             out[name.replace("-", "_") if "." not in name else name] = value
         i += 1
     return out
+
+
+@dataclass
+class CopySpec:
+    """`COPY (query) TO STDOUT` (or `COPY table [(columns)] TO STDOUT`) and its options; unset
+    options take the format's defaults (text: tab and \\N; csv: comma and the empty string)."""
+
+    query: str
+    format: str = "text"  # text, csv or binary
+    header: bool = False
+    delimiter: str | None = None
+    null: str | None = None
+    quote: str = '"'
+    escape: str | None = None  # csv: the quote unless set
+    force_quote: set[str] = field(default_factory=set)  # csv: these columns always quoted ("*": all)
+
+
+def copy_spec(sql: str) -> CopySpec:
+    """Read a COPY statement by PostgreSQL's syntax (old and new option forms). Only COPY ... TO
+    STDOUT, the form psql's \\copy and ADBC send; the query keeps the session's dialect."""
+    try:
+        tokens = sqlglot.tokenize(sql, read="postgres")
+    except SqlglotError as exc:
+        raise PgError(f"cannot read the COPY statement: {str(exc).splitlines()[0]}", "42601") from exc
+    if len(tokens) < 4 or tokens[0].text.upper() != "COPY":
+        raise PgError("cannot read the COPY statement", "42601")
+    if tokens[1].token_type == TokenType.L_PAREN:
+        end = _closing(tokens, 1)
+        query, rest = sql[tokens[1].end + 1 : tokens[end].start].strip(), tokens[end + 1 :]
+    else:  # COPY table [(columns)]: its rows, through the same governed SELECT
+        to = next((i for i, t in enumerate(tokens) if t.text.upper() in ("TO", "FROM")), len(tokens))
+        name, _, columns = sql[tokens[1].start : tokens[to - 1].end + 1].partition("(")
+        query, rest = f"SELECT {columns.strip().rstrip(')') or '*'} FROM {name.strip()}", tokens[to:]
+    words = [t.text.upper() for t in rest[:2]]
+    if words[:1] == ["FROM"]:
+        raise PgError("COPY FROM is not supported by Shoal's PostgreSQL endpoint: write rows with INSERT", "0A000")
+    if words != ["TO", "STDOUT"]:
+        raise PgError(
+            "only COPY ... TO STDOUT is supported (psql's \\copy ... to 'file' writes on the client)", "0A000"
+        )
+    spec = CopySpec(query)
+    for item in _copy_items(rest[2:]):
+        _copy_option(spec, item)
+    csv = spec.format == "csv"
+    spec.delimiter = spec.delimiter if spec.delimiter is not None else ("," if csv else "\t")
+    spec.null = spec.null if spec.null is not None else ("" if csv else "\\N")
+    spec.escape = spec.escape or spec.quote
+    return spec
+
+
+def _closing(tokens: list[Any], start: int) -> int:
+    depth = 0
+    for i in range(start, len(tokens)):
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[i].token_type, 0)
+        if depth == 0:
+            return i
+    raise PgError("cannot read the COPY statement: unbalanced parentheses", "42601")
+
+
+def _copy_items(tokens: list[Any]) -> list[list[Any]]:
+    """The options, one token list each: `WITH (FORMAT csv, HEADER true, ...)` or the old form
+    `WITH CSV HEADER DELIMITER [AS] ',' FORCE QUOTE *`."""
+    if tokens and tokens[0].text.upper() == "WITH":
+        tokens = tokens[1:]
+    if tokens and tokens[0].token_type == TokenType.L_PAREN:
+        items: list[list[Any]] = [[]]
+        depth = 0
+        for t in tokens[1 : _closing(tokens, 0)]:
+            depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(t.token_type, 0)
+            if t.token_type == TokenType.COMMA and depth == 0:
+                items.append([])
+            else:
+                items[-1].append(t)
+        return items
+    items, i = [], 0
+    while i < len(tokens):
+        item, word = [tokens[i]], tokens[i].text.upper()
+        i += 1
+        if word in ("DELIMITER", "NULL", "QUOTE", "ESCAPE", "ENCODING"):
+            i += 1 if i < len(tokens) and tokens[i].text.upper() == "AS" else 0
+            item += tokens[i : i + 1]
+            i += 1
+        elif word == "FORCE":  # FORCE QUOTE * | FORCE QUOTE col [, col ...]
+            item += tokens[i : i + 2]
+            i += 2
+            while i + 1 < len(tokens) and tokens[i].token_type == TokenType.COMMA:
+                item.append(tokens[i + 1])
+                i += 2
+        items.append(item)
+    return items
+
+
+def _copy_option(spec: CopySpec, item: list[Any]) -> None:
+    if not item:
+        return
+    name = item[0].text.lower()
+    values = [t.text for t in item[1:] if t.token_type not in (TokenType.L_PAREN, TokenType.R_PAREN, TokenType.COMMA)]
+    value = values[0] if values else ""
+    if name in ("csv", "binary"):
+        spec.format = name
+    elif name == "format":
+        if value.lower() not in ("text", "csv", "binary"):
+            raise PgError(f'COPY format "{value}" not recognized', "22023")
+        spec.format = value.lower()
+    elif name == "header":
+        spec.header = value.lower() not in ("false", "off", "0")
+    elif name in ("delimiter", "null", "quote", "escape"):
+        if name != "null" and len(value) != 1:
+            raise PgError(f"COPY {name} must be a single one-byte character", "22023")
+        setattr(spec, name, value)
+    elif name in ("force", "force_quote"):
+        spec.force_quote = {"*"} if "*" in values else {v.lower() for v in values if v.upper() != "QUOTE"}
+    elif name == "encoding":
+        if value.upper().replace("-", "") != "UTF8":
+            raise PgError("COPY encoding must be UTF8: the endpoint sends UTF-8 only", "0A000")
+    else:
+        raise PgError(f'COPY option "{name}" is not supported by Shoal\'s PostgreSQL endpoint', "0A000")
 
 
 def _parse_one(sql: str, dialect: str, *, strict: bool) -> exp.Expr | None:

@@ -3,6 +3,10 @@ numeric precision and scale, numeric in binary, COPY (query) TO STDOUT."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+
 import psycopg
 import pytest
 
@@ -56,3 +60,40 @@ def test_adbc_reads_dates_timestamps_and_numerics(server, lake):
     assert d == dt.date(2024, 2, 29)  # not the opaque bytes of an unknown receive function
     assert isinstance(ts, dt.datetime) and ts.replace(tzinfo=None) == dt.datetime(2024, 1, 2, 3, 4, 5)
     assert str(n) == "12.34"
+
+
+def test_copy_query_to_stdout_text_and_csv(pg, lake, settings):
+    from shoal.governance.masks import mask_hash
+
+    hashes = [mask_hash(settings, e) for e in ("ann@eu.example", "cy@eu.example")]
+    query = f"SELECT id, region, email, CAST(NULL AS STRING) AS z FROM {lake.opps} ORDER BY id"
+    with pg.cursor() as cur:
+        with cur.copy(f"COPY ({query}) TO STDOUT (FORMAT csv, HEADER)") as copy:
+            csv = b"".join(bytes(b) for b in copy).decode()
+        with cur.copy(f"COPY ({query}) TO STDOUT") as copy:
+            text = b"".join(bytes(b) for b in copy).decode()
+        with cur.copy(f"COPY {lake.opps} TO STDOUT WITH CSV") as copy:  # a table: its governed SELECT *
+            table = b"".join(bytes(b) for b in copy).decode()
+    assert csv.splitlines() == ["id,region,email,z", f"1,EU,{hashes[0]},", f"3,EU,{hashes[1]},"]
+    assert text.splitlines() == [f"1\tEU\t{hashes[0]}\t\\N", f"3\tEU\t{hashes[1]}\t\\N"]
+    assert sorted(table.splitlines()) == [f"1,EU,10.0,{hashes[0]}", f"3,EU,30.0,{hashes[1]}"]
+    # Governed as the query itself: a refused column is refused before any data is sent.
+    cur = pg.cursor()
+    with (
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+        cur.copy(f"COPY (SELECT notes FROM {lake.opps}) TO STDOUT"),
+    ):
+        pass
+    assert pg.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql (postgresql-client) is not installed")
+def test_psql_copy_writes_the_file(server, lake, tmp_path):
+    host, port = server.address
+    out = tmp_path / "opps.csv"
+    env = {**os.environ, "PGPASSWORD": PASSWORD, "PGCONNECT_TIMEOUT": "20"}
+    dsn = f"host={host} port={port} user={lake.analyst} dbname=lake sslmode=require"
+    command = f"\\copy (SELECT id, region FROM {lake.opps} ORDER BY id) to '{out}' csv header"
+    done = subprocess.run(["psql", "-X", dsn, "-c", command], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().splitlines() == ["id,region", "1,EU", "3,EU"]

@@ -81,3 +81,53 @@ def test_numeric_in_binary_as_postgresql_sends_it() -> None:
     for text in ("12.34", "-0.000123", "98765432109876543210.0123456789", "1E+5", "7", "-0.5"):
         value = decimal.Decimal(text)
         assert _numeric_from_binary(binary_value(value, NUMERIC)) == value, text
+
+
+def test_copy_statements_are_read_as_postgresql_writes_them() -> None:
+    import pytest
+
+    from shoal.bi.pg.codec import PgError
+    from shoal.bi.pgsql import copy_spec
+
+    psql = copy_spec("COPY ( SELECT a, (b) FROM t ) TO STDOUT with csv header")  # what psql's \copy sends
+    assert (psql.query, psql.format, psql.header, psql.delimiter, psql.null) == (
+        "SELECT a, (b) FROM t",
+        "csv",
+        True,
+        ",",
+        "",
+    )
+    new = copy_spec("COPY (SELECT 1) TO STDOUT (FORMAT csv, HEADER true, DELIMITER ';', FORCE_QUOTE (a, b))")
+    assert (new.delimiter, new.force_quote) == (";", {"a", "b"})
+    text = copy_spec("COPY hr.t (a, b) TO STDOUT")
+    assert (text.query, text.format, text.delimiter, text.null) == ("SELECT a, b FROM hr.t", "text", "\t", "\\N")
+    assert copy_spec("COPY (SELECT 1) TO STDOUT (FORMAT binary)").format == "binary"
+    for bad, code in (("COPY t FROM STDIN", "0A000"), ("COPY t TO '/etc/passwd'", "0A000"),
+                      ("COPY (SELECT 1) TO STDOUT (FORMAT xml)", "22023"), ("COPY (SELECT 1) TO STDOUT (FREEZE)", "0A000")):  # fmt: skip
+        with pytest.raises(PgError) as err:
+            copy_spec(bad)
+        assert err.value.code == code, bad
+
+
+def test_copy_lines_in_text_and_csv() -> None:
+    import datetime as dt
+    import decimal
+
+    from shoal.bi.pg import codec
+    from shoal.bi.pgsql import copy_spec
+
+    oids = [codec.INT4, codec.TEXT, codec.NUMERIC, codec.DATE, codec.TEXT]
+    row = (7, 'a\tb\\c\n"q",', decimal.Decimal("1.50"), dt.date(2024, 2, 29), None)
+    text = copy_spec("COPY (SELECT 1) TO STDOUT")
+    assert codec.copy_line(row, oids, text) == b'7\ta\\tb\\\\c\\n"q",\t1.50\t2024-02-29\t\\N\n'
+    csv = copy_spec("COPY (SELECT 1) TO STDOUT WITH CSV")
+    assert codec.copy_line(row, oids, csv) == b'7,"a\tb\\c\n""q"",",1.50,2024-02-29,\n'
+    assert codec.copy_line(("",), [codec.TEXT], csv) == b'""\n'  # an empty string is not NULL
+    forced = copy_spec("COPY (SELECT 1) TO STDOUT (FORMAT csv, FORCE_QUOTE *)")
+    assert codec.copy_line((1, "x"), [codec.INT4, codec.TEXT], forced, ["n", "s"]) == b'"1","x"\n'
+    assert codec.copy_line(("n", "s"), [codec.TEXT] * 2, forced, header=True) == b"n,s\n"
+    binary = copy_spec("COPY (SELECT 1) TO STDOUT (FORMAT binary)")
+    assert (
+        codec.copy_line((7, None), [codec.INT4, codec.TEXT], binary)
+        == b"\x00\x02\x00\x00\x00\x04\x00\x00\x00\x07\xff\xff\xff\xff"
+    )

@@ -360,6 +360,50 @@ def bind(tree: exp.Expr, params: Sequence[exp.Expr]) -> exp.Expr:
     return tree.transform(replace)  # transform works on a copy
 
 
+# ---- COPY ... TO STDOUT -------------------------------------------------------------------------------
+COPY_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)  # signature, flags, no extension
+COPY_BINARY_TRAILER = struct.pack("!h", -1)
+_TEXT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f", "\v": "\\v"}
+
+
+def copy_line(
+    values: Sequence[Any], oids: Sequence[int], spec: Any, names: Sequence[str] = (), header: bool = False
+) -> bytes:
+    """One row of COPY TO's output in spec's format (`pgsql.CopySpec`): text (backslash escapes,
+    NULL as spec.null), csv (quoted where needed, as PostgreSQL quotes), or binary (one tuple)."""
+    if spec.format == "binary":
+        out = bytearray(struct.pack("!h", len(values)))
+        for value, oid in zip(values, oids, strict=True):
+            data = None if value is None else binary_value(value, oid)
+            out += struct.pack("!i", -1) if data is None else struct.pack("!i", len(data)) + data
+        return bytes(out)
+    fields = []
+    for i, (value, oid) in enumerate(zip(values, oids, strict=True)):
+        if value is None:
+            fields.append(spec.null)
+            continue
+        text = text_value(value, oid).decode("utf-8")
+        if spec.format == "csv":  # FORCE_QUOTE is for values: PostgreSQL does not force the header's
+            forced = not header and (
+                "*" in spec.force_quote or (i < len(names) and names[i].lower() in spec.force_quote)
+            )
+            fields.append(_csv_field(text, spec, forced))
+        else:
+            text = "".join(_TEXT_ESCAPES.get(ch, ch) for ch in text)
+            fields.append(text.replace(spec.delimiter, "\\" + spec.delimiter) if spec.delimiter not in "\\" else text)
+    return (spec.delimiter.join(fields) + "\n").encode("utf-8")
+
+
+def _csv_field(text: str, spec: Any, forced: bool) -> str:
+    # As PostgreSQL: quoted if asked, if it holds the delimiter, the quote, the escape or a line
+    # break, or if it reads like the NULL string (the empty string included).
+    special = (spec.delimiter, spec.quote, spec.escape, "\n", "\r")
+    if not (forced or text == spec.null or text == "\\." or any(c in text for c in special)):
+        return text
+    body = "".join(spec.escape + ch if ch in (spec.quote, spec.escape) else ch for ch in text)
+    return spec.quote + body + spec.quote
+
+
 class Reader:
     """Reads the fields of one message body; a short body is a ProtocolError."""
 

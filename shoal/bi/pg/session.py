@@ -37,6 +37,8 @@ from sqlglot import exp
 
 from shoal.bi.pg.codec import (
     CANCEL_REQUEST,
+    COPY_BINARY_HEADER,
+    COPY_BINARY_TRAILER,
     GSSENC_REQUEST,
     MAX_AUTH_MESSAGE,
     MAX_MESSAGE,
@@ -50,6 +52,7 @@ from shoal.bi.pg.codec import (
     Reader,
     SessionEnded,
     binary_value,
+    copy_line,
     cstr,
     error_fields,
     format_for,
@@ -585,6 +588,9 @@ class Connection(socketserver.BaseRequestHandler):
             if not statements:
                 self.send(b"I")
             for statement in statements:  # one after another; the first error stops the rest
+                if _is_copy(statement):
+                    self._copy(statement)
+                    continue
                 result = self._run(statement)
                 if result.columns:
                     self._row_description(result, [])
@@ -661,6 +667,9 @@ class Connection(socketserver.BaseRequestHandler):
         if what != b"P":
             raise ProtocolError("Describe must name S or P")
         portal = self._portal(name)
+        if _is_copy(portal.sql):  # as PostgreSQL: a COPY portal returns no rows (its data is CopyData)
+            self.send(b"n")
+            return
         result = self._result(portal)
         portal.described = True
         if result.columns:
@@ -674,6 +683,9 @@ class Connection(socketserver.BaseRequestHandler):
         # ends delivery at once, not at the next statement.
         self._check_signed_in()
         portal = self._portal(name)
+        if _is_copy(portal.sql):
+            self._copy(portal.sql)
+            return
         result = self._result(portal)
         if portal.statement.sql.strip() == "":
             self.send(b"I")
@@ -705,6 +717,31 @@ class Connection(socketserver.BaseRequestHandler):
             sql = portal.sql.strip()
             portal.result = Result([], [], [], "") if not sql else self._run(sql, bound=portal.bound)
         return portal.result
+
+    def _copy(self, sql: str) -> None:
+        """COPY (query) TO STDOUT: the governed query's rows as CopyData (text, csv or binary),
+        between CopyOutResponse and CopyDone, as psql's \\copy and ADBC read them."""
+        from shoal.bi.pgsql import copy_spec
+
+        spec = copy_spec(sql)
+        result = self._run(spec.query)  # governed like any query; an error comes before any data
+        binary = spec.format == "binary"
+        n = len(result.columns)
+        self.send(b"H", struct.pack("!bh", int(binary), n) + struct.pack(f"!{n}h", *[int(binary)] * n))
+        # As PostgreSQL: one row per CopyData, the binary header with the first row and the
+        # trailer alone (ADBC reads whole rows from each message).
+        pending = COPY_BINARY_HEADER if binary else b""
+        if spec.header and not binary:
+            pending = copy_line(result.columns, [TEXT] * n, spec, header=True)
+        for row in result.rows:
+            self.send(b"d", pending + copy_line(row, result.oids, spec, result.columns))
+            pending = b""
+        if binary or pending:
+            self.send(b"d", pending + (COPY_BINARY_TRAILER if binary else b""))
+        self.send(b"c")
+        if result.notice:
+            self._notice(result.notice)
+        self.send(b"C", cstr(f"COPY {len(result.rows)}"))
 
     # ---- running one statement ----------------------------------------------------------------
     def _run(self, sql: str, *, limit: int | None = None, bound: Parsed | None = None) -> Result:
@@ -835,6 +872,10 @@ class Connection(socketserver.BaseRequestHandler):
 def _session_tag(sql: str) -> str | None:
     words = sql.split(None, 1)
     return _SESSION.get(words[0].upper().rstrip(";")) if words else None
+
+
+def _is_copy(sql: str) -> bool:
+    return re.match(r"(?i)\s*copy\b", sql) is not None
 
 
 def _is_query(sql: str) -> bool:
