@@ -131,3 +131,19 @@ def test_copy_lines_in_text_and_csv() -> None:
         codec.copy_line((7, None), [codec.INT4, codec.TEXT], binary)
         == b"\x00\x02\x00\x00\x00\x04\x00\x00\x00\x07\xff\xff\xff\xff"
     )
+
+
+def test_timestamps_are_printed_as_postgresql_prints_them() -> None:
+    import datetime as dt
+
+    from shoal.bi.pg import codec
+
+    def text(value: dt.datetime, oid: int) -> str:
+        return codec.text_value(value, oid).decode()
+
+    assert text(dt.datetime(2024, 1, 2, 3, 4, 5, 123400), codec.TIMESTAMP) == "2024-01-02 03:04:05.1234"
+    assert (
+        text(dt.datetime(2024, 1, 2, 3, 4, 5, 500000, tzinfo=dt.UTC), codec.TIMESTAMPTZ) == "2024-01-02 03:04:05.5+00"
+    )
+    assert text(dt.datetime(2024, 1, 2, 3, 4, 5), codec.TIMESTAMP) == "2024-01-02 03:04:05"
+    assert text(dt.datetime(2024, 1, 2, 3, 4, 5, 1), codec.TIMESTAMP) == "2024-01-02 03:04:05.000001"

@@ -143,9 +143,9 @@ def text_value(value: Any, oid: int) -> bytes:
         if oid == TIMESTAMPTZ:
             if value.tzinfo is not None:
                 value = value.astimezone(dt.UTC).replace(tzinfo=None)
-            s = value.isoformat(sep=" ") + "+00"  # the session time zone is UTC
+            s = _timestamp_text(value) + "+00"  # the session time zone is UTC
         else:
-            s = value.replace(tzinfo=None).isoformat(sep=" ")
+            s = _timestamp_text(value.replace(tzinfo=None))
     elif isinstance(value, dt.date):
         s = value.isoformat()
     elif isinstance(value, bytes | bytearray):
@@ -157,6 +157,12 @@ def text_value(value: Any, oid: int) -> bytes:
     else:  # arrays, maps, structs: JSON text
         s = json.dumps(to_json_value(value), ensure_ascii=False, default=str)
     return s.encode("utf-8")
+
+
+def _timestamp_text(value: dt.datetime) -> str:
+    """As PostgreSQL prints a timestamp: fractional seconds without trailing zeros (.1234, not .123400)."""
+    text = value.isoformat(sep=" ")
+    return text.rstrip("0") if value.microsecond else text
 
 
 def binary_value(value: Any, oid: int) -> bytes:
