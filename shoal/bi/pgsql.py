@@ -60,6 +60,7 @@ DEFAULTS: dict[str, str] = {
     "lc_time": "C.UTF-8",
     "lock_timeout": "0",
     "max_identifier_length": "63",
+    "max_index_keys": "32",  # pgjdbc reads it before listing foreign keys
     "search_path": '"$user", public',
     "server_encoding": "UTF8",
     "server_version": "",  # filled from the endpoint
@@ -82,7 +83,7 @@ DEFAULTS: dict[str, str] = {
 # Read-only settings (PostgreSQL refuses to SET them too) and settings held to one value because
 # the endpoint always works that way (the text it sends is UTF-8, timestamps are UTC, ISO dates).
 _READ_ONLY = {"server_version", "server_version_num", "server_encoding", "integer_datetimes",
-              "max_identifier_length", "lc_collate", "lc_ctype", "is_superuser", "session_authorization"}  # fmt: skip
+              "max_identifier_length", "max_index_keys", "lc_collate", "lc_ctype", "is_superuser", "session_authorization"}  # fmt: skip
 _FIXED = {
     "client_encoding": ({"utf8", "utf-8", "unicode"}, "the endpoint sends UTF-8 only"),
     "timezone": ({"utc", "gmt", "etc/utc", "z", "zulu", "universal", "+00", "00:00"}, "sessions run in UTC"),

@@ -187,7 +187,12 @@ def test_pgjdbc_database_metadata(server, lake, settings):
         ("email", "12", "5"),
     ]
     assert not [line for line in lines if line.startswith("pk|")]
+    assert [line for line in lines if line.startswith("fk|")] == ["fk|done"]  # answered, and empty
     assert int(next(line for line in lines if line.startswith("typeinfo|")).split("|")[1]) > 10
+    type_names = {line.split("|")[1] for line in lines if line.startswith("type|")}
+    returned = {"bool", "int2", "int4", "int8", "float4", "float8", "numeric", "text", "date", "timestamp",
+                "timestamptz", "bytea"}  # fmt: skip
+    assert returned <= type_names, returned - type_names  # getTypeInfo covers every type Shoal returns
     assert [line for line in lines if line.startswith("row|")] == [
         f"row|1|{mask_hash(settings, 'ann@eu.example')}",
         f"row|3|{mask_hash(settings, 'cy@eu.example')}",
