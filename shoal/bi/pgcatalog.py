@@ -931,8 +931,10 @@ class Catalog:
             "format_type": None,
             "pg_get_userbyid": f"(r) AS coalesce((SELECT rolname FROM {p}.pg_roles WHERE oid = r),"
             " 'unknown (OID=' || r || ')')",
-            "pg_table_is_visible": f"(o) AS (SELECT count(*) > 0 FROM {p}.pg_class c JOIN {p}._search_path s"
-            " ON s.nspoid = c.relnamespace WHERE c.oid = o)",
+            # Aliases no client query uses: a macro's argument is pasted in as written, so `c.oid`
+            # from psql's `pg_table_is_visible(c.oid)` would otherwise mean this subquery's c.
+            "pg_table_is_visible": f"(o) AS (SELECT count(*) > 0 FROM {p}.pg_class shoal_vis_c JOIN {p}._search_path"
+            " shoal_vis_s ON shoal_vis_s.nspoid = shoal_vis_c.relnamespace WHERE shoal_vis_c.oid = o)",
             "pg_type_is_visible": "(o) AS true",
             "pg_function_is_visible": "(o) AS true",
             "pg_collation_is_visible": "(o) AS true",

@@ -147,3 +147,29 @@ def test_timestamps_are_printed_as_postgresql_prints_them() -> None:
     )
     assert text(dt.datetime(2024, 1, 2, 3, 4, 5), codec.TIMESTAMP) == "2024-01-02 03:04:05"
     assert text(dt.datetime(2024, 1, 2, 3, 4, 5, 1), codec.TIMESTAMP) == "2024-01-02 03:04:05.000001"
+
+
+def test_dt_without_a_pattern_follows_the_search_path() -> None:
+    cols = [pgcatalog.CatalogColumn("id", pgcatalog.INT4)]
+    tables = [pgcatalog.CatalogTable("hr", "salaries", cols), pgcatalog.CatalogTable("public", "notes", cols)]
+    principal = SimpleNamespace(name="ann", is_admin=False)
+    session = PgSession(principal, pid=7, server_version="15.0 (Shoal)", startup={},
+                        snapshot=lambda: pgcatalog.Snapshot(tables, ["hr", "public"]))  # fmt: skip
+    dt = (  # what psql 15 sends for \dt
+        'SELECT n.nspname as "Schema", c.relname as "Name", CASE c.relkind WHEN \'r\' THEN \'table\' END as "Type",'
+        ' pg_catalog.pg_get_userbyid(c.relowner) as "Owner" FROM pg_catalog.pg_class c'
+        " LEFT JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace LEFT JOIN pg_catalog.pg_am am ON am.oid = c.relam"
+        " WHERE c.relkind IN ('r','p','') AND n.nspname <> 'pg_catalog' AND n.nspname !~ '^pg_toast'"
+        " AND n.nspname <> 'information_schema' AND pg_catalog.pg_table_is_visible(c.oid) ORDER BY 1,2"
+    )
+
+    def listed() -> list:
+        answer = session.answer(dt)
+        assert answer is not None
+        return [row[:2] for row in answer[2]]
+
+    assert listed() == [("public", "notes")]  # search_path "$user", public: as PostgreSQL
+    session.answer("SET search_path TO hr")
+    assert listed() == [("hr", "salaries")]
+    session.answer("SET search_path TO hr, public")
+    assert listed() == [("hr", "salaries"), ("public", "notes")]
