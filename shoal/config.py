@@ -348,7 +348,7 @@ class ServerSettings(Section):
     # on a plain connection), "scram-sha-256" (always SCRAM: tokens only), or "password" (always a
     # password message, even without TLS: for old clients on loopback).
     pg_auth: Literal["auto", "scram-sha-256", "password"] = "auto"
-    # Rows one statement returns at most; a longer result is cut, with a warning to the client.
+    # Rows one statement returns at most; a longer result is an error (54000), never cut silently.
     pg_max_rows: int = Field(default=100_000, ge=1)
     # Close a connection idle (no message from the client) this long.
     pg_idle_timeout_s: float = Field(default=900, gt=0)

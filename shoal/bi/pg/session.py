@@ -770,11 +770,16 @@ class Connection(socketserver.BaseRequestHandler):
                 raise PgError(first_line(exc), sqlstate(exc), hint=exc.hint) from exc
             log.exception("PostgreSQL endpoint: statement failed")
             raise PgError(first_line(exc), "XX000") from exc
-        rows, notice = qr.rows, None
+        rows = qr.rows
         if len(rows) > limit:
+            if limit == max_rows:  # never a silently shorter result: the client is told, and gets none
+                raise PgError(
+                    f"the result has more than {max_rows} rows, the most one statement may return"
+                    " ([server] pg_max_rows)",
+                    "54000",
+                    hint="add a LIMIT (or a WHERE), or raise [server] pg_max_rows",
+                )
             rows = rows[:limit]
-            if limit == max_rows:
-                notice = f"the result was cut at {max_rows} rows ([server] pg_max_rows)"
         word = sql.split(None, 1)[0].upper()
         if self.in_txn and word in _WRITES:
             self.wrote_in_txn = True
@@ -785,7 +790,7 @@ class Connection(socketserver.BaseRequestHandler):
         else:
             tag = " ".join(sql.split()[:2]).upper()
         oids, typmods = [pg_type(t) for t in qr.types], [pg_typmod(t) for t in qr.types]
-        return Result(list(qr.columns), oids, rows, tag, notice, typmods)
+        return Result(list(qr.columns), oids, rows, tag, typmods=typmods)
 
     def _local(self, sql: str, bound: Parsed | None = None) -> Result | None:
         """Session statements and probes answered without Spark; None for everything else."""
