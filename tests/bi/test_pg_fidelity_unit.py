@@ -173,3 +173,20 @@ def test_dt_without_a_pattern_follows_the_search_path() -> None:
     assert listed() == [("hr", "salaries")]
     session.answer("SET search_path TO hr, public")
     assert listed() == [("hr", "salaries"), ("public", "notes")]
+
+
+def test_floats_are_printed_as_postgresql_prints_them() -> None:
+    from shoal.bi.pg import codec
+
+    def text(value: float, oid: int = codec.FLOAT8) -> str:
+        return codec.text_value(value, oid).decode()
+
+    assert [text(v) for v in (10.0, 0.1, -2.5, 1e20, 1e-05, 123456.789)] == [
+        "10",
+        "0.1",
+        "-2.5",
+        "1e+20",
+        "1e-05",
+        "123456.789",
+    ]
+    assert text(3.0, codec.FLOAT4) == "3" and text(float("nan")) == "NaN"

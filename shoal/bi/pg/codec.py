@@ -126,7 +126,8 @@ def _float_text(v: float, oid: int) -> str:
             s = f"{v:.{digits}g}"
             if struct.unpack("!f", struct.pack("!f", float(s)))[0] == f32:
                 return s
-    return repr(v)
+    text = repr(v)  # the shortest text that reads back exactly, as PostgreSQL 12+ prints float8
+    return text[:-2] if text.endswith(".0") else text  # 10, not 10.0
 
 
 def text_value(value: Any, oid: int) -> bytes:
