@@ -294,6 +294,7 @@ class PgSession:
                 continue
             _schema_qualified_columns(tree)
             pgcatalog.name_columns(tree)  # count, max, ?column?: not Spark's count(1)
+            _unconstrained_numeric(tree)
             for t in tree.find_all(exp.Table):
                 if (t.db or "").lower() == pgcatalog.PUBLIC and not t.catalog:
                     t.set("db", exp.to_identifier("default"))
@@ -414,6 +415,14 @@ def _schema_qualified_columns(tree: exp.Expr) -> None:
     for c in qualified:
         c.set("db", None)
         c.set("catalog", None)
+
+
+def _unconstrained_numeric(tree: exp.Expr) -> None:
+    """`x::numeric` keeps x's digits in PostgreSQL; Spark's bare DECIMAL is DECIMAL(10,0), which
+    would drop every fraction (1.25 -> 1). Spark's widest with room on both sides stands in."""
+    for dtype in tree.find_all(exp.DataType):
+        if dtype.this == exp.DataType.Type.DECIMAL and not dtype.expressions:
+            dtype.set("expressions", [exp.DataTypeParam(this=exp.Literal.number(n)) for n in (38, 18)])
 
 
 def _norm(name: str) -> str:

@@ -97,3 +97,12 @@ def test_psql_copy_writes_the_file(server, lake, tmp_path):
     done = subprocess.run(["psql", "-X", dsn, "-c", command], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert out.read_text().splitlines() == ["id,region", "1,EU", "3,EU"]
+
+
+def test_numeric_without_precision_keeps_its_fraction(pg):
+    import decimal
+
+    assert pg.execute("SELECT round(1.25::numeric, 1) AS r, 1.25::numeric AS n").fetchone() == (
+        decimal.Decimal("1.3"),
+        decimal.Decimal("1.250000000000000000"),
+    )

@@ -190,3 +190,10 @@ def test_floats_are_printed_as_postgresql_prints_them() -> None:
         "123456.789",
     ]
     assert text(3.0, codec.FLOAT4) == "3" and text(float("nan")) == "NaN"
+
+
+def test_numeric_without_precision_keeps_its_fraction() -> None:
+    spark_sql = _session().translate("SELECT 1.25::numeric AS a, CAST(x AS decimal) AS b, y::numeric(5,2) AS c FROM t")
+    assert spark_sql == (
+        "SELECT CAST(1.25 AS DECIMAL(38, 18)) AS a, CAST(x AS DECIMAL(38, 18)) AS b, CAST(y AS DECIMAL(5, 2)) AS c FROM t"
+    )

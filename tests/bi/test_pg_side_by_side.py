@@ -29,6 +29,13 @@ CASES: list[tuple[str, tuple]] = [
     ("SELECT DATE '2024-02-29' AS d, 1.5::float8 AS f, true AS b, 10::float8 AS whole", ()),
     # (-x)::numeric(p,s): PostgreSQL reports precision and scale of casts and columns only, Shoal of
     # every decimal (an intended difference, docs/bi.md), so the minus goes inside the cast.
+    ("SELECT id, CASE WHEN revenue > 15 THEN 'hi' ELSE 'lo' END FROM {t} ORDER BY id", ()),
+    ("SELECT coalesce(email, 'none'), lower(region), length(email) FROM {t} ORDER BY id", ()),
+    ("SELECT id FROM {t} ORDER BY id DESC LIMIT 1 OFFSET 1", ()),
+    ("SELECT DISTINCT region FROM {t} ORDER BY region", ()),
+    ("SELECT 1 + 1, 'a' || 'b', NULL::text AS z, id::text FROM {t} ORDER BY id", ()),
+    ("SELECT count(DISTINCT region), sum(id) FROM {t}", ()),
+    ("SELECT upper(%s) AS u, %s::int + 1 AS n", ("abc", "41")),
     ("SELECT 12.5::numeric(6,2) AS n, (-0.001)::numeric(10,4) AS m", ()),
 ]
 COPIES = [
