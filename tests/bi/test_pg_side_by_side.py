@@ -7,6 +7,9 @@ psycopg, other clients are left to extend it)."""
 from __future__ import annotations
 
 import decimal
+import os
+import shutil
+import subprocess
 import uuid
 
 import psycopg
@@ -109,3 +112,102 @@ def test_binary_numeric_matches_postgresql(pair, lake):
     sql = f"SELECT revenue::numeric(12,2) AS r, -0.5::numeric(3,1) AS n FROM {lake.opps} ORDER BY id"
     got = [c.cursor(binary=True).execute(sql).fetchall() for c in (real, shoal)]
     assert got[1] == got[0] and isinstance(got[0][0][0], decimal.Decimal)
+
+
+def test_sqlalchemy_inspect_matches_postgresql(pair, lake):
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    real, shoal = pair
+    schema, table = lake.opps.split(".")
+    answers = []
+    for conn in (real, shoal):
+        info = conn.info
+        url = sqlalchemy.URL.create(
+            "postgresql+psycopg", username=info.user, password=info.password, host=info.host, port=info.port,
+            database=info.dbname, query={"sslmode": "require" if conn is shoal else "disable"},
+        )  # fmt: skip
+        engine = sqlalchemy.create_engine(url)
+        try:
+            insp = sqlalchemy.inspect(engine)
+            columns = [
+                (c["name"], str(c["type"]), c["nullable"], c["default"]) for c in insp.get_columns(table, schema)
+            ]
+            answers.append(
+                (
+                    insp.get_table_names(schema=schema),
+                    insp.get_view_names(schema=schema),
+                    columns,
+                    insp.get_pk_constraint(table, schema)["constrained_columns"],
+                    insp.get_foreign_keys(table, schema),
+                    insp.get_indexes(table, schema),
+                    insp.has_table(table, schema=schema),
+                )
+            )
+        finally:
+            engine.dispose()
+    assert answers[1] == answers[0]
+
+
+@pytest.mark.skipif(shutil.which("psql") is None, reason="psql (postgresql-client) is not installed")
+@pytest.mark.parametrize("command", ["\\d {t}", "\\dt {schema}.*", "\\dn {schema}"])
+def test_psql_describes_as_postgresql(pair, lake, command):
+    real, shoal = pair
+    schema = lake.opps.split(".")[0]
+    outputs = []
+    for conn in (real, shoal):
+        info = conn.info
+        dsn = f"host={info.host} port={info.port} user={info.user} dbname={info.dbname} sslmode=prefer"
+        env = {**os.environ, "PGPASSWORD": info.password, "PGCONNECT_TIMEOUT": "20"}
+        done = subprocess.run(["psql", "-X", "-A", dsn, "-c", command.format(t=lake.opps, schema=schema)],
+                              env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert outputs[1] == outputs[0]
+
+
+JAR = "/usr/share/java/postgresql.jar"
+
+
+@pytest.mark.skipif(shutil.which("java") is None or not os.path.exists(JAR), reason="needs java and Debian's pgjdbc")
+def test_pgjdbc_metadata_matches_postgresql(pair, lake):
+    real, shoal = pair
+    schema, table = lake.opps.split(".")
+    program = os.path.join(os.path.dirname(__file__), "PgMeta.java")
+    compared = ("table|", "column|", "pk|", "fk|", "row|")  # the schema list and type count differ by design
+    outputs = []
+    for conn in (real, shoal):
+        info = conn.info
+        url = f"jdbc:postgresql://{info.host}:{info.port}/{info.dbname}?sslmode={'require' if conn is shoal else 'disable'}"
+        query = f"SELECT id, region, revenue FROM {lake.opps} ORDER BY id"
+        done = subprocess.run(["java", "-cp", JAR, program, url, info.user, info.password, schema, table, query],
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs.append([line for line in done.stdout.splitlines() if line.startswith(compared)])
+    assert [line for line in outputs[0] if line.startswith(("table|", "row|"))] == [
+        f"table|{schema}|{table}|TABLE",
+        "row|1|EU|10",
+        "row|2|US|20",
+        "row|3|EU|30",
+    ]  # not an empty comparison
+    assert outputs[1] == outputs[0]
+
+
+@pytest.mark.parametrize("use_copy", ["true", "false"])
+def test_adbc_reads_match_postgresql(pair, lake, use_copy):
+    dbapi = pytest.importorskip("adbc_driver_postgresql.dbapi")
+    real, shoal = pair
+    query = (
+        f"SELECT id, region, revenue, revenue::numeric(12,2) AS r, DATE '2024-02-29' AS d, id::bigint AS big"
+        f" FROM {lake.opps} ORDER BY id"
+    )
+    tables = []
+    for conn in (real, shoal):
+        info = conn.info
+        mode = "require" if conn is shoal else "disable"
+        uri = f"postgresql://{info.user}:{info.password}@{info.host}:{info.port}/{info.dbname}?sslmode={mode}"
+        with dbapi.connect(uri) as adbc, adbc.cursor() as cur:
+            cur.adbc_statement.set_options(**{"adbc.postgresql.use_copy": use_copy})
+            cur.execute(query)
+            tables.append(cur.fetch_arrow_table())
+    assert tables[1].schema.types == tables[0].schema.types  # names: ADBC takes them from the result
+    assert tables[1].column_names == tables[0].column_names
+    assert tables[1].to_pylist() == tables[0].to_pylist()
