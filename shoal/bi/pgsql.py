@@ -295,6 +295,7 @@ class PgSession:
             _schema_qualified_columns(tree)
             pgcatalog.name_columns(tree)  # count, max, ?column?: not Spark's count(1)
             _unconstrained_numeric(tree)
+            tree = tree.transform(_aggregate_lists)
             for t in tree.find_all(exp.Table):
                 if (t.db or "").lower() == pgcatalog.PUBLIC and not t.catalog:
                     t.set("db", exp.to_identifier("default"))
@@ -415,6 +416,41 @@ def _schema_qualified_columns(tree: exp.Expr) -> None:
     for c in qualified:
         c.set("db", None)
         c.set("catalog", None)
+
+
+def _aggregate_lists(node: exp.Expr) -> exp.Expr:
+    """string_agg / array_agg (with ORDER BY), which Spark 3.5 lacks (sqlglot writes LISTAGG, or
+    COLLECT_LIST without the order): array_join over a list sorted by the ORDER BY keys."""
+    if isinstance(node, exp.GroupConcat):
+        listed = _sorted_list(node.this)
+        separator = node.args.get("separator") or exp.Literal.string(",")
+        return node if listed is None else exp.Anonymous(this="ARRAY_JOIN", expressions=[listed, separator])
+    if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
+        listed = _sorted_list(node.this)
+        return node if listed is None else listed
+    return node
+
+
+def _sorted_list(arg: exp.Expr) -> exp.Expr | None:
+    """The aggregated values as a Spark array, in the ORDER BY's order (all keys ascending or all
+    descending; None, left as it was, for a mix)."""
+    if isinstance(arg, exp.Distinct):
+        return exp.Anonymous(
+            this="ARRAY_SORT", expressions=[exp.Anonymous(this="COLLECT_SET", expressions=arg.expressions)]
+        )
+    if not isinstance(arg, exp.Order):
+        return exp.Anonymous(this="COLLECT_LIST", expressions=[arg])
+    descending = {bool(o.args.get("desc")) for o in arg.expressions}
+    if len(descending) != 1:
+        return None
+    fields = [exp.alias_(o.this, f"k{i}") for i, o in enumerate(arg.expressions)]
+    pairs = exp.Anonymous(this="STRUCT", expressions=[*fields, exp.alias_(arg.this, "v")])
+    ordered: exp.Expr = exp.Anonymous(
+        this="ARRAY_SORT", expressions=[exp.Anonymous(this="COLLECT_LIST", expressions=[pairs])]
+    )
+    if descending.pop():
+        ordered = exp.Anonymous(this="REVERSE", expressions=[ordered])
+    return exp.Dot(this=exp.Paren(this=ordered), expression=exp.to_identifier("v"))  # the v of each pair
 
 
 def _unconstrained_numeric(tree: exp.Expr) -> None:

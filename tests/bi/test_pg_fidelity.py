@@ -106,3 +106,11 @@ def test_numeric_without_precision_keeps_its_fraction(pg):
         decimal.Decimal("1.3"),
         decimal.Decimal("1.250000000000000000"),
     )
+
+
+def test_string_agg_and_ordered_array_agg(pg, lake):
+    row = pg.execute(
+        "SELECT string_agg(region, ',' ORDER BY id DESC) AS r, string_agg(CAST(id AS text), '-') IS NOT NULL AS s,"
+        f" array_agg(id ORDER BY id DESC) AS a FROM {lake.opps}"
+    ).fetchone()
+    assert row[:2] == ("EU,EU", True) and row[2] in ("[3,1]", "[3, 1]")  # arrays arrive as JSON text

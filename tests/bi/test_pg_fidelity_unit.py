@@ -197,3 +197,12 @@ def test_numeric_without_precision_keeps_its_fraction() -> None:
     assert spark_sql == (
         "SELECT CAST(1.25 AS DECIMAL(38, 18)) AS a, CAST(x AS DECIMAL(38, 18)) AS b, CAST(y AS DECIMAL(5, 2)) AS c FROM t"
     )
+
+
+def test_string_agg_and_ordered_array_agg_become_spark_3_5() -> None:
+    session = _session()
+    assert session.translate("SELECT string_agg(region, ',' ORDER BY id) FROM t") == (
+        "SELECT ARRAY_JOIN((ARRAY_SORT(COLLECT_LIST(STRUCT(id AS k0, region AS v)))).v, ',') AS `string_agg` FROM t"
+    )
+    assert "REVERSE(ARRAY_SORT(" in session.translate("SELECT array_agg(x ORDER BY y DESC) FROM t")
+    assert "LISTAGG" not in session.translate("SELECT string_agg(r, ', ') FROM t")

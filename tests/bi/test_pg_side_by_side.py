@@ -38,6 +38,7 @@ CASES: list[tuple[str, tuple]] = [
     ("SELECT DISTINCT region FROM {t} ORDER BY region", ()),
     ("SELECT 1 + 1, 'a' || 'b', NULL::text AS z, id::text FROM {t} ORDER BY id", ()),
     ("SELECT count(DISTINCT region), sum(id) FROM {t}", ()),
+    ("SELECT string_agg(region, ',' ORDER BY id DESC), string_agg(email, '|' ORDER BY revenue) FROM {t}", ()),
     ("SELECT upper(%s) AS u, %s::int + 1 AS n", ("abc", "41")),
     ("SELECT 12.5::numeric(6,2) AS n, (-0.001)::numeric(10,4) AS m", ()),
 ]
