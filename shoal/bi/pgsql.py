@@ -1,7 +1,6 @@
 """PostgreSQL sessions for BI tools: session commands, the governed catalog, and dialect translation.
 
-`PgSession` is one connection's PostgreSQL side; the wire protocol (shoal.bi.pg.session.Connection) asks it two
-things:
+`PgSession` is one connection's PostgreSQL side; the wire protocol (shoal.bi.pg.session.Connection) asks it:
 
 - `answer(sql)`: a statement answered without Spark, or None. SET/RESET/SHOW (settings kept per
   connection, as PostgreSQL does; a PostgreSQL SET never reaches Spark) and catalog queries
@@ -12,6 +11,11 @@ things:
   for any other statement. Schema `public` is Shoal's `default` database. A client that sends
   Spark SQL (backticks, Spark functions) connects with `options='-c shoal.dialect=spark'` or
   runs `SET shoal.dialect = spark`; its statements then go to GovernedSql unchanged.
+- `split(sql)`, `prepare(sql)` and `bind(parsed, params)`: a statement is read once, by its dialect's
+  quoting rules (dollar quotes included); Bind puts each parameter into the tree as a literal node,
+  and `answer`/`translate` take that bound tree: a value never becomes SQL text read again.
+
+`copy_spec` reads `COPY (query) TO STDOUT` and its options (the wire protocol streams the rows).
 """
 
 from __future__ import annotations
