@@ -328,8 +328,16 @@ class ServerSettings(Section):
     # Signed-in client connections at most; more are refused (SQLSTATE 53300). A connection
     # takes its slot only once signed in.
     pg_max_connections: int = Field(default=32, ge=1)
-    # Connections still in startup or sign-in at most; more are refused on accept.
-    pg_max_pending: int = Field(default=64, ge=1)
+    # Signed-in connections of one principal at most (admins are exempt, as PostgreSQL's superusers).
+    pg_max_connections_per_principal: int = Field(default=16, ge=1)
+    # The last this many of pg_max_connections are for admins (PostgreSQL's superuser_reserved_connections).
+    pg_reserved_admin_connections: int = Field(default=3, ge=0)
+    # Connections still in startup or sign-in at most, from all addresses; more are refused on accept.
+    pg_max_pending: int = Field(default=1024, ge=1)
+    # Of those, from one client address at most: one address cannot take every place.
+    pg_max_pending_per_address: int = Field(default=16, ge=1)
+    # A new connection must send its first startup packet within this many seconds, or is closed.
+    pg_startup_timeout_s: float = Field(default=5, gt=0)
     # Startup, TLS and sign-in together must finish within this many seconds.
     pg_handshake_timeout_s: float = Field(default=10, gt=0)
     # Answer SSLRequest with TLS. The certificate and key (PEM) are pg_tls_cert / pg_tls_key, or
@@ -343,7 +351,7 @@ class ServerSettings(Section):
     # on a plain connection), "scram-sha-256" (always SCRAM: tokens only), or "password" (always a
     # password message, even without TLS: for old clients on loopback).
     pg_auth: Literal["auto", "scram-sha-256", "password"] = "auto"
-    # Rows one statement returns at most; a longer result is cut, with a warning to the client.
+    # Rows one statement returns at most; a longer result is an error (54000), never cut silently.
     pg_max_rows: int = Field(default=100_000, ge=1)
     # Close a connection idle (no message from the client) this long.
     pg_idle_timeout_s: float = Field(default=900, gt=0)

@@ -104,9 +104,20 @@ def _types() -> list[PgType]:
         (2277, "anyarray", "anyarray", -1, "P", 0),
         (2278, "void", "void", 4, "P", 0),
     ]
-    out = [PgType(o, n, d, ln, c, a, 0, f"{n}in") for o, n, d, ln, c, a in base]
+    out = [PgType(o, n, d, ln, c, a, 0, _io_prefix(n) + "in") for o, n, d, ln, c, a in base]
     out += [PgType(a, f"_{n}", f"{d}[]", -1, "A", 0, o, "array_in") for o, n, d, _, _, a in base if a]
     return out
+
+
+# PostgreSQL spells these types' I/O functions with an underscore (date_recv, numeric_in,
+# timestamptz_send); the older ones without (int4recv, textin). Drivers such as ADBC pick their
+# binary decoder by the typreceive name.
+_UNDERSCORE_IO = {"json", "pg_node_tree", "date", "time", "timestamp", "timestamptz", "interval", "numeric",
+                  "uuid", "jsonb", "record", "any", "anyarray", "void"}  # fmt: skip
+
+
+def _io_prefix(name: str) -> str:
+    return f"{name}_" if name in _UNDERSCORE_IO else name
 
 
 TYPES = _types()
@@ -145,6 +156,8 @@ class CatalogTable:
     columns: list[CatalogColumn]
     comment: str | None = None
     kind: str = "r"  # pg_class.relkind: r table, v view
+    # What the grants allow on it, in PostgreSQL's words (has_table_privilege): SELECT, INSERT.
+    privileges: frozenset[str] = frozenset({"SELECT"})
 
 
 @dataclass
@@ -165,14 +178,9 @@ def database_name(schema: str) -> str:
 
 def _column_type(spark_type: str) -> tuple[int, int]:
     """The (type OID, typmod) a Spark column is reported as: the OID the wire protocol sends it with."""
-    from shoal.bi.pg.codec import pg_type
+    from shoal.bi.pg.codec import pg_type, pg_typmod
 
-    oid = pg_type(spark_type)
-    if oid == NUMERIC:
-        inside = spark_type[spark_type.find("(") + 1 : spark_type.find(")")] if "(" in spark_type else "10,0"
-        p, _, s = inside.partition(",")
-        return oid, ((int(p) << 16) | int(s or 0)) + 4
-    return oid, -1
+    return pg_type(spark_type), pg_typmod(spark_type)
 
 
 def governed_snapshot(spark: Any, settings: Any, principal: Any) -> Snapshot:
@@ -197,7 +205,8 @@ def governed_snapshot(spark: Any, settings: Any, principal: Any) -> Snapshot:
             if row["isTemporary"]:
                 continue
             name = f"{db}.{row['tableName']}"
-            if "SELECT" not in gov.privileges(principal, name):
+            privileges = gov.privileges(principal, name)
+            if "SELECT" not in privileges:
                 continue
             try:
                 fields = spark.table(name).schema.fields
@@ -217,7 +226,9 @@ def governed_snapshot(spark: Any, settings: Any, principal: Any) -> Snapshot:
             if not columns:
                 continue
             db_key, table = table_key(name)
-            tables.append(CatalogTable(schema_name(db_key), table, columns, gov.info(name).get("description")))
+            description = gov.info(name).get("description")
+            allowed = frozenset(privileges & _PG_TABLE_PRIVILEGES)
+            tables.append(CatalogTable(schema_name(db_key), table, columns, description, privileges=allowed))
     schemas = sorted({t.schema for t in tables} | {PUBLIC})
     return Snapshot(tables, schemas)
 
@@ -539,6 +550,8 @@ class Catalog:
         self._snapshot = Snapshot([])
         self._rel_oids: dict[tuple[str, str], int] = {}
         self._ns_oids: dict[str, int] = {}
+        self._tables: dict[tuple[str, str], CatalogTable] = {}
+        self._user, self._user_oid = "", 0
         self._session: SessionInfo | None = None
         self._sub: Callable[[exp.Expr], exp.Expr] = lambda e: e
 
@@ -699,7 +712,7 @@ class Catalog:
                         b.replace(exp.Literal.string("-"))
             return node
 
-        _name_columns(tree)
+        name_columns(tree)
         # COLLATE first (pg_catalog.default is no DuckDB collation), then the rest, innermost
         # nodes included: a rewritten node's children are rewritten too.
         tree = tree.transform(lambda n: n.this if isinstance(n, exp.Collate) else n)
@@ -892,6 +905,8 @@ class Catalog:
                 )  # fmt: skip
                 info_columns.append(_info_column(t, c, i))
         self._rel_oids = rel_oids
+        self._tables = {(t.schema, t.name): t for t in snap.tables}
+        self._user, self._user_oid = user, user_oid
         self._insert(db, _PGC, "pg_class", classes)
         self._insert(db, _PGC, "pg_attribute", attributes)
         self._insert(db, _PGC, "pg_description", descriptions)
@@ -916,8 +931,10 @@ class Catalog:
             "format_type": None,
             "pg_get_userbyid": f"(r) AS coalesce((SELECT rolname FROM {p}.pg_roles WHERE oid = r),"
             " 'unknown (OID=' || r || ')')",
-            "pg_table_is_visible": f"(o) AS (SELECT count(*) > 0 FROM {p}.pg_class c JOIN {p}._search_path s"
-            " ON s.nspoid = c.relnamespace WHERE c.oid = o)",
+            # Aliases no client query uses: a macro's argument is pasted in as written, so `c.oid`
+            # from psql's `pg_table_is_visible(c.oid)` would otherwise mean this subquery's c.
+            "pg_table_is_visible": f"(o) AS (SELECT count(*) > 0 FROM {p}.pg_class shoal_vis_c JOIN {p}._search_path"
+            " shoal_vis_s ON shoal_vis_s.nspoid = shoal_vis_c.relnamespace WHERE shoal_vis_c.oid = o)",
             "pg_type_is_visible": "(o) AS true",
             "pg_function_is_visible": "(o) AS true",
             "pg_collation_is_visible": "(o) AS true",
@@ -932,12 +949,17 @@ class Catalog:
             "col_description": f"(o, n) AS (SELECT first(description) FROM {p}.pg_description WHERE objoid = o"
             " AND objsubid = n)",
             "shobj_description": "(o, c) AS NULL::VARCHAR",
-            # Every relation and column listed is one the principal may read: what a tool asks.
-            "has_table_privilege": "(t, p) AS upper(p) LIKE '%SELECT%', (u, t, p) AS upper(p) LIKE '%SELECT%'",
-            "has_schema_privilege": "(s, p) AS upper(p) LIKE '%USAGE%', (u, s, p) AS upper(p) LIKE '%USAGE%'",
+            # Answered from the grants (the snapshot): false for what the principal may not read.
+            # A role other than the signed-in principal has no privileges here (shoal_is_me).
+            "has_table_privilege": "(t, p) AS shoal_table_priv(t::VARCHAR, p),"
+            " (u, t, p) AS shoal_is_me(u::VARCHAR) AND shoal_table_priv(t::VARCHAR, p)",
+            "has_any_column_privilege": "(t, p) AS shoal_table_priv(t::VARCHAR, p),"
+            " (u, t, p) AS shoal_is_me(u::VARCHAR) AND shoal_table_priv(t::VARCHAR, p)",
+            "has_column_privilege": "(t, c, p) AS shoal_column_priv(t::VARCHAR, c::VARCHAR, p),"
+            " (u, t, c, p) AS shoal_is_me(u::VARCHAR) AND shoal_column_priv(t::VARCHAR, c::VARCHAR, p)",
+            "has_schema_privilege": "(s, p) AS shoal_schema_priv(s::VARCHAR, p),"
+            " (u, s, p) AS shoal_is_me(u::VARCHAR) AND shoal_schema_priv(s::VARCHAR, p)",
             "has_database_privilege": "(d, p) AS upper(p) LIKE '%CONNECT%', (u, d, p) AS upper(p) LIKE '%CONNECT%'",
-            "has_column_privilege": "(t, c, p) AS upper(p) LIKE '%SELECT%', (u, t, c, p) AS upper(p) LIKE '%SELECT%'",
-            "has_any_column_privilege": "(t, p) AS upper(p) LIKE '%SELECT%', (u, t, p) AS upper(p) LIKE '%SELECT%'",
             "pg_get_indexdef": "(o) AS NULL::VARCHAR, (o, c, p) AS NULL::VARCHAR",
             "pg_get_constraintdef": "(o) AS NULL::VARCHAR, (o, p) AS NULL::VARCHAR",
             "pg_get_viewdef": "(o) AS NULL::VARCHAR, (o, p) AS NULL::VARCHAR",
@@ -971,6 +993,13 @@ class Catalog:
             "inet_server_addr": "() AS NULL::VARCHAR",
             "inet_server_port": "() AS NULL::INTEGER",
         }
+        for name, fn, arity in (
+            ("table_priv", lambda t, p: me._table_privilege(t, None, p), 2),
+            ("column_priv", lambda t, c, p: me._table_privilege(t, c, p), 3),
+            ("schema_priv", lambda n, p: me._schema_privilege(n, p), 2),
+            ("is_me", lambda u: None if u is None else u in (me._user, str(me._user_oid)), 1),
+        ):
+            db.create_function(f"shoal_{name}", fn, ["VARCHAR"] * arity, "BOOLEAN", null_handling="special")
         for name, body in macros.items():
             if body is not None:
                 db.execute(f"CREATE MACRO shoal_{name}{body}")
@@ -1024,12 +1053,71 @@ class Catalog:
             raise ValueError(f'relation "{text}" does not exist')
         return oid
 
+    # ---- privileges, from the grants --------------------------------------------------------------
+    def _relation(self, text: str) -> tuple[str, str] | None:
+        """(schema, name) of a relation given by OID or by name, None if this principal sees none."""
+        if text.strip().isdigit():
+            return next((key for key, o in self._rel_oids.items() if o == int(text)), None)
+        try:
+            oid = self._regclass_in(text)
+        except ValueError:
+            return None
+        return next(key for key, o in self._rel_oids.items() if o == oid)
+
+    def _table_privilege(self, table: str | None, column: str | None, privilege: str | None) -> bool | None:
+        """has_table_privilege / has_column_privilege: any of the listed privileges, as PostgreSQL."""
+        if table is None or privilege is None:
+            return None
+        wanted = _privileges(privilege, _PG_TABLE_PRIVILEGES | _PG_OTHER_TABLE_PRIVILEGES)
+        key = self._relation(table)
+        if key is None:
+            return False
+        if key[0] in ("pg_catalog", "information_schema"):  # readable by all, as PostgreSQL grants PUBLIC
+            allowed, columns = frozenset({"SELECT"}), [c for c, _ in {**PG_RELATIONS, **INFO_RELATIONS}[key[1]]]
+        else:
+            t = self._tables[key]
+            allowed, columns = t.privileges, [c.name for c in t.columns]
+        if column is not None:
+            name = _unquote(column) if not column.isdigit() else None
+            if name is None and not 1 <= int(column) <= len(columns):
+                return None  # PostgreSQL: NULL for a column number that does not exist
+            if name is not None and name not in columns:
+                return False  # a column the grants hide is one this principal does not see
+        return any(p in allowed for p in wanted)
+
+    def _schema_privilege(self, schema: str | None, privilege: str | None) -> bool | None:
+        if schema is None or privilege is None:
+            return None
+        wanted = _privileges(privilege, {"USAGE", "CREATE"})
+        if schema.strip().isdigit():
+            visible = int(schema) in self._ns_oids.values()
+        else:
+            visible = _unquote(schema) in self._ns_oids
+        return visible and "USAGE" in wanted  # CREATE: tables are made through Spark, not here
+
     def _regclass_out(self, oid: int) -> str:
         for (schema, name), o in self._rel_oids.items():
             if o == oid:
                 path = self._session.search_path if self._session else [PUBLIC]
                 return name if schema in path or schema == "pg_catalog" else f"{schema}.{name}"
         return str(oid)
+
+
+_PG_TABLE_PRIVILEGES = frozenset({"SELECT", "INSERT"})  # the ones Shoal's grants give (the rest: never)
+_PG_OTHER_TABLE_PRIVILEGES = frozenset({"UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER", "MAINTAIN"})
+
+
+def _privileges(text: str, known: set[str] | frozenset[str]) -> set[str]:
+    """'SELECT, INSERT WITH GRANT OPTION' -> the privileges asked without grant option (no
+    principal may grant through this endpoint, so those are never held)."""
+    out = set()
+    for part in text.split(","):
+        words = part.upper().split()
+        if not words or words[0] not in known or words[1:] not in ([], ["WITH", "GRANT", "OPTION"]):
+            raise ValueError(f'unrecognized privilege type: "{part.strip()}"')
+        if len(words) == 1:
+            out.add(words[0])
+    return out
 
 
 _TABLE_FUNCTIONS = {"generate_series", "exploding_generate_series", "unnest", "explode", "generate_subscripts"}
@@ -1062,9 +1150,10 @@ def _type_name(to: exp.Expr) -> str:
     return {"character varying": "varchar", "char": "char"}.get(name, name)
 
 
-def _name_columns(tree: exp.Expr) -> None:
+def name_columns(tree: exp.Expr) -> None:
     """Name the result's unnamed columns as PostgreSQL does (a function's name, a column's, else
-    ?column?): the rewrite renames functions, and DuckDB would name the column after that."""
+    ?column?): the rewrite renames functions, and DuckDB (or Spark: `count(1)`) would name the
+    column after that."""
     select = tree
     while isinstance(select, exp.SetOperation):
         select = select.this
@@ -1073,24 +1162,56 @@ def _name_columns(tree: exp.Expr) -> None:
     for i, e in enumerate(list(select.expressions)):
         if isinstance(e, exp.Alias | exp.Column | exp.Star):
             continue
-        inner = e
-        while isinstance(inner, exp.Cast | exp.Paren | exp.Dot) and not (
-            isinstance(inner, exp.Dot) and isinstance(inner.expression, exp.Func)
-        ):
-            inner = inner.this
-        if isinstance(inner, exp.Dot):
-            inner = inner.expression
-        if isinstance(inner, exp.Column):
-            name = inner.name
-        elif isinstance(inner, exp.Anonymous):
-            name = str(inner.this).lower()
-        elif isinstance(inner, exp.Func):
-            name = inner.sql_name().lower()
-        else:
-            name = "?column?"
-        if isinstance(e, exp.Cast) and name == "?column?" and isinstance(e.to, exp.DataType | exp.ObjectIdentifier):
-            name = _type_name(e.to)
-        select.expressions[i] = exp.alias_(e, name, quoted=True)
+        select.expressions[i] = exp.alias_(e, _column_name(e), quoted=True)
+
+
+def _column_name(e: exp.Expr) -> str:
+    """PostgreSQL's name for a result column written without an alias (its FigureColname)."""
+    if isinstance(e, exp.Alias):
+        return e.alias
+    inner = e
+    while isinstance(inner, exp.Cast | exp.Paren | exp.Dot) and not (
+        isinstance(inner, exp.Dot) and isinstance(inner.expression, exp.Func)
+    ):
+        inner = inner.this
+    if isinstance(inner, exp.Dot):
+        inner = inner.expression
+    if isinstance(inner, exp.Column):
+        name = inner.name
+    elif isinstance(inner, exp.Anonymous):
+        name = str(inner.this).lower()
+    elif isinstance(inner, exp.Case):
+        name = "case"
+    elif isinstance(inner, exp.Exists):
+        name = "exists"
+    elif isinstance(inner, exp.Subquery) and isinstance(inner.this, exp.Select) and inner.this.expressions:
+        name = _column_name(inner.this.expressions[0])  # (SELECT max(x) ...) is "max"
+    elif isinstance(inner, exp.Func):
+        name = _function_name(inner)
+    else:
+        name = "?column?"
+    if isinstance(e, exp.Cast) and name == "?column?" and isinstance(e.to, exp.DataType | exp.ObjectIdentifier):
+        kind = _type_name(e.to).split("(", 1)[0].strip()
+        name = _CAST_COLUMN_NAMES.get(kind, kind)
+    return name
+
+
+# `'1'::integer` is named int4 by PostgreSQL: its parser's name for the type, not the spelling.
+_CAST_COLUMN_NAMES = {
+    "int": "int4", "integer": "int4", "bigint": "int8", "smallint": "int2", "boolean": "bool",
+    "double precision": "float8", "real": "float4", "decimal": "numeric", "character varying": "varchar",
+    "timestamp with time zone": "timestamptz", "timestamp without time zone": "timestamp", "char": "bpchar",
+    "character": "bpchar", "time without time zone": "time",
+}  # fmt: skip
+
+
+def _function_name(fn: exp.Func) -> str:
+    """The name PostgreSQL gives a function's column: as PostgreSQL spells the call (sqlglot's
+    node names differ: DATE_TRUNC is TimestampTrunc); an operator sqlglot reads as a function
+    (`~`) names nothing."""
+    text = fn.sql(dialect="postgres")
+    m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)(\(|$)", text)
+    return m.group(1).lower() if m else "?column?"
 
 
 def _call(name: str, args: list[exp.Expr]) -> exp.Expr:
@@ -1173,12 +1294,17 @@ def _type_row(t: PgType) -> dict[str, Any]:
         "typcategory": t.category, "typispreferred": t.oid in (TEXT, FLOAT8, BOOL, TIMESTAMPTZ, OID),
         "typisdefined": True, "typdelim": ",", "typrelid": 0, "typsubscript": "array_subscript_handler"
         if t.element else "-", "typelem": t.element, "typarray": t.array, "typinput": t.input,
-        "typoutput": "array_out" if t.element else f"{t.name}out", "typreceive": "array_recv" if t.element
-        else f"{t.name}recv", "typsend": "array_send" if t.element else f"{t.name}send", "typmodin": "-",
+        "typoutput": "array_out" if t.element else f"{_io_prefix(t.name)}out", "typreceive": "array_recv"
+        if t.element else _binary_io(t.name, "recv"), "typsend": "array_send" if t.element
+        else _binary_io(t.name, "send"), "typmodin": "-",
         "typmodout": "-", "typanalyze": "-", "typalign": "i", "typstorage": "p" if t.length > 0 else "x",
         "typnotnull": False, "typbasetype": 0, "typtypmod": -1, "typndims": 0,
         "typcollation": 100 if t.category == "S" else 0,
     }  # fmt: skip
+
+
+def _binary_io(name: str, kind: str) -> str:
+    return "-" if name == "any" else f"{_io_prefix(name)}{kind}"  # "any" has no binary I/O in PostgreSQL
 
 
 def _class_row(oid: int, name: str, nsoid: int, kind: str, natts: int) -> dict[str, Any]:

@@ -1,7 +1,6 @@
 """PostgreSQL sessions for BI tools: session commands, the governed catalog, and dialect translation.
 
-`PgSession` is one connection's PostgreSQL side; the wire protocol (shoal.bi.pg.session.Connection) asks it two
-things:
+`PgSession` is one connection's PostgreSQL side; the wire protocol (shoal.bi.pg.session.Connection) asks it:
 
 - `answer(sql)`: a statement answered without Spark, or None. SET/RESET/SHOW (settings kept per
   connection, as PostgreSQL does; a PostgreSQL SET never reaches Spark) and catalog queries
@@ -12,22 +11,32 @@ things:
   for any other statement. Schema `public` is Shoal's `default` database. A client that sends
   Spark SQL (backticks, Spark functions) connects with `options='-c shoal.dialect=spark'` or
   runs `SET shoal.dialect = spark`; its statements then go to GovernedSql unchanged.
+- `split(sql)`, `prepare(sql)` and `bind(parsed, params)`: a statement is read once, by its dialect's
+  quoting rules (dollar quotes included); Bind puts each parameter into the tree as a literal node,
+  and `answer`/`translate` take that bound tree: a value never becomes SQL text read again.
+
+`copy_spec` reads `COPY (query) TO STDOUT` and its options (the wire protocol streams the rows).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from shoal.bi import pgcatalog
+from shoal.bi.pg.codec import PgError, bind, parameter_numbers, tree_parameters
 from shoal.bi.pgcatalog import CatalogError, SessionInfo
 from shoal.exceptions import SqlError
+from shoal.sql import split_statements
 
 DIALECTS = ("postgres", "spark")
 DIALECT_SETTING = "shoal.dialect"
@@ -55,6 +64,7 @@ DEFAULTS: dict[str, str] = {
     "lc_time": "C.UTF-8",
     "lock_timeout": "0",
     "max_identifier_length": "63",
+    "max_index_keys": "32",  # pgjdbc reads it before listing foreign keys
     "search_path": '"$user", public',
     "server_encoding": "UTF8",
     "server_version": "",  # filled from the endpoint
@@ -77,7 +87,7 @@ DEFAULTS: dict[str, str] = {
 # Read-only settings (PostgreSQL refuses to SET them too) and settings held to one value because
 # the endpoint always works that way (the text it sends is UTF-8, timestamps are UTC, ISO dates).
 _READ_ONLY = {"server_version", "server_version_num", "server_encoding", "integer_datetimes",
-              "max_identifier_length", "lc_collate", "lc_ctype", "is_superuser", "session_authorization"}  # fmt: skip
+              "max_identifier_length", "max_index_keys", "lc_collate", "lc_ctype", "is_superuser", "session_authorization"}  # fmt: skip
 _FIXED = {
     "client_encoding": ({"utf8", "utf-8", "unicode"}, "the endpoint sends UTF-8 only"),
     "timezone": ({"utc", "gmt", "etc/utc", "z", "zulu", "universal", "+00", "00:00"}, "sessions run in UTC"),
@@ -92,10 +102,28 @@ _SHOW_ALIASES = {
 }
 _DISPLAY = {"datestyle": "DateStyle", "timezone": "TimeZone", "intervalstyle": "IntervalStyle"}
 
+# Utility statements: PostgreSQL allows no parameters in them.
+_NO_PARAMETERS = {"SET", "RESET", "SHOW", "COPY", "DISCARD", "BEGIN", "START", "COMMIT", "END", "ROLLBACK",
+                  "ABORT", "DEALLOCATE", "SAVEPOINT", "RELEASE"}  # fmt: skip
+_SPARK_HINT = (
+    "to send Spark SQL instead, connect with options='-c shoal.dialect=spark' or run SET shoal.dialect = spark"
+)
+
 _SET = re.compile(r"(?is)^set\s+(?:(session|local)\s+)?(.+?)\s*;?\s*$")
 _SET_VALUE = re.compile(r"(?is)^([a-z_][a-z0-9_.$]*|\"[^\"]+\")\s*(?:=|\s+to\s+)\s*(.*)$")
 _SHOW = re.compile(r"(?is)^show\s+(.+?)\s*;?\s*$")
 _RESET = re.compile(r"(?is)^reset\s+(.+?)\s*;?\s*$")
+
+
+@dataclass
+class Parsed:
+    """One statement read once, by the quoting rules of the dialect it was read in: its text, the
+    `$n` parameters it uses and, when it has some, its tree (with the values once bound)."""
+
+    sql: str
+    dialect: str
+    numbers: list[int]
+    tree: exp.Expr | None = None
 
 
 class PgSession:
@@ -154,8 +182,13 @@ class PgSession:
         return self.settings[DIALECT_SETTING]
 
     # ---- what the wire protocol asks ---------------------------------------------------------------
-    def answer(self, sql: str) -> tuple[list[str], list[int], list[tuple[Any, ...]], str] | None:
-        """(columns, type OIDs, rows, command tag) for a statement answered here; None for Spark."""
+    def answer(
+        self, sql: str, bound: Parsed | None = None
+    ) -> tuple[list[str], list[int], list[tuple[Any, ...]], str] | None:
+        """(columns, type OIDs, rows, command tag) for a statement answered here; None for Spark.
+        `bound`: the statement with its parameters bound (prepare(), then the wire's Bind)."""
+        if bound is not None and bound.tree is not None:
+            return self._catalog(bound.tree) if bound.dialect == "postgres" else None
         body = sql.strip().rstrip(";").strip()
         word = body.split(None, 1)[0].upper() if body else ""
         if word == "SET":
@@ -177,21 +210,16 @@ class PgSession:
             # Savepoints inside the (read-only) transaction: nothing to undo. psycopg sets one
             # around its type lookups; ROLLBACK TO must not end the transaction as ROLLBACK does.
             return [], [], [], "ROLLBACK" if word == "ROLLBACK" else word
-        if word == "COPY":
-            raise _pg_error(
-                "COPY is not supported by Shoal's PostgreSQL endpoint: run the query itself (SELECT ...)",
-                "0A000",
-                hint="the ADBC PostgreSQL driver reads with COPY by default: set the statement option "
-                "adbc.postgresql.use_copy to false (cursor.adbc_statement.set_options(**{'adbc.postgresql.use_copy': "
-                "'false'}))",
-            )
         if word == "DISCARD":
             self.settings = dict(self.defaults)
             return None  # the wire protocol also drops its prepared statements
         if word not in ("SELECT", "WITH", "(", "VALUES", "TABLE") and not body.startswith("("):
             return None
         tree = _parse_postgres(body)
-        if tree is None or not pgcatalog.is_catalog_query(tree):
+        return None if tree is None else self._catalog(tree)
+
+    def _catalog(self, tree: exp.Expr) -> tuple[list[str], list[int], list[tuple[Any, ...]], str] | None:
+        if not pgcatalog.is_catalog_query(tree):
             return None
         try:
             columns, oids, rows = self.catalog.run(tree, self.session_info())
@@ -199,8 +227,55 @@ class PgSession:
             raise _pg_error(str(exc), exc.code, exc.hint) from exc
         return columns, oids, rows, f"SELECT {len(rows)}"
 
-    def translate(self, sql: str) -> str:
-        """The statement as Spark SQL (unchanged in the spark dialect)."""
+    # ---- statements: split, prepared, bound ----------------------------------------------------------
+    def split(self, sql: str) -> list[str]:
+        """The statements of a simple query, split by the session dialect's quoting rules (a `;`
+        inside a PostgreSQL dollar-quoted string does not end a statement)."""
+        return split_statements(sql, dialect=self.dialect)
+
+    def prepare(self, sql: str) -> Parsed:
+        """Read a statement once, as the wire's Parse message brings it: its `$n` parameters (by
+        the dialect's own quoting rules, dollar quotes included) and, when it has some, its tree,
+        where Bind puts each value as a literal node. Catalog queries are PostgreSQL in both
+        dialects, so the spark dialect tries PostgreSQL first for them."""
+        dialects = ["postgres"] if self.dialect == "postgres" else ["postgres", "spark"]
+        for dialect in dialects:
+            catalog_only = dialect != self.dialect
+            try:
+                numbers = parameter_numbers(sql, dialect)
+            except PgError:
+                if catalog_only:
+                    continue
+                raise
+            if not numbers:
+                if catalog_only:
+                    continue
+                return Parsed(sql, dialect, [])
+            tree = _parse_one(sql, dialect, strict=not catalog_only)
+            if catalog_only and (tree is None or not pgcatalog.is_catalog_query(tree)):
+                continue
+            assert tree is not None
+            word = sql.split(None, 1)[0].upper().rstrip(";")
+            if word in _NO_PARAMETERS:
+                raise PgError(f"a {word} statement cannot have parameters (${numbers[0]})", "42601")
+            if isinstance(tree, exp.Command) or sorted(tree_parameters(tree)) != sorted(numbers):
+                raise PgError("parameters ($n) are not supported in this kind of statement", "0A000")
+            return Parsed(sql, dialect, numbers, tree)
+        raise AssertionError("unreachable: the session dialect always answers")
+
+    def bind(self, parsed: Parsed, params: list[exp.Expr]) -> Parsed:
+        """The prepared statement with its parameters bound as literal nodes of a new tree."""
+        if parsed.tree is None:
+            return parsed
+        return dataclasses.replace(parsed, tree=bind(parsed.tree, params))
+
+    def translate(self, sql: str, bound: Parsed | None = None) -> str:
+        """The statement as Spark SQL (unchanged in the spark dialect, unless it had parameters:
+        then the bound tree is written as Spark SQL)."""
+        if bound is not None and bound.tree is not None:
+            if bound.dialect == "spark":
+                return bound.tree.sql(dialect="spark")
+            return self._to_spark([bound.tree])
         if self.dialect == "spark":
             return sql
         try:
@@ -209,9 +284,11 @@ class PgSession:
             # A SqlError: pgwire reports it as the statement's syntax error (42601), hint included.
             raise SqlError(
                 f"cannot read SQL as PostgreSQL: {str(exc).splitlines()[0]}",
-                hint="to send Spark SQL instead, connect with options='-c shoal.dialect=spark' "
-                "or run SET shoal.dialect = spark",
+                hint=_SPARK_HINT,
             ) from exc
+        return self._to_spark(trees)
+
+    def _to_spark(self, trees: list[exp.Expr | None]) -> str:
         out = []
         for tree in trees:
             if tree is None:
@@ -220,6 +297,9 @@ class PgSession:
                 out.append(tree.sql(dialect="postgres"))
                 continue
             _schema_qualified_columns(tree)
+            pgcatalog.name_columns(tree)  # count, max, ?column?: not Spark's count(1)
+            _unconstrained_numeric(tree)
+            tree = tree.transform(_aggregate_lists)
             for t in tree.find_all(exp.Table):
                 if (t.db or "").lower() == pgcatalog.PUBLIC and not t.catalog:
                     t.set("db", exp.to_identifier("default"))
@@ -229,11 +309,6 @@ class PgSession:
     def parameter_status(self) -> dict[str, str]:
         """What the sign-in reports (ParameterStatus) that depends on the dialect chosen at startup."""
         return {"standard_conforming_strings": self.settings["standard_conforming_strings"]}
-
-    @property
-    def literal_dialect(self) -> str:
-        """The dialect bound parameters are rendered in (they are read again by translate())."""
-        return "spark" if self.dialect == "spark" else "postgres"
 
     def session_info(self) -> SessionInfo:
         return SessionInfo(
@@ -347,6 +422,49 @@ def _schema_qualified_columns(tree: exp.Expr) -> None:
         c.set("catalog", None)
 
 
+def _aggregate_lists(node: exp.Expr) -> exp.Expr:
+    """string_agg / array_agg (with ORDER BY), which Spark 3.5 lacks (sqlglot writes LISTAGG, or
+    COLLECT_LIST without the order): array_join over a list sorted by the ORDER BY keys."""
+    if isinstance(node, exp.GroupConcat):
+        listed = _sorted_list(node.this)
+        separator = node.args.get("separator") or exp.Literal.string(",")
+        return node if listed is None else exp.Anonymous(this="ARRAY_JOIN", expressions=[listed, separator])
+    if isinstance(node, exp.ArrayAgg) and isinstance(node.this, exp.Order):
+        listed = _sorted_list(node.this)
+        return node if listed is None else listed
+    return node
+
+
+def _sorted_list(arg: exp.Expr) -> exp.Expr | None:
+    """The aggregated values as a Spark array, in the ORDER BY's order (all keys ascending or all
+    descending; None, left as it was, for a mix)."""
+    if isinstance(arg, exp.Distinct):
+        return exp.Anonymous(
+            this="ARRAY_SORT", expressions=[exp.Anonymous(this="COLLECT_SET", expressions=arg.expressions)]
+        )
+    if not isinstance(arg, exp.Order):
+        return exp.Anonymous(this="COLLECT_LIST", expressions=[arg])
+    descending = {bool(o.args.get("desc")) for o in arg.expressions}
+    if len(descending) != 1:
+        return None
+    fields = [exp.alias_(o.this, f"k{i}") for i, o in enumerate(arg.expressions)]
+    pairs = exp.Anonymous(this="STRUCT", expressions=[*fields, exp.alias_(arg.this, "v")])
+    ordered: exp.Expr = exp.Anonymous(
+        this="ARRAY_SORT", expressions=[exp.Anonymous(this="COLLECT_LIST", expressions=[pairs])]
+    )
+    if descending.pop():
+        ordered = exp.Anonymous(this="REVERSE", expressions=[ordered])
+    return exp.Dot(this=exp.Paren(this=ordered), expression=exp.to_identifier("v"))  # the v of each pair
+
+
+def _unconstrained_numeric(tree: exp.Expr) -> None:
+    """`x::numeric` keeps x's digits in PostgreSQL; Spark's bare DECIMAL is DECIMAL(10,0), which
+    would drop every fraction (1.25 -> 1). Spark's widest with room on both sides stands in."""
+    for dtype in tree.find_all(exp.DataType):
+        if dtype.this == exp.DataType.Type.DECIMAL and not dtype.expressions:
+            dtype.set("expressions", [exp.DataTypeParam(this=exp.Literal.number(n)) for n in (38, 18)])
+
+
 def _norm(name: str) -> str:
     name = name.strip()
     return name[1:-1] if name.startswith('"') and name.endswith('"') else name.lower()
@@ -380,6 +498,139 @@ def _startup_options(options: str) -> dict[str, str]:
             out[name.replace("-", "_") if "." not in name else name] = value
         i += 1
     return out
+
+
+@dataclass
+class CopySpec:
+    """`COPY (query) TO STDOUT` (or `COPY table [(columns)] TO STDOUT`) and its options; unset
+    options take the format's defaults (text: tab and \\N; csv: comma and the empty string)."""
+
+    query: str
+    format: str = "text"  # text, csv or binary
+    header: bool = False
+    delimiter: str | None = None
+    null: str | None = None
+    quote: str = '"'
+    escape: str | None = None  # csv: the quote unless set
+    force_quote: set[str] = field(default_factory=set)  # csv: these columns always quoted ("*": all)
+
+
+def copy_spec(sql: str) -> CopySpec:
+    """Read a COPY statement by PostgreSQL's syntax (old and new option forms). Only COPY ... TO
+    STDOUT, the form psql's \\copy and ADBC send; the query keeps the session's dialect."""
+    try:
+        tokens = sqlglot.tokenize(sql, read="postgres")
+    except SqlglotError as exc:
+        raise PgError(f"cannot read the COPY statement: {str(exc).splitlines()[0]}", "42601") from exc
+    if len(tokens) < 4 or tokens[0].text.upper() != "COPY":
+        raise PgError("cannot read the COPY statement", "42601")
+    if tokens[1].token_type == TokenType.L_PAREN:
+        end = _closing(tokens, 1)
+        query, rest = sql[tokens[1].end + 1 : tokens[end].start].strip(), tokens[end + 1 :]
+    else:  # COPY table [(columns)]: its rows, through the same governed SELECT
+        to = next((i for i, t in enumerate(tokens) if t.text.upper() in ("TO", "FROM")), len(tokens))
+        name, _, columns = sql[tokens[1].start : tokens[to - 1].end + 1].partition("(")
+        query, rest = f"SELECT {columns.strip().rstrip(')') or '*'} FROM {name.strip()}", tokens[to:]
+    words = [t.text.upper() for t in rest[:2]]
+    if words[:1] == ["FROM"]:
+        raise PgError("COPY FROM is not supported by Shoal's PostgreSQL endpoint: write rows with INSERT", "0A000")
+    if words != ["TO", "STDOUT"]:
+        raise PgError(
+            "only COPY ... TO STDOUT is supported (psql's \\copy ... to 'file' writes on the client)", "0A000"
+        )
+    spec = CopySpec(query)
+    for item in _copy_items(rest[2:]):
+        _copy_option(spec, item)
+    csv = spec.format == "csv"
+    spec.delimiter = spec.delimiter if spec.delimiter is not None else ("," if csv else "\t")
+    spec.null = spec.null if spec.null is not None else ("" if csv else "\\N")
+    spec.escape = spec.escape or spec.quote
+    return spec
+
+
+def _closing(tokens: list[Any], start: int) -> int:
+    depth = 0
+    for i in range(start, len(tokens)):
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[i].token_type, 0)
+        if depth == 0:
+            return i
+    raise PgError("cannot read the COPY statement: unbalanced parentheses", "42601")
+
+
+def _copy_items(tokens: list[Any]) -> list[list[Any]]:
+    """The options, one token list each: `WITH (FORMAT csv, HEADER true, ...)` or the old form
+    `WITH CSV HEADER DELIMITER [AS] ',' FORCE QUOTE *`."""
+    if tokens and tokens[0].text.upper() == "WITH":
+        tokens = tokens[1:]
+    if tokens and tokens[0].token_type == TokenType.L_PAREN:
+        items: list[list[Any]] = [[]]
+        depth = 0
+        for t in tokens[1 : _closing(tokens, 0)]:
+            depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(t.token_type, 0)
+            if t.token_type == TokenType.COMMA and depth == 0:
+                items.append([])
+            else:
+                items[-1].append(t)
+        return items
+    items, i = [], 0
+    while i < len(tokens):
+        item, word = [tokens[i]], tokens[i].text.upper()
+        i += 1
+        if word in ("DELIMITER", "NULL", "QUOTE", "ESCAPE", "ENCODING"):
+            i += 1 if i < len(tokens) and tokens[i].text.upper() == "AS" else 0
+            item += tokens[i : i + 1]
+            i += 1
+        elif word == "FORCE":  # FORCE QUOTE * | FORCE QUOTE col [, col ...]
+            item += tokens[i : i + 2]
+            i += 2
+            while i + 1 < len(tokens) and tokens[i].token_type == TokenType.COMMA:
+                item.append(tokens[i + 1])
+                i += 2
+        items.append(item)
+    return items
+
+
+def _copy_option(spec: CopySpec, item: list[Any]) -> None:
+    if not item:
+        return
+    name = item[0].text.lower()
+    values = [t.text for t in item[1:] if t.token_type not in (TokenType.L_PAREN, TokenType.R_PAREN, TokenType.COMMA)]
+    value = values[0] if values else ""
+    if name in ("csv", "binary"):
+        spec.format = name
+    elif name == "format":
+        if value.lower() not in ("text", "csv", "binary"):
+            raise PgError(f'COPY format "{value}" not recognized', "22023")
+        spec.format = value.lower()
+    elif name == "header":
+        spec.header = value.lower() not in ("false", "off", "0")
+    elif name in ("delimiter", "null", "quote", "escape"):
+        if name != "null" and len(value) != 1:
+            raise PgError(f"COPY {name} must be a single one-byte character", "22023")
+        setattr(spec, name, value)
+    elif name in ("force", "force_quote"):
+        spec.force_quote = {"*"} if "*" in values else {v.lower() for v in values if v.upper() != "QUOTE"}
+    elif name == "encoding":
+        if value.upper().replace("-", "") != "UTF8":
+            raise PgError("COPY encoding must be UTF8: the endpoint sends UTF-8 only", "0A000")
+    else:
+        raise PgError(f'COPY option "{name}" is not supported by Shoal\'s PostgreSQL endpoint', "0A000")
+
+
+def _parse_one(sql: str, dialect: str, *, strict: bool) -> exp.Expr | None:
+    """The one statement in sql as a tree; None (strict: a 42601 error) if it is not one statement."""
+    try:
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+    except SqlglotError as exc:
+        if not strict:
+            return None
+        name = "PostgreSQL" if dialect == "postgres" else "Spark SQL"
+        raise PgError(f"cannot read SQL as {name}: {str(exc).splitlines()[0]}", "42601", hint=_SPARK_HINT) from exc
+    if len(trees) != 1:
+        if not strict:
+            return None
+        raise PgError("cannot insert multiple commands into a prepared statement", "42601")
+    return trees[0]
 
 
 def _parse_postgres(sql: str) -> exp.Expr | None:

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 _TIME_KINDS = {"TIMESTAMP": "TIMESTAMP", "SYSTEM_TIME": "TIMESTAMP", "VERSION": "VERSION", "SYSTEM_VERSION": "VERSION"}
 
 
-def _tokens(sql: str) -> list[Token]:
+def _tokens(sql: str, dialect: str = "spark") -> list[Token]:
     try:
-        return sqlglot.tokenize(sql, read="spark")
+        return sqlglot.tokenize(sql, read=dialect)
     except TokenError as exc:
         raise SqlError(f"cannot read SQL: {exc}") from exc
 
@@ -48,10 +48,11 @@ def translate(sql: str) -> str:
     return sql
 
 
-def split_statements(sql: str) -> list[str]:
-    """Split on top-level semicolons (not those inside strings or comments)."""
+def split_statements(sql: str, dialect: str = "spark") -> list[str]:
+    """Split on top-level semicolons (not those inside strings or comments, as the dialect quotes
+    them: PostgreSQL's dollar-quoted strings too)."""
     parts, start = [], 0
-    for tok in _tokens(sql):
+    for tok in _tokens(sql, dialect):
         if tok.token_type == TokenType.SEMICOLON:
             parts.append(sql[start : tok.start])
             start = tok.end + 1

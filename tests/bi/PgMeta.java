@@ -37,9 +37,23 @@ public class PgMeta {
             try (ResultSet rs = md.getPrimaryKeys(null, schema, table)) {
                 while (rs.next()) System.out.println("pk|" + rs.getString("COLUMN_NAME"));
             }
+            // Foreign keys: Iceberg tables have none; pgjdbc's queries must answer (empty), not fail.
+            try (ResultSet rs = md.getImportedKeys(null, schema, table)) {
+                while (rs.next()) System.out.println("fk|imported|" + rs.getString("FKCOLUMN_NAME"));
+            }
+            try (ResultSet rs = md.getExportedKeys(null, schema, table)) {
+                while (rs.next()) System.out.println("fk|exported|" + rs.getString("FKCOLUMN_NAME"));
+            }
+            try (ResultSet rs = md.getCrossReference(null, schema, table, null, schema, table)) {
+                while (rs.next()) System.out.println("fk|cross|" + rs.getString("FKCOLUMN_NAME"));
+            }
+            System.out.println("fk|done");
             int types = 0;
             try (ResultSet rs = md.getTypeInfo()) {
-                while (rs.next()) types++;
+                while (rs.next()) {
+                    types++;
+                    System.out.println("type|" + rs.getString("TYPE_NAME"));
+                }
             }
             System.out.println("typeinfo|" + types);
             try (Statement st = conn.createStatement(); ResultSet rs = st.executeQuery(query)) {

@@ -187,7 +187,12 @@ def test_pgjdbc_database_metadata(server, lake, settings):
         ("email", "12", "5"),
     ]
     assert not [line for line in lines if line.startswith("pk|")]
+    assert [line for line in lines if line.startswith("fk|")] == ["fk|done"]  # answered, and empty
     assert int(next(line for line in lines if line.startswith("typeinfo|")).split("|")[1]) > 10
+    type_names = {line.split("|")[1] for line in lines if line.startswith("type|")}
+    returned = {"bool", "int2", "int4", "int8", "float4", "float8", "numeric", "text", "date", "timestamp",
+                "timestamptz", "bytea"}  # fmt: skip
+    assert returned <= type_names, returned - type_names  # getTypeInfo covers every type Shoal returns
     assert [line for line in lines if line.startswith("row|")] == [
         f"row|1|{mask_hash(settings, 'ann@eu.example')}",
         f"row|3|{mask_hash(settings, 'cy@eu.example')}",
@@ -207,13 +212,14 @@ def test_adbc_driver(server, lake, settings):
         columns = sorted(tables["salaries"]["table_columns"], key=lambda c: c["ordinal_position"])
         assert [c["column_name"] for c in columns] == lake.columns  # its query has no ORDER BY
         query = f"SELECT id, email FROM {lake.hr}.salaries ORDER BY id"
-        with conn.cursor() as cur, pytest.raises(dbapi.Error, match="COPY is not supported"):
-            cur.execute(query)  # ADBC reads with COPY by default: refused, saying what to do instead
+        with conn.cursor() as cur:
+            cur.execute(query)  # ADBC reads with COPY (query) TO STDOUT (FORMAT binary) by default
+            by_copy = cur.fetchall()
         with conn.cursor() as cur:
             cur.adbc_statement.set_options(**{"adbc.postgresql.use_copy": "false"})
             cur.execute(query)
             rows = cur.fetchall()
-    assert rows == [(1, mask_hash(settings, "ann@eu.example")), (3, mask_hash(settings, "cy@eu.example"))]
+    assert rows == by_copy == [(1, mask_hash(settings, "ann@eu.example")), (3, mask_hash(settings, "cy@eu.example"))]
 
 
 def test_session_commands_and_dialects(server, lake, spark):
@@ -278,3 +284,19 @@ def test_session_commands_and_dialects(server, lake, spark):
         assert conn.execute("SHOW shoal.dialect").fetchone() == ("spark",)
         assert conn.info.parameter_status("standard_conforming_strings") == "off"
         assert conn.execute(f"SELECT `id` FROM {lake.hr}.salaries ORDER BY id").fetchall() == [(1,), (3,)]
+
+
+def test_privilege_functions_answer_from_the_grants(server, lake):
+    """BI tools grey out what has_*_privilege says is not granted: it must say so (issue 42)."""
+    host, port = server.address
+    kw = {"host": host, "port": port, "user": lake.user, "password": lake.token, "dbname": "lake", "sslmode": "require"}
+    salaries, secret = f"{lake.hr}.salaries", f"{lake.hr}.{lake.secret}"
+    with psycopg.connect(autocommit=True, **kw) as conn:
+        row = conn.execute(
+            "SELECT has_table_privilege(%s, 'SELECT'), has_table_privilege(%s, 'SELECT'),"
+            " has_table_privilege(%s, 'SELECT'), has_table_privilege(%s, 'INSERT'),"
+            " has_column_privilege(%s, 'email', 'SELECT'), has_column_privilege(%s, 'ssn', 'SELECT'),"
+            " has_schema_privilege(%s, 'USAGE'), has_schema_privilege(%s, 'USAGE')",
+            (salaries, secret, f"{lake.ops}.jobs", salaries, salaries, salaries, lake.hr, lake.ops),
+        ).fetchone()
+    assert row == (True, False, False, False, True, False, True, False)

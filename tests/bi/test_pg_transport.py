@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import select
 import shutil
 import socket
 import stat
@@ -172,11 +173,26 @@ def _read_until_closed(sock: socket.socket, into: list[bytes]) -> None:
         pass  # a reset after the server closed: what arrived before it is kept
 
 
+def _connect_from(source: str, address: tuple[str, int], timeout: float = 20) -> socket.socket:
+    """A TCP connection from another loopback address (all of 127.0.0.0/8 is loopback on Linux)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(timeout)
+    try:
+        sock.bind((source, 0))
+        sock.connect(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def test_slow_loris_cannot_hold_the_slots(spark, settings, lake):
-    with pg_server(spark, settings, pg_handshake_timeout_s=3, pg_max_connections=2) as srv:
+    with pg_server(
+        spark, settings, pg_handshake_timeout_s=3, pg_max_connections=2, pg_max_pending_per_address=64
+    ) as srv:
         host, port = srv.address
         stop = threading.Event()
-        socks = [socket.create_connection((host, port), timeout=20) for _ in range(40)]
+        socks = [_connect_from("127.0.0.2", (host, port)) for _ in range(40)]
         threads = [threading.Thread(target=_trickle, args=(s, stop), daemon=True) for s in socks]
         reply: list[bytes] = []
         reader = threading.Thread(target=_read_until_closed, args=(socks[0], reply), daemon=True)
@@ -224,6 +240,100 @@ def test_pending_connections_are_capped_and_messages_bounded(spark, settings, la
             s.sendall(b"p" + struct.pack("!i", MAX_AUTH_MESSAGE + 100))
             kind, body = rawpg.message(s)
         assert kind == b"E" and rawpg.fields(body)["C"] == "08P01"
+
+
+def _flood(address: tuple[str, int], source: str, count: int, stop: threading.Event, seen: dict[str, int]) -> None:
+    """One client keeping `count` idle sockets open (sending nothing), reconnecting each one the
+    server drops or refuses, until stopped (at most 60 s and 50,000 connections)."""
+    socks: list[socket.socket] = []
+    deadline = time.monotonic() + 60
+    while not stop.is_set() and time.monotonic() < deadline and seen["connects"] < 50_000:
+        while len(socks) < count:
+            try:
+                socks.append(_connect_from(source, address, timeout=2))
+            except OSError:
+                break
+            seen["connects"] += 1
+        readable, _, _ = select.select(socks, [], [], 0.05)
+        for s in readable:
+            try:
+                data = s.recv(4096)
+            except OSError:
+                data = b""
+            seen["refused"] += b"C53300\x00" in data
+            seen["dropped"] += b"C57014\x00" in data
+            socks.remove(s)
+            s.close()
+    for s in socks:
+        s.close()
+
+
+def test_one_address_flooding_idle_sockets_does_not_block_other_sign_ins(spark, settings, lake):
+    """64 idle sockets from 127.0.0.2, reconnected when dropped: sign-ins from 127.0.0.1 go on.
+    That address gets its share (refused beyond it at once), and its idle sockets are dropped
+    after the startup timeout."""
+    limits = {"pg_max_pending": 64, "pg_max_pending_per_address": 8, "pg_startup_timeout_s": 1}
+    with pg_server(spark, settings, **limits) as srv:
+        stop, seen = threading.Event(), {"connects": 0, "refused": 0, "dropped": 0}
+        flooder = threading.Thread(target=_flood, args=(srv.address, "127.0.0.2", 64, stop, seen), daemon=True)
+        flooder.start()
+        signed_in = 0
+        try:
+            time.sleep(1.5)  # the flood is under way and has met the startup timeout once
+            for _ in range(10):
+                with psycopg.connect(**dsn(srv, lake.analyst, PASSWORD, sslmode="require")) as conn:
+                    signed_in += conn.execute("SELECT 1").fetchone() == (1,)
+        finally:
+            stop.set()
+            flooder.join(30)
+        assert signed_in == 10
+        assert seen["connects"] > 64 and seen["refused"] > 0 and seen["dropped"] > 0, seen
+        # The flooder's share is exactly its setting: the 9th socket from one address is refused.
+        held = [_connect_from("127.0.0.3", srv.address) for _ in range(8)]
+        try:
+            with _connect_from("127.0.0.3", srv.address) as extra:
+                kind, body = rawpg.message(extra)
+            assert kind == b"E" and rawpg.fields(body)["C"] == "53300"
+            assert "pg_max_pending_per_address" in rawpg.fields(body)["M"]
+        finally:
+            for s in held:
+                s.close()
+
+
+def test_signed_in_slots_per_principal_and_reserved_for_admins(spark, settings, lake):
+    u = uuid.uuid4().hex[:6]
+    p = Principals(settings)
+    root = f"root_{u}"
+    p.add(root, admin=True, password=PASSWORD)
+    limits = {"pg_max_connections": 4, "pg_max_connections_per_principal": 2, "pg_reserved_admin_connections": 1}
+    with pg_server(spark, settings, **limits) as srv:
+        held = []
+        try:
+            held += [psycopg.connect(**dsn(srv, lake.analyst, PASSWORD, sslmode="require")) for _ in range(2)]
+            with socket.create_connection(srv.address, timeout=20) as s:  # the SQLSTATE, read raw
+                assert rawpg.scram_sign_in(s, lake.analyst, lake.token)[-1] == (b"53300", None)
+            with pytest.raises(psycopg.OperationalError, match=f'too many connections for role "{lake.analyst}"'):
+                psycopg.connect(**dsn(srv, lake.analyst, PASSWORD, sslmode="require"))
+            held.append(psycopg.connect(**dsn(srv, lake.other, "other-password", sslmode="require")))
+            # 3 of 4 slots taken: the last one is an admin's, whoever else asks.
+            with pytest.raises(psycopg.OperationalError, match="reserved for admin.*pg_reserved_admin_connections"):
+                psycopg.connect(**dsn(srv, lake.other, "other-password", sslmode="require"))
+            held.append(psycopg.connect(**dsn(srv, root, PASSWORD, sslmode="require")))
+            assert held[-1].execute("SELECT 1").fetchone() == (1,)
+            with pytest.raises(psycopg.OperationalError, match="too many clients already.*pg_max_connections"):
+                psycopg.connect(**dsn(srv, root, PASSWORD, sslmode="require"))
+            held.pop(0).close()  # a slot frees when its connection ends
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    held.append(psycopg.connect(**dsn(srv, root, PASSWORD, sslmode="require")))
+                    break
+                except psycopg.OperationalError:
+                    assert time.monotonic() < deadline, "the slot was not released"
+                    time.sleep(0.2)
+        finally:
+            for c in held:
+                c.close()
 
 
 # ---- sign-ins that change under an open connection -----------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from shoal.bi import pgcatalog
 from shoal.bi.pg.codec import PgError
-from shoal.bi.pgsql import PgSession, _parse_postgres, _startup_options
+from shoal.bi.pgsql import PgSession, _parse_postgres, _startup_options, copy_spec
 from shoal.exceptions import SqlError
 
 
@@ -54,8 +54,8 @@ def test_set_show_reset(session: PgSession) -> None:
     assert session.answer("SAVEPOINT s1")[3] == "SAVEPOINT"
     assert session.answer("ROLLBACK TO SAVEPOINT s1")[3] == "ROLLBACK"
     assert session.answer("ROLLBACK") is None  # ends the transaction: pgwire's business
-    with pytest.raises(PgError, match="COPY is not supported"):
-        session.answer("COPY (SELECT 1) TO STDOUT")
+    with pytest.raises(PgError, match="COPY FROM is not supported"):
+        copy_spec("COPY t FROM STDIN")
 
 
 def test_translation(session: PgSession) -> None:
@@ -65,7 +65,9 @@ def test_translation(session: PgSession) -> None:
     assert session.translate("SELECT hr.salaries.id FROM hr.salaries") == (
         "SELECT salaries.id FROM hr.salaries AS salaries"
     )
-    assert session.translate("SELECT x::int FROM t") == "SELECT CAST(x AS INT) FROM t"
+    assert (
+        session.translate("SELECT x::int FROM t") == "SELECT CAST(x AS INT) AS `x` FROM t"
+    )  # named as PostgreSQL does
     with pytest.raises(SqlError, match="as PostgreSQL"):
         session.translate("SELECT `id` FROM t")
     session.answer("SET shoal.dialect = spark")

@@ -15,8 +15,8 @@ with one of their API tokens (`shoal_<id>_<secret>`) as the password, or their p
 principal re-read before each statement, on the process's one SparkSession.
 
 Modules: `codec` (type OIDs, values, literals, the message reader), `session` (one connection's
-protocol state machine: handshake, sign-in, simple and extended query), `server` (the listener,
-slots, the pre-sign-in cap, cancel requests), `tls` (certificates).
+protocol state machine: handshake, sign-in, simple and extended query), `server` (the asyncio
+listener and pre-sign-in limits, slots, cancel requests), `tls` (certificates).
 """
 
 from shoal.bi.pg.codec import (

@@ -15,10 +15,13 @@ import math
 import re
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
 
 from shoal.exceptions import SqlError, first_line
 
@@ -102,6 +105,16 @@ def pg_type(spark_type: str) -> int:
     }.get(t, TEXT)
 
 
+def pg_typmod(spark_type: str) -> int:
+    """The type modifier a Spark type is reported with: numeric's precision and scale (as
+    PostgreSQL encodes them: ((precision << 16) | scale) + 4), -1 for the rest."""
+    t = spark_type.lower().replace(" ", "")
+    m = re.fullmatch(r"decimal\((\d+),(\d+)\)", t)
+    if m:
+        return ((int(m.group(1)) << 16) | int(m.group(2))) + 4
+    return ((10 << 16) | 0) + 4 if t == "decimal" else -1
+
+
 def _float_text(v: float, oid: int) -> str:
     if math.isnan(v):
         return "NaN"
@@ -113,7 +126,8 @@ def _float_text(v: float, oid: int) -> str:
             s = f"{v:.{digits}g}"
             if struct.unpack("!f", struct.pack("!f", float(s)))[0] == f32:
                 return s
-    return repr(v)
+    text = repr(v)  # the shortest text that reads back exactly, as PostgreSQL 12+ prints float8
+    return text[:-2] if text.endswith(".0") else text  # 10, not 10.0
 
 
 def text_value(value: Any, oid: int) -> bytes:
@@ -130,9 +144,9 @@ def text_value(value: Any, oid: int) -> bytes:
         if oid == TIMESTAMPTZ:
             if value.tzinfo is not None:
                 value = value.astimezone(dt.UTC).replace(tzinfo=None)
-            s = value.isoformat(sep=" ") + "+00"  # the session time zone is UTC
+            s = _timestamp_text(value) + "+00"  # the session time zone is UTC
         else:
-            s = value.replace(tzinfo=None).isoformat(sep=" ")
+            s = _timestamp_text(value.replace(tzinfo=None))
     elif isinstance(value, dt.date):
         s = value.isoformat()
     elif isinstance(value, bytes | bytearray):
@@ -146,8 +160,14 @@ def text_value(value: Any, oid: int) -> bytes:
     return s.encode("utf-8")
 
 
+def _timestamp_text(value: dt.datetime) -> str:
+    """As PostgreSQL prints a timestamp: fractional seconds without trailing zeros (.1234, not .123400)."""
+    text = value.isoformat(sep=" ")
+    return text.rstrip("0") if value.microsecond else text
+
+
 def binary_value(value: Any, oid: int) -> bytes:
-    """One non-NULL value in PostgreSQL's binary format (fixed-size types, text and bytea)."""
+    """One non-NULL value in PostgreSQL's binary format (fixed-size types, numeric, text, bytea)."""
     if oid == BOOL:
         return b"\x01" if value else b"\x00"
     if oid in (INT2, INT4, INT8):
@@ -165,7 +185,38 @@ def binary_value(value: Any, oid: int) -> bytes:
         return bytes(value)
     if oid == TEXT:
         return text_value(value, oid)
+    if oid == NUMERIC:
+        return numeric_binary(value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value)))
     raise PgError(f"binary results are not supported for type {oid}; ask for text", "0A000")
+
+
+def numeric_binary(value: decimal.Decimal) -> bytes:
+    """numeric_send: ndigits, weight, sign, dscale, then base-10000 digits grouped from the
+    decimal point (leading and trailing zero groups dropped, as PostgreSQL does)."""
+    if value.is_nan():
+        return struct.pack("!hhHH", 0, 0, 0xC000, 0)
+    if value.is_infinite():
+        return struct.pack("!hhHH", 0, 0, 0xD000 if value > 0 else 0xF000, 0)
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    dscale = max(0, -exponent)
+    text = "".join(map(str, digits)) + "0" * max(0, exponent)
+    point = len(text) + min(0, exponent)  # where the decimal point falls in text
+    whole, frac = text[: max(point, 0)], "0" * max(0, -point) + text[max(point, 0) :]
+    whole = whole.zfill(-(-len(whole) // 4) * 4)
+    frac = frac.ljust(-(-len(frac) // 4) * 4, "0")
+    groups = [int(whole[i : i + 4]) for i in range(0, len(whole), 4)]
+    weight = len(groups) - 1
+    groups += [int(frac[i : i + 4]) for i in range(0, len(frac), 4)]
+    while groups and groups[0] == 0:
+        groups.pop(0)
+        weight -= 1
+    while groups and groups[-1] == 0:
+        groups.pop()
+    if not groups:
+        weight, sign = 0, 0  # zero has no sign in PostgreSQL
+    head = struct.pack("!hhHH", len(groups), weight, 0x4000 if sign else 0, dscale)
+    return head + struct.pack(f"!{len(groups)}H", *groups)
 
 
 def _numeric_from_binary(data: bytes) -> decimal.Decimal:
@@ -173,11 +224,13 @@ def _numeric_from_binary(data: bytes) -> decimal.Decimal:
     if sign == 0xC000:
         return decimal.Decimal("NaN")
     digits = struct.unpack(f"!{ndigits}H", data[8 : 8 + 2 * ndigits])
-    value = decimal.Decimal(0)
-    for i, d in enumerate(digits):
-        value += decimal.Decimal(d).scaleb(4 * (weight - i))
-    value = value.quantize(decimal.Decimal(1).scaleb(-dscale)) if dscale else value
-    return -value if sign == 0x4000 else value
+    with decimal.localcontext() as ctx:
+        ctx.prec = max(28, 4 * (ndigits + abs(weight)) + dscale + 4)  # exact: numeric has up to 131072 digits
+        value = decimal.Decimal(0)
+        for i, d in enumerate(digits):
+            value += decimal.Decimal(d).scaleb(4 * (weight - i))
+        value = value.quantize(decimal.Decimal(1).scaleb(-dscale)) if dscale else value
+        return -value if sign == 0x4000 else value
 
 
 def literal(raw: bytes | None, oid: int, fmt: int) -> exp.Expression:
@@ -267,62 +320,95 @@ def _bytes_literal(data: bytes) -> exp.Expression:
     return exp.HexString(this=data.hex()) if data else exp.cast(exp.Literal.string(""), "BINARY")
 
 
-def substitute(sql: str, params: list[exp.Expression], dialect: str = "spark") -> str:
-    """Replace $1..$n outside strings, quoted identifiers and comments with the rendered literals."""
-
-    def render(k: int) -> str:
-        if not 1 <= k <= len(params):
-            raise PgError(f"there is no parameter ${k}", "42P02")
-        return " " + params[k - 1].sql(dialect=dialect) + " "
-
-    return _scan(sql, render)
-
-
-def placeholders(sql: str) -> list[int]:
-    """The parameter numbers ($1 -> 1) a statement uses, in order of appearance."""
-    found: list[int] = []
-
-    def note(k: int) -> str:
-        found.append(k)
-        return ""
-
-    _scan(sql, note)
+def parameter_numbers(sql: str, dialect: str) -> list[int]:
+    """The parameter numbers ($1 -> 1) a statement uses, in order of appearance, found by the
+    dialect's own tokenizer: a `$1` inside a string, a dollar-quoted string (`$$...$$`,
+    `$tag$...$tag$`), a quoted identifier or a comment is text, not a parameter."""
+    try:
+        tokens = sqlglot.tokenize(sql, read=dialect)
+    except SqlglotError as exc:
+        raise PgError(f"cannot read the statement: {first_line(exc)}", "42601") from exc
+    found = []
+    for dollar, number in zip(tokens, tokens[1:], strict=False):
+        if (
+            dollar.token_type == TokenType.PARAMETER
+            and number.token_type == TokenType.NUMBER
+            and number.start == dollar.end + 1
+            and number.text.isdigit()
+        ):
+            found.append(int(number.text))
     return found
 
 
-def _scan(sql: str, render: Callable[[int], str]) -> str:
-    out: list[str] = []
-    i, n = 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if ch in "'\"`":
-            j = i + 1
-            while j < n and sql[j] != ch:
-                j += 2 if sql[j] == "\\" and ch != "`" else 1
-            out.append(sql[i : j + 1])
-            i = j + 1
-        elif sql.startswith("--", i):
-            j = sql.find("\n", i)
-            j = n if j < 0 else j
-            out.append(sql[i:j])
-            i = j
-        elif sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(sql[i:j])
-            i = j
-        elif (
-            ch == "$" and i + 1 < n and sql[i + 1].isdigit() and not (i and (sql[i - 1].isalnum() or sql[i - 1] == "_"))
-        ):
-            j = i + 1
-            while j < n and sql[j].isdigit():
-                j += 1
-            out.append(render(int(sql[i + 1 : j])))
-            i = j
+def _parameter_number(node: exp.Expr) -> int | None:
+    if isinstance(node, exp.Parameter) and isinstance(node.this, exp.Literal) and not node.this.is_string:
+        text = str(node.this.this)
+        return int(text) if text.isdigit() else None
+    return None
+
+
+def tree_parameters(tree: exp.Expr) -> list[int]:
+    """The parameter numbers the parsed statement holds as parameter nodes."""
+    return [n for n in (_parameter_number(node) for node in tree.walk()) if n is not None]
+
+
+def bind(tree: exp.Expr, params: Sequence[exp.Expr]) -> exp.Expr:
+    """A copy of the parsed statement with each `$n` node replaced by the literal node of
+    parameter n: values become nodes of the tree, never text read again as SQL."""
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        k = _parameter_number(node)
+        if k is None:
+            return node
+        if not 1 <= k <= len(params):
+            raise PgError(f"there is no parameter ${k}", "42P02")
+        return params[k - 1].copy()
+
+    return tree.transform(replace)  # transform works on a copy
+
+
+# ---- COPY ... TO STDOUT -------------------------------------------------------------------------------
+COPY_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack("!ii", 0, 0)  # signature, flags, no extension
+COPY_BINARY_TRAILER = struct.pack("!h", -1)
+_TEXT_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f", "\v": "\\v"}
+
+
+def copy_line(
+    values: Sequence[Any], oids: Sequence[int], spec: Any, names: Sequence[str] = (), header: bool = False
+) -> bytes:
+    """One row of COPY TO's output in spec's format (`pgsql.CopySpec`): text (backslash escapes,
+    NULL as spec.null), csv (quoted where needed, as PostgreSQL quotes), or binary (one tuple)."""
+    if spec.format == "binary":
+        out = bytearray(struct.pack("!h", len(values)))
+        for value, oid in zip(values, oids, strict=True):
+            data = None if value is None else binary_value(value, oid)
+            out += struct.pack("!i", -1) if data is None else struct.pack("!i", len(data)) + data
+        return bytes(out)
+    fields = []
+    for i, (value, oid) in enumerate(zip(values, oids, strict=True)):
+        if value is None:
+            fields.append(spec.null)
+            continue
+        text = text_value(value, oid).decode("utf-8")
+        if spec.format == "csv":  # FORCE_QUOTE is for values: PostgreSQL does not force the header's
+            forced = not header and (
+                "*" in spec.force_quote or (i < len(names) and names[i].lower() in spec.force_quote)
+            )
+            fields.append(_csv_field(text, spec, forced))
         else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
+            text = "".join(_TEXT_ESCAPES.get(ch, ch) for ch in text)
+            fields.append(text.replace(spec.delimiter, "\\" + spec.delimiter) if spec.delimiter not in "\\" else text)
+    return (spec.delimiter.join(fields) + "\n").encode("utf-8")
+
+
+def _csv_field(text: str, spec: Any, forced: bool) -> str:
+    # As PostgreSQL: quoted if asked, if it holds the delimiter, the quote, the escape or a line
+    # break, or if it reads like the NULL string (the empty string included).
+    special = (spec.delimiter, spec.quote, spec.escape, "\n", "\r")
+    if not (forced or text == spec.null or text == "\\." or any(c in text for c in special)):
+        return text
+    body = "".join(spec.escape + ch if ch in (spec.quote, spec.escape) else ch for ch in text)
+    return spec.quote + body + spec.quote
 
 
 class Reader:

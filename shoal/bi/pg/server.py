@@ -1,28 +1,36 @@
-"""The PostgreSQL endpoint's listener: connection slots, the pre-sign-in cap, cancel requests.
+"""The PostgreSQL endpoint's listener: the pre-sign-in stage, connection slots, cancel requests.
 
-One thread per connection (socketserver.ThreadingTCPServer). Two separate limits bound what
-clients hold: `[server] pg_max_pending` connections may be in their handshake at once (more are
-refused on accept, before a thread is started for them), and `pg_max_connections` signed-in
-sessions (a slot is taken only after a successful sign-in, so strangers trickling bytes cannot
-keep real users out).
+Accepting is asyncio (one thread, one event loop): a socket that has not sent its first startup
+packet costs a few hundred bytes, so many may wait at once (`[server] pg_max_pending`), and each
+client address holds at most `pg_max_pending_per_address` of them: one address opening idle
+sockets (and reconnecting when dropped) exhausts its own share, not everyone's. A socket that
+sends no complete startup packet within `pg_startup_timeout_s` is closed. Once the packet is in,
+the connection gets a thread (`session.Connection`) for TLS, sign-in and its statements; it keeps
+its place in the pre-sign-in counts until it signs in or gives up.
+
+Signed-in connections take one of `pg_max_connections` slots (only after a successful sign-in, so
+strangers cannot hold them); one principal takes at most `pg_max_connections_per_principal`, and
+the last `pg_reserved_admin_connections` slots are for admins (PostgreSQL's
+`superuser_reserved_connections`), so no one user can lock the admins out.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import hmac
 import itertools
 import logging
 import secrets
 import socket
-import socketserver
 import struct
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from shoal.bi.pg.codec import error_message
+from shoal.bi.pg.codec import MAX_STARTUP, error_message
 from shoal.bi.pg.session import Connection
 from shoal.bi.pg.tls import server_context
 from shoal.config import Settings
@@ -32,14 +40,11 @@ from shoal.governance.sessions import Sessions
 
 log = logging.getLogger("shoal.pgwire")
 _CANCEL_FOR_S = 10.0
+_BACKLOG = 1024
 
 
-class PgServer(socketserver.ThreadingTCPServer):
+class PgServer:
     """The endpoint: `serve_forever()` (or `start()` for a background thread), `stop()`."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 64
 
     def __init__(
         self, settings: Settings, *, spark: Any = None, host: str | None = None, port: int | None = None
@@ -55,21 +60,25 @@ class PgServer(socketserver.ThreadingTCPServer):
         # start with a clear error rather than failing each client's handshake.
         self.tls_context = server_context(settings)
         self._lock = threading.Lock()
-        self._pending: set[int] = set()  # ids of the sockets still in their handshake
+        self._pending: dict[int, str] = {}  # id(socket) -> client address, for sockets not signed in
+        self._per_address: collections.Counter[str] = collections.Counter()
         self._sessions: dict[int, Connection] = {}
         # pid -> (Spark job group, statement serial) of the statement running on that connection.
         self._running: dict[int, tuple[str, int]] = {}
         self._serial = itertools.count(1)
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._started = threading.Event()
+        bind = (host or settings.server.pg_host, settings.server.pg_port if port is None else port)
         try:
-            super().__init__(
-                (host or settings.server.pg_host, settings.server.pg_port if port is None else port), Connection
-            )
+            self._listener = socket.create_server(bind, backlog=_BACKLOG)
         except OSError as exc:
             raise ShoalError(
-                f"cannot listen on {host or settings.server.pg_host}:{port or settings.server.pg_port}: {exc.strerror}",
+                f"cannot listen on {bind[0]}:{bind[1]}: {exc.strerror}",
                 hint="pass --pg-port or set [server] pg_port",
             ) from exc
+        self.server_address = self._listener.getsockname()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -79,64 +88,145 @@ class PgServer(socketserver.ThreadingTCPServer):
     def start(self) -> PgServer:
         self._thread = threading.Thread(target=self.serve_forever, name="shoal-pg", daemon=True)
         self._thread.start()
+        self._started.wait(10)
         return self
 
+    def serve_forever(self) -> None:
+        asyncio.run(self._serve())
+
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has ended already
+                loop.call_soon_threadsafe(stop.set)
         if self._thread is not None:
             self._thread.join(10)
+        self._listener.close()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """Admit a new socket into the handshake, or refuse it here, before a thread exists."""
+    # ---- before the startup packet (the event loop) ----------------------------------------------
+    async def _serve(self) -> None:
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        self._listener.setblocking(False)
+        waiting: set[asyncio.Task[None]] = set()
+        acceptor = asyncio.create_task(self._accept(waiting))
+        self._started.set()
+        await self._stop.wait()
+        acceptor.cancel()
+        for task in list(waiting):
+            task.cancel()
+        await asyncio.gather(acceptor, *waiting, return_exceptions=True)
+
+    async def _accept(self, waiting: set[asyncio.Task[None]]) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, address = await loop.sock_accept(self._listener)
+            except OSError as exc:  # out of file descriptors, a reset before accept: go on
+                log.warning("PostgreSQL endpoint: accept failed: %s", exc)
+                await asyncio.sleep(0.05)
+                continue
+            if self._admit(sock, address):
+                task = asyncio.create_task(self._await_startup(sock, address))
+                waiting.add(task)
+                task.add_done_callback(waiting.discard)
+
+    def _admit(self, sock: socket.socket, address: Any) -> bool:
+        """Count a new socket against the pre-sign-in limits, or refuse it (53300) and close it."""
+        client = str(address[0]) if isinstance(address, tuple) else str(address)
+        server = self.settings.server
         with self._lock:
-            admitted = len(self._pending) < self.settings.server.pg_max_pending
-            if admitted:
-                self._pending.add(id(request))
-        if not admitted:
-            log.warning("PostgreSQL endpoint: refused %s: pg_max_pending connections are signing in", client_address)
-            with contextlib.suppress(OSError):
-                request.settimeout(1)
-                request.sendall(
-                    error_message(
-                        "FATAL",
-                        "53300",
-                        "sorry, too many connections are signing in at once ([server] pg_max_pending); try again",
-                    )
+            if len(self._pending) >= server.pg_max_pending:
+                refusal = "sorry, too many connections are signing in at once ([server] pg_max_pending); try again"
+            elif self._per_address[client] >= server.pg_max_pending_per_address:
+                refusal = (
+                    f"sorry, too many connections from {client} are signing in at once"
+                    " ([server] pg_max_pending_per_address); try again"
                 )
-            self.shutdown_request(request)
-            return
+            else:
+                self._pending[id(sock)] = client
+                self._per_address[client] += 1
+                return True
+        log.warning("PostgreSQL endpoint: refused %s: %s", client, refusal)
+        _close(sock, error_message("FATAL", "53300", refusal))
+        return False
+
+    async def _await_startup(self, sock: socket.socket, address: Any) -> None:
+        """Wait, cheaply, for the first startup packet; then hand the socket to a thread."""
+        server = self.settings.server
+        accepted = time.monotonic()
+        timeout = min(server.pg_startup_timeout_s, server.pg_handshake_timeout_s)
+        handed = False
         try:
-            super().process_request(request, client_address)
-        except Exception:
-            self._forget(request)
-            raise
+            first = await asyncio.wait_for(_first_packet(sock), timeout)
+            sock.setblocking(True)
+            thread = threading.Thread(target=self._handle, args=(sock, address, first, accepted), daemon=True)
+            thread.start()
+            handed = True
+        except TimeoutError:
+            message = (
+                f"canceling authentication due to timeout: no startup packet within {timeout:g} s"
+                " ([server] pg_startup_timeout_s, pg_handshake_timeout_s)"
+            )
+            _close(sock, error_message("FATAL", "57014", message))
+        except (OSError, ConnectionError):
+            pass
+        finally:
+            if not handed:
+                self._forget(sock)
+                _close(sock)
 
-    def shutdown_request(self, request: Any) -> None:
-        # Whatever ended the connection (even a setup() that raised before handle() ran), it no
-        # longer holds a handshake place.
-        self._forget(request)
-        super().shutdown_request(request)
+    # ---- after it (one thread per connection) -----------------------------------------------------
+    def _handle(self, sock: socket.socket, address: Any, first: bytes, accepted: float) -> None:
+        try:
+            Connection(sock, address, self, first=first, accepted=accepted)
+        except Exception:  # never let a connection's error reach stderr raw
+            log.exception("PostgreSQL endpoint: error on a connection from %s", address)
+        finally:
+            self._forget(sock)
+            _close(sock)
 
-    def _forget(self, request: socket.socket) -> None:
+    def _forget(self, sock: socket.socket) -> None:
         with self._lock:
-            self._pending.discard(id(request))
+            client = self._pending.pop(id(sock), None)
+            if client is not None:
+                self._per_address[client] -= 1
+                if self._per_address[client] <= 0:
+                    del self._per_address[client]
 
     def handshake_done(self, conn: Connection) -> None:
-        """The connection signed in or gave up: it no longer counts against pg_max_pending."""
+        """The connection signed in or gave up: it no longer counts against the pre-sign-in limits."""
         self._forget(conn.request)
 
-    def acquire(self, conn: Connection) -> bool:
+    # ---- signed-in slots ------------------------------------------------------------------------------
+    def acquire(self, conn: Connection) -> str | None:
+        """Take a slot for a connection that just signed in; None, or why not (PostgreSQL's words)."""
+        server = self.settings.server
+        name, admin = conn.principal.name, bool(conn.principal.is_admin)
+        # As PostgreSQL: the reserve is smaller than the whole, and admins are exempt from the per-role cap.
+        reserved = min(server.pg_reserved_admin_connections, server.pg_max_connections - 1)
         with self._lock:
-            if len(self._sessions) >= self.settings.server.pg_max_connections:
-                return False
+            total = len(self._sessions)
+            mine = sum(1 for c in self._sessions.values() if c.principal.name == name)
+            if total >= server.pg_max_connections:
+                return f"sorry, too many clients already ([server] pg_max_connections = {server.pg_max_connections})"
+            if not admin and total >= server.pg_max_connections - reserved:
+                return (
+                    "remaining connection slots are reserved for admin connections"
+                    f" ([server] pg_reserved_admin_connections = {reserved} of pg_max_connections ="
+                    f" {server.pg_max_connections})"
+                )
+            if not admin and mine >= server.pg_max_connections_per_principal:
+                return (
+                    f'too many connections for role "{name}"'
+                    f" ([server] pg_max_connections_per_principal = {server.pg_max_connections_per_principal})"
+                )
             while True:
                 pid = secrets.randbelow(2**31 - 2) + 1
                 if pid not in self._sessions:
                     break
             conn.pid, conn.secret = pid, secrets.randbelow(2**31 - 1) - (2**30)
             self._sessions[pid] = conn
-            return True
+            return None
 
     def release(self, conn: Connection) -> None:
         with self._lock:
@@ -181,7 +271,34 @@ class PgServer(socketserver.ThreadingTCPServer):
                     return
             self.spark.sparkContext.cancelJobGroup(running[0])
 
-    def handle_error(
-        self, request: Any, client_address: Any
-    ) -> None:  # never let a connection's error reach stderr raw
-        log.exception("PostgreSQL endpoint: error on a connection from %s", client_address)
+
+async def _first_packet(sock: socket.socket) -> bytes:
+    """The first startup packet, read exactly (nothing after it: an SSLRequest is followed by TLS).
+    A length no client sends is returned as is, for the connection to refuse (08P01)."""
+    head = await _recv_exact(sock, 4)
+    length = struct.unpack("!i", head)[0]
+    if not 8 <= length <= MAX_STARTUP:
+        return head
+    return head + await _recv_exact(sock, length - 4)
+
+
+async def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    loop = asyncio.get_running_loop()
+    data = b""
+    while len(data) < n:
+        chunk = await loop.sock_recv(sock, n - len(data))
+        if not chunk:
+            raise ConnectionError("client closed the connection")
+        data += chunk
+    return data
+
+
+def _close(sock: socket.socket, last: bytes = b"") -> None:
+    """Send a last message if the socket takes it now (never wait on a stranger), then close."""
+    with contextlib.suppress(OSError):
+        if last:
+            sock.setblocking(False)
+            sock.send(last)
+        sock.shutdown(socket.SHUT_WR)
+    with contextlib.suppress(OSError):
+        sock.close()

@@ -3,9 +3,10 @@
 A connection goes through two phases:
 
 * the handshake (startup packet, optional TLS, sign-in), done as a stranger: bounded in time
-  as a whole (`[server] pg_handshake_timeout_s`, however slowly the bytes trickle in), in
-  message size (`codec.MAX_STARTUP`, `codec.MAX_AUTH_MESSAGE`) and in number (the server admits
-  `pg_max_pending` such connections at once). It holds no connection slot.
+  as a whole (`[server] pg_handshake_timeout_s` from the accept, however slowly the bytes trickle
+  in), in message size (`codec.MAX_STARTUP`, `codec.MAX_AUTH_MESSAGE`) and in number (the server
+  admits `pg_max_pending` such connections at once, `pg_max_pending_per_address` from one address;
+  its event loop reads the first startup packet before this thread starts). It holds no slot.
 * the session, after a successful sign-in: it takes one of `pg_max_connections` slots and runs
   statements. Before each statement the sign-in is checked again (the token still active and
   unexpired, the principal still there, its groups re-read), as the HTTP API does per request:
@@ -36,6 +37,8 @@ from sqlglot import exp
 
 from shoal.bi.pg.codec import (
     CANCEL_REQUEST,
+    COPY_BINARY_HEADER,
+    COPY_BINARY_TRAILER,
     GSSENC_REQUEST,
     MAX_AUTH_MESSAGE,
     MAX_MESSAGE,
@@ -49,19 +52,20 @@ from shoal.bi.pg.codec import (
     Reader,
     SessionEnded,
     binary_value,
+    copy_line,
     cstr,
     error_fields,
     format_for,
     literal,
     pg_type,
-    placeholders,
+    pg_typmod,
     sqlstate,
-    substitute,
     text_value,
 )
 from shoal.exceptions import ShoalError, SqlError, first_line
 
 if TYPE_CHECKING:
+    from shoal.bi.pgsql import Parsed
     from shoal.config import Settings
     from shoal.governance import Principals
     from shoal.governance.sessions import Sessions
@@ -78,7 +82,7 @@ class Server(Protocol):
     tls_context: ssl.SSLContext | None
 
     def handshake_done(self, conn: Connection) -> None: ...
-    def acquire(self, conn: Connection) -> bool: ...
+    def acquire(self, conn: Connection) -> str | None: ...
     def release(self, conn: Connection) -> None: ...
     def running(self, conn: Connection, group: str) -> AbstractContextManager[None]: ...
     def cancel(self, pid: int, secret: int) -> None: ...
@@ -146,12 +150,14 @@ class Result:
     rows: list[tuple[Any, ...]]
     tag: str
     notice: str | None = None
+    typmods: list[int] | None = None  # per column (numeric precision and scale); None: all -1
 
 
 @dataclass
 class Prepared:
     sql: str
     param_oids: list[int]
+    parsed: Parsed  # read once at Parse: its $n parameters and, when it has some, its tree
 
 
 @dataclass
@@ -159,6 +165,7 @@ class Portal:
     statement: Prepared
     sql: str
     result_formats: list[int]
+    bound: Parsed | None = None  # the tree with the parameters bound as literal nodes
     result: Result | None = None
     sent: int = 0
     described: bool = False
@@ -167,6 +174,12 @@ class Portal:
 
 class Connection(socketserver.BaseRequestHandler):
     server: Server  # type: ignore[assignment]  # socketserver's BaseServer, narrowed to what is used
+
+    def __init__(self, request: Any, client_address: Any, server: Any, *, first: bytes = b"", accepted: float = 0.0):
+        # The server's event loop read the first startup packet (`first`); the handshake's
+        # deadline counts from when the socket was accepted.
+        self.first, self.accepted = first, accepted or time.monotonic()
+        super().__init__(request, client_address, server)
 
     def setup(self) -> None:
         self.sock: socket.socket = self.request
@@ -207,6 +220,10 @@ class Connection(socketserver.BaseRequestHandler):
         # Exactly n bytes, never more: after an SSLRequest nothing sent in the clear may be
         # buffered and later read as if it had come through TLS.
         chunks, left = [], n
+        if self.first:  # what the server read before this thread began
+            chunks.append(self.first[:n])
+            self.first = self.first[n:]
+            left -= len(chunks[0])
         while left:
             if self.deadline is not None:
                 # The handshake's deadline is total: each byte trickled in does not buy more time.
@@ -241,7 +258,7 @@ class Connection(socketserver.BaseRequestHandler):
         settings = self.server.settings.server
         registered = False
         try:
-            self.deadline = time.monotonic() + settings.pg_handshake_timeout_s
+            self.deadline = self.accepted + settings.pg_handshake_timeout_s
             params = self._startup()
             if params is None or not self._transport_allowed():
                 return
@@ -399,11 +416,11 @@ class Connection(socketserver.BaseRequestHandler):
             self._fatal(f'password authentication failed for user "{user}"', "28P01")
             return False
         # The slot is taken only now: strangers who never finish signing in cannot hold them.
-        if not self.server.acquire(self):
-            self._fatal(
-                "sorry, too many clients already",
-                "53300",
-            )
+        self.principal = principal
+        refusal = self.server.acquire(self)
+        if refusal is not None:
+            audit.record(principal.name, "pg.login", None, False, reason=refusal, client=self.client, via=via)
+            self._fatal(refusal, "53300")
             return False
         audit.record(
             principal.name,
@@ -562,17 +579,18 @@ class Connection(socketserver.BaseRequestHandler):
 
     # ---- simple query -------------------------------------------------------------------------
     def _simple(self, body: bytes) -> None:
-        from shoal.sql import split_statements
-
         sql = body.rstrip(b"\x00").decode("utf-8")
         try:
             try:
-                statements = split_statements(sql)
+                statements = self.pg.split(sql)
             except SqlError as exc:
                 raise PgError(first_line(exc), "42601") from exc
             if not statements:
                 self.send(b"I")
             for statement in statements:  # one after another; the first error stops the rest
+                if _is_copy(statement):
+                    self._copy(statement)
+                    continue
                 result = self._run(statement)
                 if result.columns:
                     self._row_description(result, [])
@@ -584,19 +602,18 @@ class Connection(socketserver.BaseRequestHandler):
 
     # ---- extended query ----------------------------------------------------------------------
     def _parse(self, r: Reader) -> None:
-        from shoal.sql import split_statements
-
         name, sql = r.cstring(), r.cstring()
         oids = [r.int32() for _ in range(r.int16())]
         try:
-            parts = split_statements(sql)
+            parts = self.pg.split(sql)
         except SqlError as exc:
             raise PgError(first_line(exc), "42601") from exc
         if len(parts) > 1:
             raise PgError("cannot insert multiple commands into a prepared statement", "42601")
         if name and name in self.statements:
             raise PgError(f'prepared statement "{name}" already exists', "42P05")
-        self.statements[name] = Prepared(parts[0] if parts else "", oids)
+        text = parts[0] if parts else ""
+        self.statements[name] = Prepared(text, oids, self.pg.prepare(text))
         self.send(b"1")
 
     def _bind(self, r: Reader) -> None:
@@ -617,10 +634,15 @@ class Connection(socketserver.BaseRequestHandler):
             fmt = formats[0] if len(formats) == 1 else (formats[i] if formats else 0)
             oid = stmt.param_oids[i] if i < len(stmt.param_oids) else 0
             params.append(literal(raw, oid, fmt))
-        sql = substitute(stmt.sql, params, self.pg.literal_dialect) if params else stmt.sql
-        if not params and placeholders(stmt.sql):
-            raise PgError("the statement has parameters but none were bound", "08P01")
-        self.portals[portal] = Portal(stmt, sql, result_formats)
+        wanted = max([len(stmt.param_oids), *stmt.parsed.numbers])
+        if len(params) != wanted:  # as PostgreSQL: a value no $n takes is an error, not ignored
+            raise PgError(
+                f'bind message supplies {len(params)} parameters, but prepared statement "{name}" requires {wanted}',
+                "08P01",
+            )
+        # The values become literal nodes of the statement's tree: never text read again as SQL.
+        bound = self.pg.bind(stmt.parsed, params) if stmt.parsed.tree is not None else None
+        self.portals[portal] = Portal(stmt, stmt.sql, result_formats, bound)
         self.send(b"2")
 
     def _describe(self, r: Reader) -> None:
@@ -629,13 +651,14 @@ class Connection(socketserver.BaseRequestHandler):
             stmt = self.statements.get(name)
             if stmt is None:
                 raise PgError(f'prepared statement "{name}" does not exist', "26000")
-            count = max([len(stmt.param_oids), *placeholders(stmt.sql)])
+            count = max([len(stmt.param_oids), *stmt.parsed.numbers])
             oids = [(stmt.param_oids[i] if i < len(stmt.param_oids) else 0) or TEXT for i in range(count)]
             self.send(b"t", struct.pack("!h", len(oids)) + b"".join(struct.pack("!i", o) for o in oids))
             # The columns are known only by running the statement: a query runs once with NULL
             # parameters (at most one row); anything else is described as returning no rows.
             if _is_query(stmt.sql) and not _session_tag(stmt.sql):
-                result = self._run(substitute(stmt.sql, [exp.Null()] * count) if count else stmt.sql, limit=1)
+                bound = self.pg.bind(stmt.parsed, [exp.Null()] * count) if stmt.parsed.tree is not None else None
+                result = self._run(stmt.sql, limit=1, bound=bound)
                 if result.columns:
                     self._row_description(result, [])
                     return
@@ -644,6 +667,9 @@ class Connection(socketserver.BaseRequestHandler):
         if what != b"P":
             raise ProtocolError("Describe must name S or P")
         portal = self._portal(name)
+        if _is_copy(portal.sql):  # as PostgreSQL: a COPY portal returns no rows (its data is CopyData)
+            self.send(b"n")
+            return
         result = self._result(portal)
         portal.described = True
         if result.columns:
@@ -657,6 +683,9 @@ class Connection(socketserver.BaseRequestHandler):
         # ends delivery at once, not at the next statement.
         self._check_signed_in()
         portal = self._portal(name)
+        if _is_copy(portal.sql):
+            self._copy(portal.sql)
+            return
         result = self._result(portal)
         if portal.statement.sql.strip() == "":
             self.send(b"I")
@@ -686,13 +715,40 @@ class Connection(socketserver.BaseRequestHandler):
     def _result(self, portal: Portal) -> Result:
         if portal.result is None:
             sql = portal.sql.strip()
-            portal.result = Result([], [], [], "") if not sql else self._run(sql)
+            portal.result = Result([], [], [], "") if not sql else self._run(sql, bound=portal.bound)
         return portal.result
 
+    def _copy(self, sql: str) -> None:
+        """COPY (query) TO STDOUT: the governed query's rows as CopyData (text, csv or binary),
+        between CopyOutResponse and CopyDone, as psql's \\copy and ADBC read them."""
+        from shoal.bi.pgsql import copy_spec
+
+        spec = copy_spec(sql)
+        result = self._run(spec.query)  # governed like any query; an error comes before any data
+        binary = spec.format == "binary"
+        n = len(result.columns)
+        self.send(b"H", struct.pack("!bh", int(binary), n) + struct.pack(f"!{n}h", *[int(binary)] * n))
+        # As PostgreSQL: one row per CopyData, the binary header with the first row and the
+        # trailer alone (ADBC reads whole rows from each message).
+        pending = COPY_BINARY_HEADER if binary else b""
+        if spec.header and not binary:
+            pending = copy_line(result.columns, [TEXT] * n, spec, header=True)
+        for row in result.rows:
+            self.send(b"d", pending + copy_line(row, result.oids, spec, result.columns))
+            pending = b""
+        if binary or pending:
+            self.send(b"d", pending + (COPY_BINARY_TRAILER if binary else b""))
+        self.send(b"c")
+        if result.notice:
+            self._notice(result.notice)
+        self.send(b"C", cstr(f"COPY {len(result.rows)}"))
+
     # ---- running one statement ----------------------------------------------------------------
-    def _run(self, sql: str, *, limit: int | None = None) -> Result:
+    def _run(self, sql: str, *, limit: int | None = None, bound: Parsed | None = None) -> Result:
+        """Run one statement; `bound`: its tree with the parameters bound (then sql is only
+        the statement's text, for its first word)."""
         self._check_signed_in()
-        local = self._local(sql)
+        local = self._local(sql, bound)
         if local is not None:
             return local
         max_rows = self.server.settings.server.pg_max_rows
@@ -704,7 +760,7 @@ class Connection(socketserver.BaseRequestHandler):
             with self.server.running(self, group):
                 sc.setJobGroup(group, f"PostgreSQL endpoint: {self.principal.name}", interruptOnCancel=True)
                 try:
-                    qr = self.governed.execute(self.pg.translate(sql), limit=limit + 1)
+                    qr = self.governed.execute(self.pg.translate(sql, bound), limit=limit + 1)
                 finally:
                     sc.setLocalProperty("spark.jobGroup.id", None)
         except Exception as exc:  # every failure is the client's error, not the server's
@@ -714,11 +770,16 @@ class Connection(socketserver.BaseRequestHandler):
                 raise PgError(first_line(exc), sqlstate(exc), hint=exc.hint) from exc
             log.exception("PostgreSQL endpoint: statement failed")
             raise PgError(first_line(exc), "XX000") from exc
-        rows, notice = qr.rows, None
+        rows = qr.rows
         if len(rows) > limit:
+            if limit == max_rows:  # never a silently shorter result: the client is told, and gets none
+                raise PgError(
+                    f"the result has more than {max_rows} rows, the most one statement may return"
+                    " ([server] pg_max_rows)",
+                    "54000",
+                    hint="add a LIMIT (or a WHERE), or raise [server] pg_max_rows",
+                )
             rows = rows[:limit]
-            if limit == max_rows:
-                notice = f"the result was cut at {max_rows} rows ([server] pg_max_rows)"
         word = sql.split(None, 1)[0].upper()
         if self.in_txn and word in _WRITES:
             self.wrote_in_txn = True
@@ -728,13 +789,16 @@ class Connection(socketserver.BaseRequestHandler):
             tag = "INSERT 0 0"
         else:
             tag = " ".join(sql.split()[:2]).upper()
-        return Result(list(qr.columns), [pg_type(t) for t in qr.types], rows, tag, notice)
+        oids, typmods = [pg_type(t) for t in qr.types], [pg_typmod(t) for t in qr.types]
+        return Result(list(qr.columns), oids, rows, tag, typmods=typmods)
 
-    def _local(self, sql: str) -> Result | None:
+    def _local(self, sql: str, bound: Parsed | None = None) -> Result | None:
         """Session statements and probes answered without Spark; None for everything else."""
-        answer = self.pg.answer(sql) if self.pg is not None else None  # SET, SHOW, the catalog (pgsql)
+        answer = self.pg.answer(sql, bound) if self.pg is not None else None  # SET, SHOW, the catalog (pgsql)
         if answer is not None:
             return Result(*answer)
+        if bound is not None and bound.tree is not None:
+            return None  # a statement with parameters: never a session statement (prepare refuses them)
         tag = _session_tag(sql)
         if tag is not None:
             notice = None
@@ -772,7 +836,8 @@ class Connection(socketserver.BaseRequestHandler):
         payload = bytearray(struct.pack("!h", len(result.columns)))
         for i, (name, oid) in enumerate(zip(result.columns, result.oids, strict=True)):
             fmt = format_for(formats, i)
-            payload += cstr(name) + struct.pack("!ihihih", 0, 0, oid, TYPE_SIZE.get(oid, -1), -1, fmt)
+            typmod = result.typmods[i] if result.typmods else -1
+            payload += cstr(name) + struct.pack("!ihihih", 0, 0, oid, TYPE_SIZE.get(oid, -1), typmod, fmt)
         self.send(b"T", bytes(payload))
 
     def _data_rows(self, result: Result, formats: list[int], start: int, max_rows: int = 0) -> int:
@@ -812,6 +877,10 @@ class Connection(socketserver.BaseRequestHandler):
 def _session_tag(sql: str) -> str | None:
     words = sql.split(None, 1)
     return _SESSION.get(words[0].upper().rstrip(";")) if words else None
+
+
+def _is_copy(sql: str) -> bool:
+    return re.match(r"(?i)\s*copy\b", sql) is not None
 
 
 def _is_query(sql: str) -> bool:
