@@ -97,3 +97,13 @@ def connect(server, lake):
     yield _connect
     for c in opened:
         c.close()
+
+
+@pytest.fixture
+def pg(server, lake):
+    """A psycopg connection as the analyst, in the default (PostgreSQL) dialect."""
+    host, port = server.address
+    conn = psycopg.connect(host=host, port=port, user=lake.analyst, password=PASSWORD, dbname="lake",
+                           autocommit=True, connect_timeout=20, sslmode="require")  # fmt: skip
+    yield conn
+    conn.close()

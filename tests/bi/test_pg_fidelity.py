@@ -13,16 +13,6 @@ import pytest
 from tests.bi.conftest import PASSWORD
 
 
-@pytest.fixture
-def pg(server, lake):
-    """A psycopg connection in the default (PostgreSQL) dialect."""
-    host, port = server.address
-    conn = psycopg.connect(host=host, port=port, user=lake.analyst, password=PASSWORD, dbname="lake",
-                           autocommit=True, connect_timeout=20, sslmode="require")  # fmt: skip
-    yield conn
-    conn.close()
-
-
 def test_result_column_names(pg, lake):
     cur = pg.execute(f"SELECT count(*), max(id), sum(revenue), min(id) + 1, region FROM {lake.opps} GROUP BY region")
     assert [d.name for d in cur.description] == ["count", "max", "sum", "?column?", "region"]

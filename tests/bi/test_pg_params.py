@@ -13,17 +13,6 @@ import psycopg
 import pytest
 
 from tests.bi import rawpg
-from tests.bi.conftest import PASSWORD
-
-
-@pytest.fixture
-def pg(server, lake):
-    """A psycopg connection in the default (PostgreSQL) dialect."""
-    host, port = server.address
-    conn = psycopg.connect(host=host, port=port, user=lake.analyst, password=PASSWORD, dbname="lake",
-                           autocommit=True, connect_timeout=20, sslmode="require")  # fmt: skip
-    yield conn
-    conn.close()
 
 
 def _extended(server, lake, sql: str, values: list[bytes | None]) -> list[tuple[bytes, dict[str, str] | list]]:
