@@ -33,7 +33,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokens import TokenType
 
 from shoal.bi import pgcatalog
-from shoal.bi.pg.codec import PgError, bind, parameter_numbers, tree_parameters
+from shoal.bi.pg.codec import PgError, bind, check_bound_sql, parameter_numbers, tree_parameters
 from shoal.bi.pgcatalog import CatalogError, SessionInfo
 from shoal.exceptions import SqlError
 from shoal.sql import split_statements
@@ -124,6 +124,7 @@ class Parsed:
     dialect: str
     numbers: list[int]
     tree: exp.Expr | None = None
+    values: list[exp.Expr] = dataclasses.field(default_factory=list)  # the bound parameters
 
 
 class PgSession:
@@ -267,15 +268,15 @@ class PgSession:
         """The prepared statement with its parameters bound as literal nodes of a new tree."""
         if parsed.tree is None:
             return parsed
-        return dataclasses.replace(parsed, tree=bind(parsed.tree, params))
+        return dataclasses.replace(parsed, tree=bind(parsed.tree, params), values=list(params))
 
     def translate(self, sql: str, bound: Parsed | None = None) -> str:
         """The statement as Spark SQL (unchanged in the spark dialect, unless it had parameters:
         then the bound tree is written as Spark SQL)."""
         if bound is not None and bound.tree is not None:
-            if bound.dialect == "spark":
-                return bound.tree.sql(dialect="spark")
-            return self._to_spark([bound.tree])
+            text = bound.tree.sql(dialect="spark") if bound.dialect == "spark" else self._to_spark([bound.tree])
+            check_bound_sql(text, bound.values)
+            return text
         if self.dialect == "spark":
             return sql
         try:
@@ -526,11 +527,12 @@ def copy_spec(sql: str) -> CopySpec:
         raise PgError("cannot read the COPY statement", "42601")
     if tokens[1].token_type == TokenType.L_PAREN:
         end = _closing(tokens, 1)
+        _query_only(tokens[2:end])
         query, rest = sql[tokens[1].end + 1 : tokens[end].start].strip(), tokens[end + 1 :]
     else:  # COPY table [(columns)]: its rows, through the same governed SELECT
         to = next((i for i, t in enumerate(tokens) if t.text.upper() in ("TO", "FROM")), len(tokens))
         name, _, columns = sql[tokens[1].start : tokens[to - 1].end + 1].partition("(")
-        query, rest = f"SELECT {columns.strip().rstrip(')') or '*'} FROM {name.strip()}", tokens[to:]
+        query, rest = _table_query(name.strip(), columns.strip().removesuffix(")")), tokens[to:]
     words = [t.text.upper() for t in rest[:2]]
     if words[:1] == ["FROM"]:
         raise PgError("COPY FROM is not supported by Shoal's PostgreSQL endpoint: write rows with INSERT", "0A000")
@@ -545,7 +547,51 @@ def copy_spec(sql: str) -> CopySpec:
     spec.delimiter = spec.delimiter if spec.delimiter is not None else ("," if csv else "\t")
     spec.null = spec.null if spec.null is not None else ("" if csv else "\\N")
     spec.escape = spec.escape or spec.quote
+    _check_copy_options(spec)
     return spec
+
+
+# What COPY (query) may hold, as PostgreSQL: a query, never a statement that changes something.
+_NOT_A_QUERY = {
+    TokenType.INSERT, TokenType.UPDATE, TokenType.DELETE, TokenType.MERGE, TokenType.DROP, TokenType.CREATE,
+    TokenType.ALTER, TokenType.TRUNCATE, TokenType.SET, TokenType.COMMAND, TokenType.SEMICOLON, TokenType.REPLACE,
+    TokenType.CACHE, TokenType.UNCACHE, TokenType.USE, TokenType.DESCRIBE,
+}  # fmt: skip
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*){0,2}")
+_COLUMN = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
+
+
+def _query_only(tokens: list[Any]) -> None:
+    first = tokens[0].text.upper() if tokens else ""
+    if first not in ("SELECT", "WITH", "VALUES", "TABLE", "(") or any(t.token_type in _NOT_A_QUERY for t in tokens):
+        raise PgError("COPY query must be a SELECT, VALUES or TABLE query", "0A000")
+
+
+def _table_query(name: str, columns: str) -> str:
+    """COPY table [(columns)] as the SELECT it stands for, from plain names only (quoted names:
+    COPY (SELECT ...) TO STDOUT says the same)."""
+    cols = [c.strip() for c in columns.split(",")] if columns else []
+    if not _NAME.fullmatch(name) or not all(_COLUMN.fullmatch(c) for c in cols):
+        raise PgError(
+            "COPY table TO STDOUT takes a plain table name and column names",
+            "0A000",
+            hint="write COPY (SELECT ... FROM ...) TO STDOUT for quoted or unusual names",
+        )
+    return f"SELECT {', '.join(cols) or '*'} FROM {name}"
+
+
+def _check_copy_options(spec: CopySpec) -> None:
+    """PostgreSQL's own checks: options that would make the output ambiguous are errors."""
+    delimiter, null = spec.delimiter or "", spec.null or ""
+    text_forbidden = "\\.abcdefghijklmnopqrstuvwxyz0123456789" if spec.format == "text" else ""
+    if delimiter in ("\n", "\r", "\\") or (delimiter and delimiter in text_forbidden):
+        raise PgError(f'COPY delimiter cannot be "{delimiter}"', "22023")
+    if spec.format == "csv" and delimiter == spec.quote:
+        raise PgError("COPY delimiter and quote must be different", "22023")
+    if delimiter and delimiter in null:
+        raise PgError("COPY delimiter character must not appear in the NULL specification", "22023")
+    if "\n" in null or "\r" in null:
+        raise PgError("COPY null representation cannot use newline or carriage return", "22023")
 
 
 def _closing(tokens: list[Any], start: int) -> int:

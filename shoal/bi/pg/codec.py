@@ -251,8 +251,17 @@ def literal(raw: bytes | None, oid: int, fmt: int) -> exp.Expression:
                 word = "NaN" if number.is_nan() else ("Infinity" if number > 0 else "-Infinity")
                 return exp.cast(exp.Literal.string(word), "DOUBLE")
             if oid == NUMERIC:
+                # PostgreSQL's own bounds: an 11-byte '1e100000000' must not become 100 MB of SQL.
+                digits = number.as_tuple()
+                exponent = digits.exponent if isinstance(digits.exponent, int) else 0
+                if number.adjusted() >= 131072 or -exponent > 16383:
+                    raise PgError("value overflows numeric format", "22003")
                 return exp.Literal.number(format(number, "f"))
-            return exp.cast(exp.Literal.number(format(number, "f")), "FLOAT" if oid == FLOAT4 else "DOUBLE")
+            as_float = float(number)
+            if math.isinf(as_float):
+                kind = "real" if oid == FLOAT4 else "double precision"
+                raise PgError(f'"{text.strip()[:40]}" is out of range for type {kind}', "22003")
+            return exp.cast(exp.Literal.number(repr(as_float)), "FLOAT" if oid == FLOAT4 else "DOUBLE")
         if oid == BOOL:
             t = text.strip().lower()
             if t in ("t", "true", "1", "yes", "on", "y"):
@@ -352,9 +361,67 @@ def tree_parameters(tree: exp.Expr) -> list[int]:
     return [n for n in (_parameter_number(node) for node in tree.walk()) if n is not None]
 
 
+# Field names date_part/extract/date_trunc and interval arithmetic accept (PostgreSQL's words and
+# Spark's). A parameter in such a place becomes one of these words: Spark SQL writes a unit as a
+# bare word, so any other text there would be read as SQL.
+UNITS = frozenset(
+    [
+        "CENTURY",
+        "DAY",
+        "DAYS",
+        "DAYOFWEEK",
+        "DAYOFYEAR",
+        "DECADE",
+        "DOW",
+        "DOY",
+        "EPOCH",
+        "HOUR",
+        "HOURS",
+        "ISODOW",
+        "ISOYEAR",
+        "JULIAN",
+        "MICROSECOND",
+        "MICROSECONDS",
+        "MILLENNIUM",
+        "MILLISECOND",
+        "MILLISECONDS",
+        "MINUTE",
+        "MINUTES",
+        "MONTH",
+        "MONTHS",
+        "QUARTER",
+        "SECOND",
+        "SECONDS",
+        "TIMEZONE",
+        "TIMEZONE_HOUR",
+        "TIMEZONE_MINUTE",
+        "WEEK",
+        "WEEKS",
+        "YEAR",
+        "YEARS",
+        "DAYOFWEEK_ISO",
+        "YEAROFWEEK",
+    ]
+)
+
+
+def _in_unit_slot(node: exp.Expr) -> bool:
+    parent = node.parent
+    return node.arg_key == "unit" or (isinstance(parent, exp.Extract) and node.arg_key == "this")
+
+
+def _unit(value: exp.Expr) -> exp.Expr:
+    word = value.name.strip().upper() if isinstance(value, exp.Literal) and value.is_string else ""
+    if word not in UNITS:
+        shown = value.sql(dialect="postgres")[:80]
+        raise PgError(f"unit {shown} not recognized", "22023", hint="a field name: year, month, day, hour, ...")
+    return exp.var(word)
+
+
 def bind(tree: exp.Expr, params: Sequence[exp.Expr]) -> exp.Expr:
     """A copy of the parsed statement with each `$n` node replaced by the literal node of
-    parameter n: values become nodes of the tree, never text read again as SQL."""
+    parameter n: values become nodes of the tree, never text read again as SQL. A parameter
+    naming a date/time field (date_part($1, ts), extract) becomes that field's word, if it is one."""
 
     def replace(node: exp.Expr) -> exp.Expr:
         k = _parameter_number(node)
@@ -362,9 +429,28 @@ def bind(tree: exp.Expr, params: Sequence[exp.Expr]) -> exp.Expr:
             return node
         if not 1 <= k <= len(params):
             raise PgError(f"there is no parameter ${k}", "42P02")
-        return params[k - 1].copy()
+        value = params[k - 1].copy()
+        return _unit(value) if _in_unit_slot(node) else value
 
     return tree.transform(replace)  # transform works on a copy
+
+
+def check_bound_sql(text: str, params: Sequence[exp.Expr], dialect: str = "spark") -> None:
+    """The bound statement as written for Spark must read back as one statement that holds every
+    string value as a string literal: a value the generator wrote as bare text (a slot no check
+    above knows) is refused instead of run."""
+    try:
+        trees = [t for t in sqlglot.parse(text, read=dialect) if t is not None]
+    except SqlglotError as exc:
+        raise PgError("parameters are not supported in this position", "0A000") from exc
+    if len(trees) != 1:
+        raise PgError("parameters are not supported in this position", "0A000")
+    found = [n.this for n in trees[0].find_all(exp.Literal) if n.is_string]
+    for value in params:
+        strings = [n.this for n in value.find_all(exp.Literal) if n.is_string]
+        for s in strings:
+            if s not in found and s.upper() not in UNITS:
+                raise PgError("parameters are not supported in this position", "0A000")
 
 
 # ---- COPY ... TO STDOUT -------------------------------------------------------------------------------

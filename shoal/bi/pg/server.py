@@ -229,9 +229,11 @@ class PgServer:
             return None
 
     def release(self, conn: Connection) -> None:
+        """Give back conn's slot, if it holds one (only its own: pids are reused)."""
         with self._lock:
-            self._sessions.pop(conn.pid, None)
-            self._running.pop(conn.pid, None)
+            if self._sessions.get(conn.pid) is conn:
+                del self._sessions[conn.pid]
+                self._running.pop(conn.pid, None)
 
     @contextlib.contextmanager
     def running(self, conn: Connection, group: str) -> Iterator[None]:

@@ -293,8 +293,9 @@ class Connection(socketserver.BaseRequestHandler):
                 self._fatal("internal error; the connection is closed", "XX000")
         finally:
             self.server.handshake_done(self)
-            if registered:
-                self.server.release(self)
+            # Always: the slot is taken inside _authenticate, and a client that resets the
+            # socket right after signing in (the last flush fails) would otherwise keep it.
+            self.server.release(self)
             if self.session is not None:
                 with _quiet():
                     self.server.sessions.end(self.session)
