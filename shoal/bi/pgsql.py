@@ -300,6 +300,7 @@ class PgSession:
             _schema_qualified_columns(tree)
             pgcatalog.name_columns(tree)  # count, max, ?column?: not Spark's count(1)
             _unconstrained_numeric(tree)
+            _any_as_exists(tree)
             tree = tree.transform(_aggregate_lists)
             for t in tree.find_all(exp.Table):
                 if (t.db or "").lower() == pgcatalog.PUBLIC and not t.catalog:
@@ -514,6 +515,23 @@ class CopySpec:
     quote: str = '"'
     escape: str | None = None  # csv: the quote unless set
     force_quote: set[str] = field(default_factory=set)  # csv: these columns always quoted ("*": all)
+
+
+# The lambda variable of `v op ANY(array)` as Spark's EXISTS: sqlglot names it `x`, and a column
+# named x then compared the variable with itself (x = ANY(ARRAY[...]) was always true).
+_ANY_VARIABLE = "shoal_any_element"
+
+
+def _any_as_exists(tree: exp.Expr) -> None:
+    """`v op ANY(array)` -> EXISTS(array, e -> v op e), before sqlglot's own rewrite does it with `x`."""
+    for found in list(tree.find_all(exp.Any)):
+        binop, array = found.parent, found.this
+        if isinstance(array, exp.Query) or not isinstance(binop, exp.Binary) or isinstance(binop, exp.Like | exp.ILike):
+            continue
+        variable = exp.to_identifier(_ANY_VARIABLE)
+        found.replace(variable)
+        body = exp.Lambda(this=binop.copy(), expressions=[variable.copy()])
+        binop.replace(exp.Exists(this=array.unnest(), expression=body))
 
 
 def copy_spec(sql: str) -> CopySpec:

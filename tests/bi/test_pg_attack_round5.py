@@ -151,3 +151,12 @@ def test_a_sign_in_aborted_after_it_succeeded_gives_its_slot_back(tmp_path):
         assert seen[-1][0] == b"Z", seen  # signed in: ReadyForQuery
     finally:
         srv.stop()
+
+
+def test_any_over_an_array_compares_the_column_named_x_with_each_element(pg):
+    """sqlglot wrote `x = ANY(ARRAY[...])` as EXISTS(ARRAY(...), x -> x = x): always true, a wrong
+    answer (and an application's own filter silently gone)."""
+    values = "(VALUES (1), (2), (3)) AS v(x)"
+    assert pg.execute(f"SELECT x FROM {values} WHERE x = ANY(ARRAY[1, 3]) ORDER BY x").fetchall() == [(1,), (3,)]
+    assert pg.execute(f"SELECT x FROM {values} WHERE x > ANY(ARRAY[2]) ORDER BY x").fetchall() == [(3,)]
+    assert pg.execute(f"SELECT x FROM {values} WHERE x = ANY(ARRAY[%s]) ORDER BY x", [2]).fetchall() == [(2,)]
