@@ -193,7 +193,8 @@ class GovernedSql:
             raise
         if not statements:
             raise SqlError("no SQL statement given")
-        planned = [self._planned(statement, limit, stream) for statement in statements]
+        last = len(statements) - 1  # only the result returned streams: the others are read here
+        planned = [self._planned(st, limit, stream and i == last) for i, st in enumerate(statements)]
         result = QueryResult([], [], [])
         for plan in planned:
             try:

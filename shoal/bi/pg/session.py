@@ -264,7 +264,10 @@ class Connection(socketserver.BaseRequestHandler):
         self.pg: Any = None  # shoal.bi.pgsql.PgSession: settings, catalog, dialect
 
     def finish(self) -> None:
-        self._close_portals(keep_hold=False)  # their streams, and their audit rows
+        try:
+            self._close_portals(keep_hold=False)  # their streams, and their audit rows
+        except Exception:
+            log.exception("PostgreSQL endpoint: closing the portals of %s failed", self.client)
         # After TLS, self.sock is the wrapped socket; socketserver closes only the original one.
         # TLS ends with close_notify, as PostgreSQL's does: libpq reports a connection that ends
         # without it (e.g. after a CancelRequest sent inside TLS) as "unexpected eof".
@@ -858,6 +861,13 @@ class Connection(socketserver.BaseRequestHandler):
             list(qr.columns), oids, qr.rows, tag, typmods=typmods, stream=qr.stream, counted=bool(qr.columns), cap=cap
         )
 
+    def _fetched(self, name: str, rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        try:
+            yield from rows
+        except Exception:
+            self._close_portal(name)  # as PostgreSQL: a cursor that failed is gone (no silent 0 rows later)
+            raise
+
     @contextmanager
     def _job_group(self, spark: bool) -> Iterator[None]:
         """Spark work for this connection (running a statement, reading its stream): in the
@@ -903,11 +913,11 @@ class Connection(socketserver.BaseRequestHandler):
         if m := _FETCH.match(sql):
             cursor = self._portal(_ident(m.group(2)), "cursor")
             assert cursor.result is not None
-            wanted = m.group(1)
-            n = None if wanted is None else (0 if wanted.lower() == "all" else int(wanted))
+            wanted = (m.group(1) or "1").lower()  # FETCH name: the next row
             source = cursor.result
             # A view of the cursor's stream: closing it (the FETCH done) leaves the cursor open.
-            rows = (row for row in source) if n == 0 else itertools.islice(source, 1 if n is None else n)
+            view = source if wanted == "all" else itertools.islice(source, int(wanted))
+            rows = self._fetched(_ident(m.group(2)), view)
             return Result(source.columns, source.oids, [], "FETCH", typmods=source.typmods, stream=rows, counted=True)
         if m := _CLOSE.match(sql):
             if m.group(1).lower() == "all":
