@@ -178,3 +178,16 @@ def test_a_portal_closed_early_releases_its_stream(server, lake, settings):
     # Closing released the stream: its audit row is written with the rows read so far.
     (last,) = AuditLog(settings).list(principal=lake.analyst, action="select", limit=1)
     assert last["decision"] == "allow" and 10 <= last["detail"]["rows"] < N, last
+
+
+def test_a_cursor_that_failed_is_gone(connect):
+    """Never a later FETCH that quietly returns no rows after the error."""
+    conn = connect()
+    conn.execute("BEGIN")
+    conn.execute(f"DECLARE bad CURSOR FOR SELECT assert_true(id < 60000) AS ok FROM range(0, {N}, 1, 2)")
+    assert len(conn.execute("FETCH 50000 FROM bad").fetchall()) == 50000  # the first partition
+    with pytest.raises(psycopg.errors.InternalError_, match="60000"):
+        conn.execute("FETCH ALL FROM bad")
+    with pytest.raises(psycopg.errors.InvalidCursorName):
+        conn.execute("FETCH 1 FROM bad")
+    conn.execute("ROLLBACK")
