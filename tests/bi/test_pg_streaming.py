@@ -191,3 +191,24 @@ def test_a_cursor_that_failed_is_gone(connect):
     with pytest.raises(psycopg.errors.InvalidCursorName):
         conn.execute("FETCH 1 FROM bad")
     conn.execute("ROLLBACK")
+
+
+def test_sync_outside_a_transaction_and_a_new_query_end_portals(server, lake):
+    with _signed_in(server, lake) as s:
+        for ender in (b"S", b"Q"):
+            rawpg.send(s, b"P", b"\x00" + BIG.encode() + b"\x00" + struct.pack("!h", 0))
+            rawpg.send(s, b"B", b"\x00\x00" + struct.pack("!hhh", 0, 0, 0))  # the unnamed portal
+            rawpg.send(s, b"E", b"\x00" + struct.pack("!i", 10))
+            rawpg.send(s, b"H", b"")
+            assert _page(s)[:2] == (10, b"s")
+            if ender == b"S":
+                rawpg.send(s, b"S", b"")  # the implicit transaction ends, and its portals
+                assert rawpg.message(s)[0] == b"Z"
+            else:
+                rawpg.send(s, b"Q", b"SELECT 1\x00")  # a Query drops the unnamed portal
+                assert [rawpg.message(s)[0] for _ in range(4)] == [b"T", b"D", b"C", b"Z"]
+            rawpg.send(s, b"E", b"\x00" + struct.pack("!i", 10))
+            rawpg.send(s, b"S", b"")
+            kind, body = rawpg.message(s)
+            assert kind == b"E" and rawpg.fields(body)["C"] == "34000", (ender, kind, body)
+            assert rawpg.message(s)[0] == b"Z"
