@@ -351,8 +351,9 @@ class ServerSettings(Section):
     # on a plain connection), "scram-sha-256" (always SCRAM: tokens only), or "password" (always a
     # password message, even without TLS: for old clients on loopback).
     pg_auth: Literal["auto", "scram-sha-256", "password"] = "auto"
-    # Rows one statement returns at most; a longer result is an error (54000), never cut silently.
-    pg_max_rows: int = Field(default=100_000, ge=1)
+    # Rows one statement returns at most (0: no cap). Results stream, so memory does not grow
+    # with them; a cap is a policy: a longer result is an error (54000), never cut silently.
+    pg_max_rows: int = Field(default=0, ge=0)
     # Close a connection idle (no message from the client) this long.
     pg_idle_timeout_s: float = Field(default=900, gt=0)
     # `--iceberg-rest`: the governed Iceberg REST catalog for other engines (docs/engines.md).

@@ -19,7 +19,7 @@ import contextlib
 import functools
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -176,11 +176,13 @@ class GovernedSql:
         self._listings: dict[tuple[str, ...], set[str]] = {}
         register_mask_functions(spark, settings)
 
-    def execute(self, sql: str, *, limit: int | None = None) -> QueryResult:
+    def execute(self, sql: str, *, limit: int | None = None, stream: bool = False) -> QueryResult:
         """Check every statement first; run them only if all are allowed (never partially).
 
         Every outcome is audited: refusals, statements that fail while running, and each
-        statement run, with the tables it reads and writes.
+        statement run, with the tables it reads and writes. `stream`: the last statement's rows
+        come as `result.stream`, read from Spark as they are asked for (the same governed plan);
+        its audit row is written when the stream ends or is closed, with the rows read.
         """
         try:
             statements = split_statements(sql)
@@ -191,7 +193,8 @@ class GovernedSql:
             raise
         if not statements:
             raise SqlError("no SQL statement given")
-        planned = [self._planned(statement, limit) for statement in statements]
+        last = len(statements) - 1  # only the result returned streams: the others are read here
+        planned = [self._planned(st, limit, stream and i == last) for i, st in enumerate(statements)]
         result = QueryResult([], [], [])
         for plan in planned:
             try:
@@ -199,8 +202,17 @@ class GovernedSql:
             except Exception as exc:
                 self._record(plan, True, reason=f"failed: {first_line(exc)}")
                 raise
+            if result.stream is not None:
+                result.stream = AuditedRows(result.stream, functools.partial(self._streamed, plan))
+                continue
             self._record(plan, True, rows=len(result.rows))
         return result
+
+    def _streamed(self, plan: _Plan, rows: int, failure: BaseException | None) -> None:
+        if failure is not None:
+            self._record(plan, True, reason=f"failed: {first_line(failure)}", rows=rows)
+        else:
+            self._record(plan, True, rows=rows)
 
     def _record(self, plan: _Plan, allowed: bool, *, reason: str | None = None, **detail: Any) -> None:
         """One audit row for a statement, naming every table it reads and writes."""
@@ -217,14 +229,14 @@ class GovernedSql:
         )
 
     # ---- one statement --------------------------------------------------------------------------
-    def _planned(self, sql: str, limit: int | None) -> _Plan:
+    def _planned(self, sql: str, limit: int | None, stream: bool = False) -> _Plan:
         plan = _Plan(sql)
         self._listings.clear()  # the catalog as it is now, for this statement's names
         try:
             try:
                 if _nesting(sql) > MAX_NESTING:
                     raise AccessDenied(f"the statement nests deeper than {MAX_NESTING} levels, so it is not run")
-                plan.action, plan.runner = self._plan(sql, plan, limit)
+                plan.action, plan.runner = self._plan(sql, plan, limit, stream)
             except GovernanceError as exc:  # e.g. a malformed table name: refused like the rest
                 raise AccessDenied(str(exc).splitlines()[0], hint=exc.hint) from exc
             except (RecursionError, sqlglot.errors.SqlglotError) as exc:
@@ -237,7 +249,9 @@ class GovernedSql:
             raise
         return plan
 
-    def _plan(self, sql: str, plan: _Plan, limit: int | None) -> tuple[str, Callable[[], QueryResult]]:
+    def _plan(
+        self, sql: str, plan: _Plan, limit: int | None, stream: bool = False
+    ) -> tuple[str, Callable[[], QueryResult]]:
         """All checks and the rewrite; returns the action and what runs it."""
         tables = plan.reads
         if "/*+" in sql and not self.principal.is_admin:
@@ -255,20 +269,20 @@ class GovernedSql:
             self._collect_tables(tree, plan)
             # Audited as what ran (select, insert, create...), like anyone's statement; that an
             # admin ran it is the row's principal.
-            return _statement_action(tree), lambda: run(self.spark, sql, limit=limit)
+            return _statement_action(tree), lambda: run(self.spark, sql, limit=limit, stream=stream)
         self._forbid(tree)
         if isinstance(tree, exp.Query):
             governed_tree = self.govern(tree, tables)
             _verify_covered(governed_tree)
             governed = governed_tree.sql(dialect="spark")
             self._analyze(governed)
-            return "select", lambda: self._run(governed, limit)
+            return "select", lambda: self._run(governed, limit, stream)
         if isinstance(tree, exp.Describe):
             target = self._describable(tree, tables)
             return "describe", lambda: self._describe(target)
         if isinstance(tree, exp.Insert):
             insert_sql = self._insert(tree, plan)
-            return "insert", lambda: self._run(insert_sql, limit)
+            return "insert", lambda: self._run(insert_sql, limit, stream)
         # Every statement below runs as regenerated from the checked tree, never as the text
         # sent: Spark and sqlglot need only disagree once (on a comment, say) for the text to
         # run something other than what was checked.
@@ -280,7 +294,7 @@ class GovernedSql:
                 self._require(name, "DROP")
                 self._qualify(t, name)
             drop_sql = tree.sql(dialect="spark")
-            return "drop", lambda: run(self.spark, drop_sql, limit=limit)
+            return "drop", lambda: run(self.spark, drop_sql, limit=limit, stream=stream)
         if isinstance(tree, exp.Alter) and (tree.args.get("kind") or "").upper() == "TABLE":
             tree = tree.copy()
             name = self._real_name(tree.this)
@@ -309,7 +323,7 @@ class GovernedSql:
                     )
             self._qualify(tree.this, name)
             alter_sql = tree.sql(dialect="spark")
-            return "alter", lambda: run(self.spark, alter_sql, limit=limit)
+            return "alter", lambda: run(self.spark, alter_sql, limit=limit, stream=stream)
         kind = type(tree).__name__.upper() if not isinstance(tree, exp.Command) else str(tree.this).upper()
         raise AccessDenied(
             f"{kind} statements are not allowed for {self.principal.name}",
@@ -349,9 +363,9 @@ class GovernedSql:
         self._qualify(target, name)
         return tree.sql(dialect="spark")
 
-    def _run(self, sql: str, limit: int | None) -> QueryResult:
+    def _run(self, sql: str, limit: int | None, stream: bool = False) -> QueryResult:
         try:
-            return run(self.spark, sql, limit=limit)
+            return run(self.spark, sql, limit=limit, stream=stream)
         except SqlError as exc:
             denied = self._denied_column(exc)
             if denied is None:
@@ -671,6 +685,40 @@ class GovernedSql:
             return [r[1] for r in run(self.spark, f"SHOW TABLES IN {self.catalog}.`{db}`").rows]
         except SqlError:
             return []
+
+
+class AuditedRows(Iterator[tuple[Any, ...]]):
+    """A streamed statement's rows; `done(rows read, failure or None)` is called once, when the
+    rows run out, reading them fails, or the reader closes the stream early."""
+
+    def __init__(self, rows: Iterator[tuple[Any, ...]], done: Callable[[int, BaseException | None], None]) -> None:
+        self._rows, self.count = rows, 0
+        self._done: Callable[[int, BaseException | None], None] | None = done
+
+    def __next__(self) -> tuple[Any, ...]:
+        if self._done is None:
+            raise StopIteration
+        try:
+            row = next(self._rows)
+        except StopIteration:
+            self._finish(None)
+            raise
+        except Exception as exc:
+            self._finish(exc)
+            raise
+        self.count += 1
+        return row
+
+    def close(self) -> None:
+        close = getattr(self._rows, "close", None)
+        if close is not None:
+            close()  # Spark stops serving the rest
+        self._finish(None)
+
+    def _finish(self, failure: BaseException | None) -> None:
+        done, self._done = self._done, None
+        if done is not None:
+            done(self.count, failure)
 
 
 class _Plan:

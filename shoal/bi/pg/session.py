@@ -14,6 +14,12 @@ A connection goes through two phases:
 
 Statements run through `GovernedSql` as the signed-in principal. `_local()` is the hook that
 answers a statement without Spark (or returns None); `_run()` is the governed run.
+
+Results stream: a governed query's rows are read from Spark a partition at a time as DataRow
+messages go out (simple query, each Execute of a portal, FETCH from a cursor, COPY TO STDOUT), so
+memory holds a partition, not the result; the CommandComplete tag counts the rows at the end.
+A portal or cursor keeps its stream between Executes until it is read out, closed, or its
+transaction ends; an error while rows flow is an ErrorResponse after the rows already sent.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import ipaddress
+import itertools
 import logging
 import re
 import secrets
@@ -29,7 +36,8 @@ import socketserver
 import ssl
 import struct
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -124,6 +132,14 @@ _SESSION = {
 _VERSION = re.compile(r"(?is)^select\s+(?:pg_catalog\.)?version\s*\(\s*\)\s*$")
 _CURRENT_DB = re.compile(r"(?is)^select\s+(?:pg_catalog\.)?current_database\s*\(\s*\)\s*$")
 _SHOW = re.compile(r"(?is)^show\s+([a-z_]+)\s*$")
+_DECLARE = re.compile(
+    r'(?is)^\s*declare\s+("(?:[^"]|"")+"|[a-z_][\w$]*)\s+(?:binary\s+)?(?:insensitive\s+)?(?:(?:no\s+)?scroll\s+)?'
+    r"cursor\s+(?:(with|without)\s+hold\s+)?for\s+(.*?);?\s*$"
+)
+_FETCH = re.compile(
+    r'(?is)^\s*fetch\s+(?:(?:forward|next)\s+)?(all|\d+)?\s*(?:(?:from|in)\s+)?("(?:[^"]|"")+"|[a-z_][\w$]*)\s*;?\s*$'
+)
+_CLOSE = re.compile(r'(?is)^\s*close\s+("(?:[^"]|"")+"|[a-z_][\w$]*)\s*;?\s*$')
 _WRITES = ("INSERT", "DROP", "ALTER", "CREATE", "MERGE", "DELETE", "UPDATE", "TRUNCATE")
 
 
@@ -145,12 +161,55 @@ def is_loopback(address: str) -> bool:
 # ---- per-connection state -------------------------------------------------------------------------
 @dataclass
 class Result:
+    """A statement's answer; its rows are iterated once, as they are sent (`count` so far)."""
+
     columns: list[str]
     oids: list[int]
     rows: list[tuple[Any, ...]]
     tag: str
     notice: str | None = None
     typmods: list[int] | None = None  # per column (numeric precision and scale); None: all -1
+    stream: Iterator[tuple[Any, ...]] | None = None  # read from Spark as sent; None: `rows`
+    counted: bool = False  # the tag is "<tag> <rows sent>" (SELECT n, FETCH n)
+    cap: int = 0  # [server] pg_max_rows: more rows than this are an error (0: no cap)
+    count: int = 0
+    _ahead: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._source = self.stream if self.stream is not None else iter(self.rows)
+
+    def __iter__(self) -> Result:
+        return self
+
+    def __next__(self) -> tuple[Any, ...]:
+        row = self._ahead.pop() if self._ahead else next(self._source)
+        self.count += 1
+        if self.cap and self.count > self.cap:
+            raise PgError(
+                f"the result has more than {self.cap} rows, the most one statement may return ([server] pg_max_rows)",
+                "54000",
+                hint="add a LIMIT (or a WHERE), fetch through a cursor, or raise [server] pg_max_rows",
+            )
+        return row
+
+    def more(self) -> bool:
+        """Whether another row follows (read ahead and kept for the next fetch)."""
+        if not self._ahead:
+            try:
+                self._ahead.append(next(self._source))
+            except StopIteration:
+                return False
+        return True
+
+    def close(self) -> None:
+        """Release the stream (Spark stops serving it); idempotent."""
+        close = getattr(self.stream, "close", None)
+        self.stream, self._source, self._ahead = None, iter(()), []
+        if close is not None:
+            close()
+
+    def final_tag(self) -> str:
+        return f"{self.tag} {self.count}" if self.counted else self.tag
 
 
 @dataclass
@@ -167,8 +226,8 @@ class Portal:
     result_formats: list[int]
     bound: Parsed | None = None  # the tree with the parameters bound as literal nodes
     result: Result | None = None
-    sent: int = 0
     described: bool = False
+    hold: bool = False  # a cursor DECLAREd WITH HOLD: it outlives its transaction
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -205,6 +264,10 @@ class Connection(socketserver.BaseRequestHandler):
         self.pg: Any = None  # shoal.bi.pgsql.PgSession: settings, catalog, dialect
 
     def finish(self) -> None:
+        try:
+            self._close_portals(keep_hold=False)  # their streams, and their audit rows
+        except Exception:
+            log.exception("PostgreSQL endpoint: closing the portals of %s failed", self.client)
         # After TLS, self.sock is the wrapped socket; socketserver closes only the original one.
         # TLS ends with close_notify, as PostgreSQL's does: libpq reports a connection that ends
         # without it (e.g. after a CancelRequest sent inside TLS) as "unexpected eof".
@@ -554,6 +617,8 @@ class Connection(socketserver.BaseRequestHandler):
                     continue
                 if kind == b"S":
                     self.skip_to_sync = False
+                    if not self.in_txn:  # as PostgreSQL: the implicit transaction ends, and its portals
+                        self._close_portals()
                     self._ready()
                     continue
                 if kind == b"H":
@@ -586,6 +651,7 @@ class Connection(socketserver.BaseRequestHandler):
                 statements = self.pg.split(sql)
             except SqlError as exc:
                 raise PgError(first_line(exc), "42601") from exc
+            self._close_portal("")  # as PostgreSQL: a Query drops the unnamed portal
             if not statements:
                 self.send(b"I")
             for statement in statements:  # one after another; the first error stops the rest
@@ -593,9 +659,12 @@ class Connection(socketserver.BaseRequestHandler):
                     self._copy(statement)
                     continue
                 result = self._run(statement)
-                if result.columns:
-                    self._row_description(result, [])
-                self._data_rows(result, [], 0)
+                try:
+                    if result.columns:
+                        self._row_description(result, [])
+                    self._data_rows(result, [])
+                finally:
+                    result.close()
                 self._complete(result)
         except PgError as exc:
             self._error(exc)
@@ -614,7 +683,8 @@ class Connection(socketserver.BaseRequestHandler):
         if name and name in self.statements:
             raise PgError(f'prepared statement "{name}" already exists', "42P05")
         text = parts[0] if parts else ""
-        self.statements[name] = Prepared(text, oids, self.pg.prepare(text))
+        declare = _DECLARE.match(text)  # the cursor's query takes the parameters
+        self.statements[name] = Prepared(text, oids, self.pg.prepare(declare.group(3) if declare else text))
         self.send(b"1")
 
     def _bind(self, r: Reader) -> None:
@@ -643,6 +713,7 @@ class Connection(socketserver.BaseRequestHandler):
             )
         # The values become literal nodes of the statement's tree: never text read again as SQL.
         bound = self.pg.bind(stmt.parsed, params) if stmt.parsed.tree is not None else None
+        self._close_portal(portal)  # a new unnamed portal replaces the old: its stream ends
         self.portals[portal] = Portal(stmt, stmt.sql, result_formats, bound)
         self.send(b"2")
 
@@ -691,8 +762,12 @@ class Connection(socketserver.BaseRequestHandler):
         if portal.statement.sql.strip() == "":
             self.send(b"I")
             return
-        portal.sent = self._data_rows(result, portal.result_formats, portal.sent, max_rows)
-        if portal.sent < len(result.rows):
+        try:
+            done = self._data_rows(result, portal.result_formats, max_rows)
+        except PgError:
+            self._close_portal(name)  # as PostgreSQL: a portal that failed cannot go on
+            raise
+        if not done:
             self.send(b"s")  # PortalSuspended: the client asks for more with another Execute
             return
         self._complete(result)
@@ -702,15 +777,25 @@ class Connection(socketserver.BaseRequestHandler):
         if what == b"S":
             self.statements.pop(name, None)
         elif what == b"P":
-            self.portals.pop(name, None)
+            self._close_portal(name)
         else:
             raise ProtocolError("Close must name S or P")
         self.send(b"3")
 
-    def _portal(self, name: str) -> Portal:
+    def _close_portal(self, name: str) -> None:
+        portal = self.portals.pop(name, None)
+        if portal is not None and portal.result is not None:
+            portal.result.close()
+
+    def _close_portals(self, *, keep_hold: bool = True) -> None:
+        """At a transaction's end: portals and cursors go, but for cursors declared WITH HOLD."""
+        for name in [n for n, p in self.portals.items() if not (keep_hold and p.hold)]:
+            self._close_portal(name)
+
+    def _portal(self, name: str, what: str = "portal") -> Portal:
         portal = self.portals.get(name)
         if portal is None:
-            raise PgError(f'portal "{name}" does not exist', "34000")
+            raise PgError(f'{what} "{name}" does not exist', "34000")
         return portal
 
     def _result(self, portal: Portal) -> Result:
@@ -725,7 +810,16 @@ class Connection(socketserver.BaseRequestHandler):
         from shoal.bi.pgsql import copy_spec
 
         spec = copy_spec(sql)
-        result = self._run(spec.query)  # governed like any query; an error comes before any data
+        result = self._run(spec.query)  # governed like any query; a refusal comes before any data
+        try:
+            self._copy_rows(result, spec)
+        finally:
+            result.close()
+        if result.notice:
+            self._notice(result.notice)
+        self.send(b"C", cstr(f"COPY {result.count}"))
+
+    def _copy_rows(self, result: Result, spec: Any) -> None:
         binary = spec.format == "binary"
         n = len(result.columns)
         self.send(b"H", struct.pack("!bh", int(binary), n) + struct.pack(f"!{n}h", *[int(binary)] * n))
@@ -734,26 +828,55 @@ class Connection(socketserver.BaseRequestHandler):
         pending = COPY_BINARY_HEADER if binary else b""
         if spec.header and not binary:
             pending = copy_line(result.columns, [TEXT] * n, spec, header=True)
-        for row in result.rows:
-            self.send(b"d", pending + copy_line(row, result.oids, spec, result.columns))
-            pending = b""
+        with self._job_group(result.stream is not None):
+            for row in result:
+                self.send(b"d", pending + copy_line(row, result.oids, spec, result.columns))
+                pending = b""
         if binary or pending:
             self.send(b"d", pending + (COPY_BINARY_TRAILER if binary else b""))
         self.send(b"c")
-        if result.notice:
-            self._notice(result.notice)
-        self.send(b"C", cstr(f"COPY {len(result.rows)}"))
 
     # ---- running one statement ----------------------------------------------------------------
     def _run(self, sql: str, *, limit: int | None = None, bound: Parsed | None = None) -> Result:
         """Run one statement; `bound`: its tree with the parameters bound (then sql is only
         the statement's text, for its first word)."""
         self._check_signed_in()
-        local = self._local(sql, bound)
+        local = self._cursor(sql, bound) or self._local(sql, bound)
         if local is not None:
             return local
-        max_rows = self.server.settings.server.pg_max_rows
-        limit = min(limit or max_rows, max_rows)
+        # `limit` (Describe of a statement): collected at once. Otherwise the rows stream.
+        with self._job_group(True):
+            qr = self.governed.execute(self.pg.translate(sql, bound), limit=limit, stream=limit is None)
+        word = sql.split(None, 1)[0].upper()
+        if self.in_txn and word in _WRITES:
+            self.wrote_in_txn = True
+        if qr.columns:
+            tag = "SELECT"
+        elif word == "INSERT":
+            tag = "INSERT 0 0"
+        else:
+            tag = " ".join(sql.split()[:2]).upper()
+        oids, typmods = [pg_type(t) for t in qr.types], [pg_typmod(t) for t in qr.types]
+        cap = self.server.settings.server.pg_max_rows
+        return Result(
+            list(qr.columns), oids, qr.rows, tag, typmods=typmods, stream=qr.stream, counted=bool(qr.columns), cap=cap
+        )
+
+    def _fetched(self, name: str, rows: Iterator[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        try:
+            yield from rows
+        except Exception:
+            self._close_portal(name)  # as PostgreSQL: a cursor that failed is gone (no silent 0 rows later)
+            raise
+
+    @contextmanager
+    def _job_group(self, spark: bool) -> Iterator[None]:
+        """Spark work for this connection (running a statement, reading its stream): in the
+        connection's job group, so that a CancelRequest cancels it; its failures are the
+        client's errors (PgError), but a broken socket is not."""
+        if not spark:
+            yield
+            return
         group = f"shoal-pg-{self.pid}"
         sc = self.server.spark.sparkContext
         self.canceled = False
@@ -761,9 +884,11 @@ class Connection(socketserver.BaseRequestHandler):
             with self.server.running(self, group):
                 sc.setJobGroup(group, f"PostgreSQL endpoint: {self.principal.name}", interruptOnCancel=True)
                 try:
-                    qr = self.governed.execute(self.pg.translate(sql, bound), limit=limit + 1)
+                    yield
                 finally:
                     sc.setLocalProperty("spark.jobGroup.id", None)
+        except (PgError, OSError):
+            raise
         except Exception as exc:  # every failure is the client's error, not the server's
             if self.canceled:
                 raise PgError("canceling statement due to user request", "57014") from exc
@@ -771,27 +896,38 @@ class Connection(socketserver.BaseRequestHandler):
                 raise PgError(first_line(exc), sqlstate(exc), hint=exc.hint) from exc
             log.exception("PostgreSQL endpoint: statement failed")
             raise PgError(first_line(exc), "XX000") from exc
-        rows = qr.rows
-        if len(rows) > limit:
-            if limit == max_rows:  # never a silently shorter result: the client is told, and gets none
-                raise PgError(
-                    f"the result has more than {max_rows} rows, the most one statement may return"
-                    " ([server] pg_max_rows)",
-                    "54000",
-                    hint="add a LIMIT (or a WHERE), or raise [server] pg_max_rows",
-                )
-            rows = rows[:limit]
-        word = sql.split(None, 1)[0].upper()
-        if self.in_txn and word in _WRITES:
-            self.wrote_in_txn = True
-        if qr.columns:
-            tag = f"SELECT {len(rows)}"
-        elif word == "INSERT":
-            tag = "INSERT 0 0"
-        else:
-            tag = " ".join(sql.split()[:2]).upper()
-        oids, typmods = [pg_type(t) for t in qr.types], [pg_typmod(t) for t in qr.types]
-        return Result(list(qr.columns), oids, rows, tag, typmods=typmods)
+
+    def _cursor(self, sql: str, bound: Parsed | None) -> Result | None:
+        """DECLARE, FETCH and CLOSE: a cursor is a named portal whose stream FETCH reads on."""
+        if m := _DECLARE.match(sql):
+            name, hold = _ident(m.group(1)), (m.group(2) or "").lower() == "with"
+            if not hold and not self.in_txn:
+                raise PgError("DECLARE CURSOR can only be used in transaction blocks", "25P01")
+            if name in self.portals:
+                raise PgError(f'cursor "{name}" already exists', "42P03")
+            result = self._run(m.group(3), bound=bound)
+            from shoal.bi.pgsql import Parsed
+
+            query = Prepared(m.group(3), [], Parsed(m.group(3), self.pg.dialect, []))
+            self.portals[name] = Portal(query, m.group(3), [], result=result, described=True, hold=hold)
+            return Result([], [], [], "DECLARE CURSOR")
+        if m := _FETCH.match(sql):
+            cursor = self._portal(_ident(m.group(2)), "cursor")
+            assert cursor.result is not None
+            wanted = (m.group(1) or "1").lower()  # FETCH name: the next row
+            source = cursor.result
+            # A view of the cursor's stream: closing it (the FETCH done) leaves the cursor open.
+            view = source if wanted == "all" else itertools.islice(source, int(wanted))
+            rows = self._fetched(_ident(m.group(2)), view)
+            return Result(source.columns, source.oids, [], "FETCH", typmods=source.typmods, stream=rows, counted=True)
+        if m := _CLOSE.match(sql):
+            if m.group(1).lower() == "all":
+                self._close_portals(keep_hold=False)
+            else:
+                self._portal(_ident(m.group(1)), "cursor")
+                self._close_portal(_ident(m.group(1)))
+            return Result([], [], [], "CLOSE CURSOR")
+        return None
 
     def _local(self, sql: str, bound: Parsed | None = None) -> Result | None:
         """Session statements and probes answered without Spark; None for everything else."""
@@ -809,12 +945,13 @@ class Connection(socketserver.BaseRequestHandler):
                 if tag == "ROLLBACK" and self.wrote_in_txn:
                     notice = "Shoal has no transactions: the statements before ROLLBACK have taken effect"
                 self.in_txn = self.wrote_in_txn = False
+                self._close_portals()  # cursors WITHOUT HOLD end with their transaction
             if tag in ("DEALLOCATE", "DISCARD ALL"):
                 words = sql.replace(";", " ").split()
                 name = words[-1] if len(words) > 1 else "ALL"
                 if tag == "DISCARD ALL" or name.upper() == "ALL":
                     self.statements.clear()
-                    self.portals.clear()
+                    self._close_portals(keep_hold=False)
                 else:
                     self.statements.pop(name.strip('"'), None)
             return Result([], [], [], tag, notice)
@@ -841,24 +978,30 @@ class Connection(socketserver.BaseRequestHandler):
             payload += cstr(name) + struct.pack("!ihihih", 0, 0, oid, TYPE_SIZE.get(oid, -1), typmod, fmt)
         self.send(b"T", bytes(payload))
 
-    def _data_rows(self, result: Result, formats: list[int], start: int, max_rows: int = 0) -> int:
-        end = len(result.rows) if max_rows <= 0 else min(len(result.rows), start + max_rows)
+    def _data_rows(self, result: Result, formats: list[int], max_rows: int = 0) -> bool:
+        """Send the next rows (all, or at most max_rows > 0) as they are read; True when the
+        result is done (no row follows), False when the portal is to be suspended."""
         fmts = [format_for(formats, i) for i in range(len(result.columns))]
-        for row in result.rows[start:end]:
-            payload = bytearray(struct.pack("!h", len(row)))
-            for value, oid, fmt in zip(row, result.oids, fmts, strict=True):
-                if value is None:
-                    payload += b"\xff\xff\xff\xff"
-                    continue
-                data = binary_value(value, oid) if fmt == 1 else text_value(value, oid)
-                payload += struct.pack("!i", len(data)) + data
-            self.send(b"D", bytes(payload))
-        return end
+        sent = 0
+        with self._job_group(result.stream is not None):
+            for row in result:
+                payload = bytearray(struct.pack("!h", len(row)))
+                for value, oid, fmt in zip(row, result.oids, fmts, strict=True):
+                    if value is None:
+                        payload += b"\xff\xff\xff\xff"
+                        continue
+                    data = binary_value(value, oid) if fmt == 1 else text_value(value, oid)
+                    payload += struct.pack("!i", len(data)) + data
+                self.send(b"D", bytes(payload))
+                sent += 1
+                if sent == max_rows:
+                    return not result.more()  # read ahead: the last page ends with its tag, not a suspension
+        return True
 
     def _complete(self, result: Result) -> None:
         if result.notice:
             self._notice(result.notice)
-        self.send(b"C", cstr(result.tag))
+        self.send(b"C", cstr(result.final_tag()))
 
     def _ready(self) -> None:
         self.send(b"Z", b"T" if self.in_txn else b"I")
@@ -873,6 +1016,11 @@ class Connection(socketserver.BaseRequestHandler):
     def _fatal(self, message: str, code: str) -> None:
         self.send(b"E", error_fields("FATAL", code, message))
         self.flush()
+
+
+def _ident(name: str) -> str:
+    """A cursor's name as PostgreSQL keeps it: quoted as written, unquoted folded to lower case."""
+    return name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
 
 
 def _session_tag(sql: str) -> str | None:
