@@ -143,13 +143,16 @@ def test_s3_prefix_is_listed_hashed_and_copied_in_tasks(spark, settings, s3, mon
     st = StorageSettings(endpoint=s3.endpoint, access_key=SecretStr(s3.access_key), secret_key=SecretStr(s3.secret_key))
     s3_settings = settings.model_copy(update={"storage": st})
     # The shared session was started without an object store: what ingest hands its workers
-    # (and this process) is put back afterwards.
-    env = storage.configure(st)
+    # (and this process) is put back afterwards. The variables are recorded before configure()
+    # sets them: recorded after, their S3 values were "put back" and leaked into later modules
+    # (a CLI subprocess there then took its local warehouse for S3).
     for var in storage.S3_ENV.values():
         monkeypatch.delenv(var, raising=False)
-        if var in env:
-            monkeypatch.setenv(var, env[var])
-            monkeypatch.setitem(spark.sparkContext.environment, var, env[var])
+        monkeypatch.delitem(spark.sparkContext.environment, var, raising=False)
+    env = storage.configure(st)
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+        monkeypatch.setitem(spark.sparkContext.environment, var, value)
     client = s3.client()
     files = tree(f"s3 {U}")
     for rel, data in files.items():

@@ -85,6 +85,9 @@ print("stopped:", engine.stop_reason, flush=True)
 
 def _serve_loop(workspace: Path, owner: int | None, idle_s: float) -> subprocess.Popen:
     """The engine's serving loop in its own process (no Spark: the loop's lifetime is under test)."""
+    # The workspace exists, as a real one would: with a long path the socket lives elsewhere
+    # (client.socket_path), so nothing else would create the folder the test later deletes.
+    workspace.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SHOAL_WORKSPACE": str(workspace)}
     env.pop("SHOAL_CONFIG", None)
     args = [sys.executable, "-c", _LOOP, str(owner) if owner else "-", str(idle_s)]
