@@ -146,13 +146,16 @@ def test_s3_prefix_is_listed_hashed_and_copied_in_tasks(spark, settings, s3, mon
     # (and this process) is put back afterwards. The variables are recorded before configure()
     # sets them: recorded after, their S3 values were "put back" and leaked into later modules
     # (a CLI subprocess there then took its local warehouse for S3).
+    workers = spark.sparkContext.environment
     for var in storage.S3_ENV.values():
-        monkeypatch.delenv(var, raising=False)
-        monkeypatch.delitem(spark.sparkContext.environment, var, raising=False)
+        # setenv/setitem record the value before (or its absence) for the tear-down; delenv of
+        # an absent variable records nothing, and a value recorded after configure() is its own.
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+        monkeypatch.setitem(workers, var, "")
+        monkeypatch.delitem(workers, var)
     env = storage.configure(st)
-    for var, value in env.items():
-        monkeypatch.setenv(var, value)
-        monkeypatch.setitem(spark.sparkContext.environment, var, value)
+    workers.update(env)
     client = s3.client()
     files = tree(f"s3 {U}")
     for rel, data in files.items():
