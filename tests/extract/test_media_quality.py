@@ -373,3 +373,31 @@ def test_spark_workers_run_speech_with_the_configured_threads(spark, settings):
 
     seen = spark.sparkContext.parallelize([0, 1], 2).map(lambda _: os.environ.get("OMP_NUM_THREADS")).collect()
     assert seen == [str(settings.extract.media.speech_threads)] * 2
+
+
+def test_speech_under_an_openmp_thread_limit_still_reads_the_sentence(tmp_path):
+    """CTranslate2 asked for more threads than OMP_THREAD_LIMIT allows decoded garbage (the WAV
+    read as Chinese, then an empty transcript): the model now takes the limit into account.
+    Found by scripts/machine_dependence.sh; the limit is read when OpenMP starts, so a child runs it."""
+    import os
+    import subprocess
+    import sys
+
+    from shoal.extract.media.speech import speech_threads
+
+    assert speech_threads(MediaSettings(speech_threads=2)) == (
+        min(2, int(os.environ["OMP_THREAD_LIMIT"])) if os.environ.get("OMP_THREAD_LIMIT", "").isdigit() else 2
+    )
+    (tmp_path / "s.wav").write_bytes(ms.speech_wav())
+    code = (
+        "import sys; from pathlib import Path; from shoal.config import MediaSettings; "
+        "from shoal.extract.media.speech import transcribe_file; "
+        "t = transcribe_file(Path(sys.argv[1]), MediaSettings(speech_threads=2)); "
+        "print(' '.join(s.text for s in t.segments))"
+    )
+    env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "s.wav")], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert wer(ms.SPEECH_SENTENCE, done.stdout.strip()) <= 0.2, done.stdout

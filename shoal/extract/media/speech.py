@@ -9,6 +9,7 @@ is loaded lazily inside the sandbox child (once per child, reused for every obje
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -59,12 +60,20 @@ class Backend(Protocol):
     ) -> tuple[list[Segment], str | None, float | None]: ...
 
 
+def speech_threads(settings: MediaSettings) -> int:
+    """`speech_threads`, but never more than OpenMP may start (OMP_THREAD_LIMIT): CTranslate2
+    asked for 2 threads under a limit of 1 decoded garbage (a WAV read as Chinese, then nothing)."""
+    limit = os.environ.get("OMP_THREAD_LIMIT", "").strip()
+    return min(settings.speech_threads, int(limit)) if limit.isdigit() and int(limit) > 0 else settings.speech_threads
+
+
 class FasterWhisper:
     def __init__(self, settings: MediaSettings) -> None:
         self.settings = settings
         self.name = f"faster-whisper:{settings.speech_model}"
         folder = models.speech_model_dir(settings)
-        key = f"{folder}:{settings.speech_compute_type}:{settings.speech_threads}"
+        threads = speech_threads(settings)
+        key = f"{folder}:{settings.speech_compute_type}:{threads}"
         with _lock:
             if key not in _models:
                 try:
@@ -77,7 +86,7 @@ class FasterWhisper:
                     str(folder),
                     device="cpu",
                     compute_type=settings.speech_compute_type,
-                    cpu_threads=settings.speech_threads,
+                    cpu_threads=threads,
                     local_files_only=True,
                 )
             self.model = _models[key]
