@@ -3,6 +3,7 @@ handshake's limits (slow-loris), and sign-ins that change while a connection is 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import select
@@ -416,3 +417,36 @@ def test_pgjdbc_over_tls_and_with_scram(server, lake, tmp_path):
     assert "answer=42" in tls.stdout, tls.stderr
     scram = run("sslmode=disable", lake.token)  # pgjdbc's own SCRAM client
     assert "answer=42" in scram.stdout, scram.stderr
+
+
+def test_many_addresses_filling_the_pool_do_not_lock_out_a_newcomer(spark, settings, lake):
+    """Four addresses each within their share fill the whole pre-sign-in pool (fifth attack round:
+    the next sign-in, an admin's included, was refused). Now a newcomer from an address holding
+    less takes the place of the oldest idle socket of the address holding the most."""
+    limits = {"pg_max_pending": 32, "pg_max_pending_per_address": 8, "pg_startup_timeout_s": 30}
+    with pg_server(spark, settings, **limits) as srv:
+        idle = [_connect_from(f"127.0.0.{n}", srv.address) for n in (2, 3, 4, 5) for _ in range(8)]
+        try:
+            deadline = time.monotonic() + 10
+            while len(srv._pending) < 32 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(srv._pending) == 32  # the pool is full
+            with psycopg.connect(**dsn(srv, lake.analyst, PASSWORD, sslmode="require")) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+            dropped = 0
+            for s in idle:  # exactly one idle socket made room (the server closed it)
+                s.settimeout(0.5)
+                with contextlib.suppress(TimeoutError, OSError):  # still open: nothing to read
+                    dropped += s.recv(1) == b""
+            assert dropped == 1
+        finally:
+            for s in idle:
+                s.close()
+
+
+def test_an_ipv6_host_counts_as_its_64():
+    from shoal.bi.pg.server import _address_group
+
+    assert _address_group(("2001:db8:1:2::10", 5432, 0, 0)) == _address_group(("2001:db8:1:2:ffff::1", 1, 0, 0))
+    assert _address_group(("2001:db8:1:3::10", 5432, 0, 0)) != _address_group(("2001:db8:1:2::10", 1, 0, 0))
+    assert _address_group(("::ffff:10.0.0.7", 1, 0, 0)) == "10.0.0.7" == _address_group(("10.0.0.7", 1))

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import hmac
+import ipaddress
 import itertools
 import logging
 import secrets
@@ -62,6 +64,8 @@ class PgServer:
         self._lock = threading.Lock()
         self._pending: dict[int, str] = {}  # id(socket) -> client address, for sockets not signed in
         self._per_address: collections.Counter[str] = collections.Counter()
+        # id(socket) -> the task awaiting its startup packet (the event loop's stage only).
+        self._unstarted: dict[int, asyncio.Task[None]] = {}
         self._sessions: dict[int, Connection] = {}
         # pid -> (Spark job group, statement serial) of the statement running on that connection.
         self._running: dict[int, tuple[str, int]] = {}
@@ -129,12 +133,16 @@ class PgServer:
                 task = asyncio.create_task(self._await_startup(sock, address))
                 waiting.add(task)
                 task.add_done_callback(waiting.discard)
+                self._unstarted[id(sock)] = task
+                task.add_done_callback(functools.partial(self._started_or_gone, id(sock)))
 
     def _admit(self, sock: socket.socket, address: Any) -> bool:
         """Count a new socket against the pre-sign-in limits, or refuse it (53300) and close it."""
-        client = str(address[0]) if isinstance(address, tuple) else str(address)
+        client = _address_group(address)
         server = self.settings.server
         with self._lock:
+            if len(self._pending) >= server.pg_max_pending:
+                self._evict_for(client)
             if len(self._pending) >= server.pg_max_pending:
                 refusal = "sorry, too many connections are signing in at once ([server] pg_max_pending); try again"
             elif self._per_address[client] >= server.pg_max_pending_per_address:
@@ -149,6 +157,29 @@ class PgServer:
         log.warning("PostgreSQL endpoint: refused %s: %s", client, refusal)
         _close(sock, error_message("FATAL", "53300", refusal))
         return False
+
+    def _started_or_gone(self, key: int, _task: asyncio.Task[None]) -> None:
+        self._unstarted.pop(key, None)
+
+    def _evict_for(self, client: str) -> None:
+        """The pool is full: make room by dropping the oldest socket still waiting for its startup
+        packet from the address group holding the most, if that group holds more than the
+        newcomer's would. Many addresses flooding (each within its share) then crowd out one
+        another, not a newcomer from elsewhere. Called with the lock held, on the event loop."""
+        if not self._per_address:
+            return
+        biggest, held = max(self._per_address.items(), key=lambda kv: kv[1])
+        if held <= self._per_address.get(client, 0) + 1:
+            return
+        victim = next((k for k, a in self._pending.items() if a == biggest and k in self._unstarted), None)
+        if victim is None:
+            return
+        del self._pending[victim]
+        self._per_address[biggest] -= 1
+        if self._per_address[biggest] <= 0:
+            del self._per_address[biggest]
+        self._unstarted.pop(victim).cancel()  # its clean-up closes the socket; the counts are done here
+        log.warning("PostgreSQL endpoint: pre-sign-in pool full: dropped an idle socket from %s", biggest)
 
     async def _await_startup(self, sock: socket.socket, address: Any) -> None:
         """Wait, cheaply, for the first startup packet; then hand the socket to a thread."""
@@ -304,3 +335,18 @@ def _close(sock: socket.socket, last: bytes = b"") -> None:
         sock.shutdown(socket.SHUT_WR)
     with contextlib.suppress(OSError):
         sock.close()
+
+
+def _address_group(address: Any) -> str:
+    """What a pre-sign-in share is counted by: an IPv4 address, or an IPv6 address's /64 (one
+    host is given a whole /64 and could take a new address per socket)."""
+    host = str(address[0]) if isinstance(address, tuple) else str(address)
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
