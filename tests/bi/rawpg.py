@@ -47,9 +47,12 @@ def fields(body: bytes) -> dict[str, str]:
     return out
 
 
-def scram_sign_in(sock: socket.socket, user: str, token: str) -> list[tuple[bytes, int | None]]:
+def scram_sign_in(
+    sock: socket.socket, user: str, token: str, *, reset_after_proof: bool = False
+) -> list[tuple[bytes, int | None]]:
     """Sign in with SCRAM-SHA-256; the (kind, auth code) of every message up to ReadyForQuery or an
-    error. Asserts the server's final signature proves it knows the verifier."""
+    error. Asserts the server's final signature proves it knows the verifier. `reset_after_proof`:
+    close with a TCP reset right after sending the proof, reading no answer (an aborted client)."""
     startup(sock, user)
     seen: list[tuple[bytes, int | None]] = []
     kind, body = message(sock)
@@ -75,6 +78,10 @@ def scram_sign_in(sock: socket.socket, user: str, token: str) -> list[tuple[byte
     auth = f"{first_bare},{server_first},{without_proof}".encode()
     proof = bytes(a ^ b for a, b in zip(client_key, hmac.new(stored, auth, hashlib.sha256).digest(), strict=True))
     send(sock, b"p", f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
+    if reset_after_proof:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+        return seen
     while True:
         kind, body = message(sock)
         seen.append((kind, struct.unpack("!i", body[:4])[0] if kind == b"R" else None))
