@@ -301,6 +301,7 @@ class PgSession:
             pgcatalog.name_columns(tree)  # count, max, ?column?: not Spark's count(1)
             _unconstrained_numeric(tree)
             _any_as_exists(tree)
+            _zoned_truncation(tree)
             tree = tree.transform(_aggregate_lists)
             for t in tree.find_all(exp.Table):
                 if (t.db or "").lower() == pgcatalog.PUBLIC and not t.catalog:
@@ -457,6 +458,18 @@ def _sorted_list(arg: exp.Expr) -> exp.Expr | None:
     if descending.pop():
         ordered = exp.Anonymous(this="REVERSE", expressions=[ordered])
     return exp.Dot(this=exp.Paren(this=ordered), expression=exp.to_identifier("v"))  # the v of each pair
+
+
+def _zoned_truncation(tree: exp.Expr) -> None:
+    """date_trunc(field, ts, zone) truncates in `zone`; Spark's DATE_TRUNC has no zone and sqlglot
+    dropped it (a wrong answer): truncate the wall-clock time in the zone, then read it back."""
+    for node in list(tree.find_all(exp.TimestampTrunc)):
+        zone = node.args.get("zone")
+        if zone is None:
+            continue
+        local = exp.Anonymous(this="from_utc_timestamp", expressions=[node.this.copy(), zone.copy()])
+        cut = exp.TimestampTrunc(this=local, unit=node.args.get("unit"))
+        node.replace(exp.Anonymous(this="to_utc_timestamp", expressions=[cut, zone.copy()]))
 
 
 def _unconstrained_numeric(tree: exp.Expr) -> None:

@@ -26,6 +26,8 @@ CASES: list[tuple[str, tuple]] = [
     ("SELECT id, region, revenue, email FROM {t} ORDER BY id", ()),
     ("SELECT id::bigint, revenue::numeric(12,2) AS r, region || '-x' AS tagged FROM {t} ORDER BY id", ()),
     ("SELECT region, count(*) FROM {t} GROUP BY region ORDER BY region", ()),
+    # In the zone given: 23:30 UTC is the next day in Tokyo (the zone was dropped before).
+    ("SELECT date_trunc('day', TIMESTAMPTZ '2024-05-06 23:30:00+00', 'Asia/Tokyo') AS d", ()),
     ("SELECT id FROM {t} WHERE region = %s ORDER BY id", ("EU",)),
     ("SELECT count(*) AS n FROM {t} WHERE email LIKE %s OR id = %s", ("%eu%", 2)),
     ("SELECT $$label $1$$ AS v, %s AS w", ("x $$ UNION ALL SELECT 999 --",)),
