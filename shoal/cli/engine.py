@@ -94,12 +94,13 @@ def archive(
     from shoal.spark import driver_jars
 
     s = settings()
-    existing = class_archive.archive_path(s, driver_jars(s))
+    jars = driver_jars(s)
+    existing = class_archive.archive_path(s, jars)
     if existing is not None and existing.is_file() and not force:
         _show("Class archive", {"path": str(existing), "bytes": existing.stat().st_size, "built": False})
         return
     out().note("dumping the classes a small Iceberg workload loads (about a minute)")
     t0 = time.monotonic()
-    path = class_archive.build(s, driver_jars(s))
+    path = class_archive.build(s, jars)
     took = round(time.monotonic() - t0, 1)
     _show("Class archive", {"path": str(path), "bytes": path.stat().st_size, "built": True, "seconds": took})
