@@ -8,7 +8,7 @@ the allowed roots raises PermissionError before it happens and is recorded, so t
 caused it fails even where the error was caught and swallowed.
 
 The allowed roots: the run's temporary root (`TEST_PATH_GUARD_ROOT`, made fresh by tests/conftest.py
-and handed to everything as TMPDIR and SPARK_LOCAL_DIRS), the user's cache folder (models
+and handed to everything as TMPDIR), the user's cache folder (models
 assembled from split packages), the repository's test-artifacts/, Python's own `__pycache__`
 folders and a few device files. Set TEST_PATH_GUARD=record to log without refusing (to list
 what a change would break), or =off to leave it out.
