@@ -46,15 +46,21 @@ TIMES = {
     "io.debezium.time.NanoTime": 0.001,
 }
 _EPOCH = dt.datetime(1970, 1, 1)
+# Connect schema types. The JSON envelope (JsonConverter) spells FLOAT32/FLOAT64 "float" and
+# "double"; the Avro path names them float32/float64. Bytes arrive as base64 text (JSON) or are
+# rendered so (Avro): the checked cast decodes them.
 _BASIC = {
     "int8": "int",
     "int16": "int",
     "int32": "int",
     "int64": "bigint",
+    "float": "float",
     "float32": "float",
+    "double": "double",
     "float64": "double",
     "boolean": "boolean",
     "string": "string",
+    "bytes": "binary",
 }
 
 

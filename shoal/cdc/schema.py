@@ -26,6 +26,12 @@ def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _from_base64(col: Column) -> Column:
+    """Binary values travel as base64 text (Debezium's JSON `bytes`): NULL when not base64
+    (unbase64 would throw inside the cast of a row already marked bad)."""
+    return F.try_to_binary(F.trim(col), F.lit("base64"))
+
+
 def _fits(col: Column, type_name: str) -> Column:
     """True when a non-null string value parses as `type_name`."""
     if type_name == "bigint":
@@ -40,6 +46,8 @@ def _fits(col: Column, type_name: str) -> Column:
         return F.trim(col).cast(type_name).isNotNull()
     if type_name == "string":
         return F.lit(True)
+    if type_name == "binary":
+        return _from_base64(col).isNotNull()
     return F.trim(col).cast(type_name).isNotNull()
 
 
@@ -75,6 +83,8 @@ def typed_value(col: Column, type_name: str) -> Column:
         return F.lower(F.trim(col)) == F.lit("true")
     if type_name == "string":
         return col
+    if type_name == "binary":
+        return _from_base64(col)
     return F.trim(col).cast(type_name)
 
 

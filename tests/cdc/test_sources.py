@@ -359,3 +359,50 @@ def test_acceptance_scenario_per_format(spark, settings, source, table_name, fmt
     assert state(spark, table_name) == EXPECTED
     again = apply(settings, source, table_name, **opts)
     assert again.files_applied == [] and not again.committed
+
+
+def test_json_envelope_types_map_to_their_spark_types(spark, settings, source, table_name) -> None:
+    """Kafka Connect's JsonConverter spells FLOAT32/FLOAT64 `float`/`double`; these (and the
+    integer widths, booleans and base64 `bytes`) become typed columns, not strings."""
+    spelled = {"i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64"}
+    spelled |= {"f32": "float", "f64": "double", "ok": "boolean", "blob": "bytes", "note": "string"}
+    fields = [{"type": "int64", "optional": False, "field": "id"}]
+    fields += [{"type": t, "optional": True, "field": f} for f, t in spelled.items()]
+    row_schema = {"type": "struct", "optional": True, "name": f"{TOPIC}.Value", "fields": fields}
+    schema = {
+        "type": "struct",
+        "name": f"{TOPIC}.Envelope",
+        "fields": [{**row_schema, "field": "before"}, {**row_schema, "field": "after"}]
+        + [{"type": "string", "optional": False, "field": "op"}, {"type": "int64", "optional": True, "field": "ts_ms"}],
+    }
+    blob = bytes([0, 1, 2, 250, 255])
+    after = {"id": 1, "i8": -8, "i16": 300, "i32": 70000, "i64": 2**40, "f32": 1.5, "f64": 0.1}
+    after |= {"ok": True, "blob": base64.b64encode(blob).decode(), "note": "n"}
+    events = [
+        {"schema": schema, "payload": {"before": None, "after": row, "op": "c", "ts_ms": 1}}
+        for row in (after, {**after, "id": 2, "blob": "not base64!"})
+    ]
+    path = source / _sink_name(1, "json")
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+
+    result = apply(
+        settings, source, table_name, keys=["id"], sequence="", format="debezium-json", on_error="quarantine"
+    )
+    assert result.inserted == 1 and result.rejected == 1
+    [(reason,)] = rows(spark, f"SELECT reason FROM {table_name}__rejects")
+    assert "'blob'" in reason and "not a valid binary" in reason
+    types = {f.name: f.dataType.simpleString() for f in spark.table(table_name).schema.fields}
+    assert {c: types[c] for c in spelled} == {
+        "i8": "int",
+        "i16": "int",
+        "i32": "int",
+        "i64": "bigint",
+        "f32": "float",
+        "f64": "double",
+        "ok": "boolean",
+        "blob": "binary",
+        "note": "string",
+    }
+    got = rows(spark, f"SELECT i8, i16, i32, i64, f32, f64, ok, blob, note FROM {table_name}")
+    assert got == [(-8, 300, 70000, 2**40, 1.5, 0.1, True, bytearray(blob), "n")]
