@@ -240,7 +240,7 @@ def spark_conf(settings: Settings) -> dict[str, str]:
         # The JVM's own temporary files go to the workspace's private scratch folder too.
         "spark.driver.extraJavaOptions": (
             f"-Dderby.system.home={ws} -Dlog4j2.level=error -Djava.io.tmpdir={scratch_path(settings, 'jvm')}"
-            + (f" {archive}" if (archive := class_archive.java_options(settings, jars)) else "")
+            + (f" {archive}" if (archive := class_archive.java_options(settings)) else "")
         ),
         # Workflow branches share this session: FAIR pools keep one branch's big job from
         # starving the others (each branch thread submits to a pool of its own).

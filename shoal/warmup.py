@@ -15,15 +15,16 @@ from shoal.config import load_settings
 from shoal.spark import get_spark
 
 
-def run(work: Path, out: Path) -> None:
+def run(work: Path, out: Path, classpath: str = "") -> None:
     from pyspark import SparkContext
 
+    extra = {"spark.driver.extraClassPath": classpath} if classpath else {}
     settings = load_settings(
         workspace=work / "ws",
         spark={
             "shuffle_partitions": 2,
             "class_archive": "off",
-            "conf": {"spark.driver.defaultJavaOptions": f"-XX:ArchiveClassesAtExit={out} {QUIET}"},
+            "conf": {"spark.driver.defaultJavaOptions": f"-XX:ArchiveClassesAtExit={out} {QUIET}", **extra},
         },
     )
     spark = get_spark(settings)
@@ -55,4 +56,4 @@ def run(work: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    run(Path(sys.argv[1]), Path(sys.argv[2]))
+    run(Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:4])

@@ -91,16 +91,14 @@ def archive(
     import time
 
     from shoal import class_archive
-    from shoal.spark import driver_jars
 
     s = settings()
-    jars = driver_jars(s)
-    existing = class_archive.archive_path(s, jars)
+    existing = class_archive.archive_path(s)
     if existing is not None and existing.is_file() and not force:
         _show("Class archive", {"path": str(existing), "bytes": existing.stat().st_size, "built": False})
         return
     out().note("dumping the classes a small Iceberg workload loads (about a minute)")
     t0 = time.monotonic()
-    path = class_archive.build(s, jars)
+    path = class_archive.build(s)
     took = round(time.monotonic() - t0, 1)
     _show("Class archive", {"path": str(path), "bytes": path.stat().st_size, "built": True, "seconds": took})
