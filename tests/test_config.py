@@ -144,6 +144,14 @@ def test_a_misspelt_key_inside_a_section_is_refused(tmp_path: Path, monkeypatch:
         load_settings()
 
 
+def test_sessions_keep_compiled_code_for_a_thousand_plan_shapes(tmp_path, spark):
+    """Long-lived sessions (engine, serve) run the same shapes again: Spark's 100 made them recompile."""
+    assert spark_conf(load_settings(workspace=tmp_path))["spark.sql.codegen.cache.maxEntries"] == "1000"
+    assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == "1000"  # the session took it
+    mine = load_settings(workspace=tmp_path, spark={"conf": {"spark.sql.codegen.cache.maxEntries": "50"}})
+    assert spark_conf(mine)["spark.sql.codegen.cache.maxEntries"] == "50"  # an operator's choice wins
+
+
 def test_local_mode_keeps_spark_on_loopback_and_conf_cannot_widen_it(tmp_path):
     s = load_settings(
         workspace=tmp_path,
