@@ -31,7 +31,7 @@ from shoal.cdc.source import (
 )
 from shoal.config import Settings
 from shoal.exceptions import BadChangeRowError, ShoalError, SourceError, literal
-from shoal.lake import commit_with_properties, current_snapshot, empty_commit, set_properties, table_exists
+from shoal.lake import commit_with_properties, current_snapshot, empty_commit, set_properties, table_exists, tasks
 from shoal.lake.locks import table_lock
 from shoal.lake.partitioning import partition_sql
 from shoal.lake.tables import TableName, require_table, table_properties
@@ -43,6 +43,8 @@ WriteMode = Literal["merge-on-read", "copy-on-write"]
 # The comparison narrows the table to the batch's keys only for tables at least this many
 # times larger than the batch (see _Batch._narrow).
 NARROW_MIN_RATIO = 10
+# What opening one change file costs a parse task on top of its bytes (the reader's start-up).
+FILE_COST_BYTES = 256 << 10
 
 
 def _row_level_modes(mode: WriteMode) -> dict[str, str]:
@@ -444,13 +446,25 @@ class _Batch:
         in_schema = "uri string, name string, file_order int, header string"
         # The executor-side parser defines the schema; Spark's is derived from it.
         spark_schema = from_arrow_schema(output_schema(columns))
-        files_df = self.spark.createDataFrame(rows, in_schema)
-        if rows:
-            files_df = files_df.repartition(max(1, len(rows)))
+        files_df = self.spark.createDataFrame(self._file_tasks(files, rows), in_schema)
         layout_json = json.dumps(asdict(self.layout))
         return files_df.mapInArrow(
             partial(formats.parse_files, layout_json=layout_json, columns=columns, raw=raw), spark_schema
         )
+
+    def _file_tasks(self, files: list[ChangeFile], rows: list[tuple[str, str, int, str]]) -> Any:
+        """The files to parse, spread over tasks by size without a shuffle. One task per file
+        cost a backlog of small files ~0.2 s each (300 files of 5 rows: 68 s of a 72 s apply)."""
+        if not rows:
+            return rows
+        sc = self.spark.sparkContext
+        sizes = {f.name: f.size for f in files}
+        task_of, count = tasks.balance([(r[2], sizes[r[1]]) for r in rows], sc.defaultParallelism, FILE_COST_BYTES)
+        groups: list[list[tuple[str, str, int, str]]] = [[] for _ in range(count)]
+        for r in rows:
+            groups[task_of[r[2]]].append(r)
+        # As many slices as groups: each task gets exactly one group.
+        return sc.parallelize(groups, count).flatMap(lambda group: group)
 
     def _types(self, parsed: DataFrame, columns: list[str], table_cols: dict[str, str]) -> dict[str, str]:
         types = {c: table_cols[c] for c in columns if c in table_cols}

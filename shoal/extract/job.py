@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from shoal import storage
 from shoal.config import ExtractSettings, Settings
-from shoal.lake import metadata
+from shoal.lake import metadata, tasks
 from shoal.lake.locks import table_lock
 from shoal.progress import spark_tasks
 
@@ -364,27 +364,12 @@ def _keep_one_extraction(
 # Planning cost of one object on top of its bytes: opening, sniffing and NLP start-up make a
 # thousand 1 KiB notes cost more than one 1 MiB PDF.
 OBJECT_COST_BYTES = 256 << 10
-TASKS_PER_CORE = 8
 
 
 def plan_tasks(sizes: list[tuple[str, int | None]], cores: int) -> tuple[dict[str, int], int]:
-    """Objects to Spark tasks, balanced by size: the task of each object id, and the task count.
-
-    Many more tasks than cores, each filled largest object first into the lightest task
-    (longest-processing-time first), so task 0 holds the biggest file and starts first and
-    the run does not end on one task still working through several big files. Random
-    repartitioning put 242 objects in 8 tasks and the run waited on the one holding the big PDFs.
-    """
-    import heapq
-
-    count = max(1, min(len(sizes), max(1, cores) * TASKS_PER_CORE))
-    heap = [(0, task) for task in range(count)]
-    tasks: dict[str, int] = {}
-    for object_id, size in sorted(sizes, key=lambda s: (-(s[1] or 0), s[0])):
-        load, task = heapq.heappop(heap)
-        tasks[object_id] = task
-        heapq.heappush(heap, (load + (size or 0) + OBJECT_COST_BYTES, task))
-    return tasks, count
+    """Objects to Spark tasks, balanced by size (shoal.lake.tasks.balance): random
+    repartitioning put 242 objects in 8 tasks and the run waited on the one holding the big PDFs."""
+    return tasks.balance(sizes, cores, OBJECT_COST_BYTES)
 
 
 def _write_journal(settings: Settings, result: ExtractResult, ids: set[str]) -> None:
@@ -419,12 +404,12 @@ def _run_round(
     _purge(spark, sorted(earlier | set(interrupted)))
     say("purged earlier rows")
     sc = spark.sparkContext
-    tasks, slices = plan_tasks([(r.object_id, r.size_bytes) for r in listed], sc.defaultParallelism)
+    object_task, slices = plan_tasks([(r.object_id, r.size_bytes) for r in listed], sc.defaultParallelism)
     say(f"extracting {len(work_ids)} objects in {slices} tasks")
     from shoal.extract.runner import TIMESTAMP_FORMAT
     from shoal.lake.object_index import FACTS_SCHEMA, refresh_index
 
-    task_of = sc.broadcast(tasks)
+    task_of = sc.broadcast(object_task)
     rdd = (
         work.rdd.map(lambda r: (task_of.value[r.object_id], r))
         .partitionBy(slices, lambda task: task)
