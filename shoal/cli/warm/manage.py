@@ -127,8 +127,12 @@ def _alive(pid: int) -> bool:
 def start_beside_serve(settings: Settings, config: Path | None) -> subprocess.Popen | None:
     """`shoal serve` starts an engine for its workspace unless one runs (or SHOAL_ENGINE=off);
     it does not wait for it: commands run in process until it answers."""
-    if engine_disabled() or control(settings.workspace_dir, "status") is not None:
+    if engine_disabled():
         return None
+    answer = control(settings.workspace_dir, "status")
+    if answer is not None and answer.get("running"):
+        return None  # one whose JVM died answers "not running": a new one waits for its lock
+
     # Owned by this serve: it ends with serve even when serve is killed without a chance to stop it.
     return spawn(settings, config, owner_pid=os.getpid())
 
