@@ -16,7 +16,7 @@ import collections
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -42,10 +42,11 @@ class Admission:
         self._arrivals = itertools.count()
 
     @contextmanager
-    def enter(self, principal: str) -> Iterator[None]:
-        """Run the block in a slot; Overloaded when none comes in time."""
+    def enter(self, principal: str, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
+        """Run the block in a slot; Overloaded when none comes in time, or (checked a few times
+        a second) once `cancelled()` says the client gave up waiting (a CancelRequest)."""
         with self._cond:
-            self._wait(principal)
+            self._wait(principal, cancelled)
         try:
             yield
         finally:
@@ -70,7 +71,7 @@ class Admission:
         ready = [w for w in self._waiting if self._may_run(w[1])]
         return min(ready, key=lambda w: (self._running[w[1]], w[0])) if ready else None
 
-    def _wait(self, principal: str) -> None:
+    def _wait(self, principal: str, cancelled: Callable[[], bool] | None) -> None:
         me = (next(self._arrivals), principal)
         self._waiting.append(me)
         deadline = time.monotonic() + self.timeout_s
@@ -84,6 +85,10 @@ class Admission:
                 )
             while self._next() != me:
                 left = deadline - time.monotonic()
+                if cancelled is not None and cancelled():
+                    raise Overloaded(
+                        "the query was canceled while it waited for a slot", timed_out=True, retry_after=1, hint=""
+                    )
                 if left <= 0:
                     raise Overloaded(
                         f"the query waited {self.timeout_s:g} s for a slot and was canceled",
@@ -91,7 +96,7 @@ class Admission:
                         retry_after=max(1, round(self.timeout_s)),
                         hint="the server is busy: try again later ([server] query_queue_timeout_s)",
                     )
-                self._cond.wait(left)
+                self._cond.wait(min(left, 0.25))
             self._take(principal)
         finally:
             self._waiting.remove(me)

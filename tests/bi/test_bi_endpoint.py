@@ -292,4 +292,11 @@ def test_admission_refuses_a_full_queue_and_ends_a_long_wait(connect, settings, 
         monkeypatch.setattr(adm, "timeout_s", 0.5)
         with pytest.raises(psycopg.errors.QueryCanceled, match="canceling statement due to statement timeout"):
             conn.execute(f"SELECT count(*) FROM {lake.opps}")
+        # A statement waiting in the queue ends at the client's CancelRequest, not at the timeout.
+        monkeypatch.setattr(adm, "timeout_s", 60)
+        threading.Timer(1.0, conn.cancel_safe).start()  # cancel() holds the GIL: this server is in process
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled, match="canceling statement due to user request"):
+            conn.execute(f"SELECT count(*) FROM {lake.opps}")
+        assert time.monotonic() - started < 10
     assert conn.execute(f"SELECT count(*) FROM {lake.opps}").fetchone() == (2,)  # the slot is free again

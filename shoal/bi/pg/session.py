@@ -890,7 +890,10 @@ class Connection(socketserver.BaseRequestHandler):
         self.canceled = False
         name = self.principal.name
         try:
-            with self.server.running(self, group), admission(self.server.settings).enter(name):
+            with (
+                self.server.running(self, group),
+                admission(self.server.settings).enter(name, cancelled=lambda: self.canceled),
+            ):
                 sc.setJobGroup(group, f"PostgreSQL endpoint: {name}", interruptOnCancel=True)
                 sc.setLocalProperty("spark.scheduler.pool", spark_pool(name))
                 try:
@@ -900,6 +903,8 @@ class Connection(socketserver.BaseRequestHandler):
         except (PgError, OSError):
             raise
         except Overloaded as exc:  # PostgreSQL's own words for a full server and a timeout
+            if self.canceled:
+                raise PgError("canceling statement due to user request", "57014") from exc
             if exc.timed_out:
                 raise PgError("canceling statement due to statement timeout", "57014", hint=exc.hint) from exc
             raise PgError("sorry, too many clients already", "53300", hint=f"{exc}; {exc.hint}") from exc
