@@ -356,6 +356,19 @@ class ServerSettings(Section):
     pg_max_rows: int = Field(default=0, ge=0)
     # Close a connection idle (no message from the client) this long.
     pg_idle_timeout_s: float = Field(default=900, gt=0)
+    # When serve's Spark JVM dies, /healthz, the API (503) and the PostgreSQL endpoint (57P03)
+    # answer "unavailable" this many seconds, then serve exits with code 75 for its service
+    # manager to restart it.
+    unavailable_exit_s: float = Field(default=3, ge=0)
+    # Admission control for the HTTP API's and the PostgreSQL endpoint's queries (shoal.admission):
+    # queries running on serve's Spark at once, and of them one principal's at most (the rest
+    # are for others: one user's scans never take every slot).
+    max_concurrent_queries: int = Field(default=8, ge=1)
+    max_concurrent_queries_per_principal: int = Field(default=4, ge=1)
+    # Queries waiting for a slot at most; more are refused at once (HTTP 429, SQLSTATE 53300).
+    query_queue_size: int = Field(default=64, ge=0)
+    # A query waits for a slot this long at most, then fails (HTTP 503, SQLSTATE 57014).
+    query_queue_timeout_s: float = Field(default=30, gt=0)
     # `--iceberg-rest`: the governed Iceberg REST catalog for other engines (docs/engines.md).
     iceberg_rest_host: str = "127.0.0.1"
     iceberg_rest_port: int = Field(default=8181, ge=1, le=65535)

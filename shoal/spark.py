@@ -391,3 +391,29 @@ def stop_spark() -> None:
         active = SparkSession.getActiveSession()
         if active is not None:
             active.stop()
+
+
+def jvm_process(spark: SparkSession | None = None) -> Any:
+    """The Popen of the JVM behind `spark` (default: this process's active SparkContext), or
+    None when there is none or this process did not start it (PYSPARK_GATEWAY_PORT)."""
+    from pyspark import SparkContext
+
+    sc = spark.sparkContext if spark is not None else SparkContext._active_spark_context
+    gateway = getattr(sc, "_gateway", None) if sc is not None else None
+    return getattr(gateway, "proc", None)
+
+
+def jvm_down(spark: SparkSession | None = None) -> str | None:
+    """Why the JVM behind `spark` cannot answer, or None (it runs, or none was started).
+
+    A JVM killed under a running process leaves its SparkContext in place and every call
+    failing; servers ask this (a non-blocking waitpid) to say "unavailable" instead.
+    """
+    proc = jvm_process(spark)
+    if proc is None:
+        return None
+    code = proc.poll()
+    if code is None:
+        return None
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    return f"the Spark JVM (pid {proc.pid}) {how}"

@@ -63,6 +63,9 @@ def test_compose_file_services_and_config() -> None:
         command = services[name]["command"]
         assert command[0] == "shoal"
         _check_shoal_command(command[1:])
+    # serve exits 75 when its Spark JVM dies, for its supervisor to restart it (issue 43).
+    assert services["serve"]["restart"] == "on-failure"
+    assert "Restart=on-failure" in (DEPLOY / "systemd" / "shoal-serve.service").read_text()
     # The config file it mounts is a valid shoal.toml.
     settings = load_settings(DEPLOY / "shoal.compose.toml")
     assert settings.catalog.type == "postgresql" and settings.spark.master == "spark://spark-master:7077"

@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
 
 from shoal.cli import output
 from shoal.cli.context import settings
+
+# EX_TEMPFAIL: serve's Spark JVM died. Serve does not rebuild Spark in process (every router,
+# the PostgreSQL endpoint and caches hold the dead session); it exits and its service manager
+# (deploy/systemd's Restart=on-failure, compose's restart policy) starts a fresh one.
+EXIT_JVM_DIED = 75
+
+
+class JvmWatch(threading.Thread):
+    """Calls `stop` `grace_s` seconds after this process's Spark JVM dies (checked twice a
+    second; a JVM is watched once one is started). Meanwhile /healthz, the API and the
+    PostgreSQL endpoint answer "unavailable" (they ask shoal.spark.jvm_down themselves)."""
+
+    def __init__(self, grace_s: float, stop: Callable[[], None]) -> None:
+        super().__init__(name="shoal-jvm-watch", daemon=True)
+        self.grace_s, self.stop, self.reason = grace_s, stop, None
+
+    def run(self) -> None:
+        from shoal.spark import jvm_down
+
+        while (reason := jvm_down()) is None:
+            time.sleep(0.5)
+        self.reason = reason  # type: ignore[assignment]
+        output.err.print(
+            f"serve: {reason}; answering 'unavailable' for {self.grace_s:g} s, then exiting with code"
+            f" {EXIT_JVM_DIED} so that the service manager restarts it"
+        )
+        time.sleep(self.grace_s)
+        self.stop()
 
 
 def serve(
@@ -76,6 +107,17 @@ def serve(
 
         # A TERM (service manager, kill) must still stop the endpoints in `finally`.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    done = threading.Event()  # the endpoints without uvicorn wait for it
+    http: list[uvicorn.Server] = []
+
+    def stop_serving() -> None:
+        done.set()
+        for server in http:
+            server.should_exit = True
+
+    watch = JvmWatch(s.server.unavailable_exit_s, stop_serving)
+    if not (thrift_only or iceberg_rest_only):  # those start no Spark in this process
+        watch.start()
     try:
         if thrift or thrift_only:
             from shoal.bi import thrift as thrift_server
@@ -104,9 +146,7 @@ def serve(
                 "as the OAuth2 client secret (docs/engines.md)"
             )
         if iceberg_rest_only:  # no HTTP API: wait for the other endpoints, or until Ctrl-C or TERM
-            import threading
-
-            proc.wait() if proc is not None else threading.Event().wait()
+            proc.wait() if proc is not None else done.wait()
             return
         if thrift_only or (pg_only and proc is not None):
             assert proc is not None
@@ -114,13 +154,14 @@ def serve(
             return
         if pg_only:
             assert pg_server is not None
-            import threading
-
-            threading.Event().wait()  # until Ctrl-C or TERM
-            return
-        docs = " (docs at /docs)" if s.server.api_docs else ""
-        output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port}{docs}")
-        uvicorn.Server(server_config(s, create_app(s), host, port)).run()
+            done.wait()  # until Ctrl-C, TERM or the JVM's death
+        else:
+            docs = " (docs at /docs)" if s.server.api_docs else ""
+            output.err.print(f"Shoal API on http://{host or s.server.host}:{port or s.server.port}{docs}")
+            http.append(uvicorn.Server(server_config(s, create_app(s), host, port)))
+            http[0].run()
+        if watch.reason is not None:
+            raise typer.Exit(EXIT_JVM_DIED)
     finally:
         engine.stop_beside_serve(engine_proc)
         if proc is not None:

@@ -23,6 +23,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from shoal import __version__
+from shoal.admission import Overloaded
 from shoal.config import Settings
 from shoal.exceptions import ShoalError, SqlError, first_line
 from shoal.governance import (
@@ -35,6 +36,7 @@ from shoal.governance import (
 )
 from shoal.governance.errors import NotFound
 from shoal.governance.throttle import Throttled
+from shoal.spark import jvm_down
 from shoal.web.routers import access, catalog, quality, query, raw, search, workflows
 from shoal.web.routers.common import client_address, failed
 
@@ -47,6 +49,36 @@ DOCS_CSP = (
     "img-src 'self' data:; worker-src 'self' blob:; frame-ancestors 'none'"
 )
 log = logging.getLogger("shoal.api")
+
+
+def _engine_down(settings: Settings) -> Response | None:
+    """503 for an API request while serve's Spark JVM is dead (every query would fail), with
+    when to come back: serve exits and its service manager restarts it."""
+    if jvm_down() is None:
+        return None
+    return JSONResponse(
+        {"detail": "unavailable: the query engine is restarting"},
+        status_code=503,
+        headers={"Retry-After": str(max(1, round(settings.server.unavailable_exit_s)) + 5)},
+    )
+
+
+def _health(settings: Settings) -> JSONResponse:
+    from sqlalchemy import text
+
+    from shoal.lake.database import engine
+
+    down = jvm_down()
+    if down is None:
+        try:
+            with engine(settings).connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception as exc:  # noqa: BLE001 - any failure reaching the database means "not ready"
+            down = f"catalog database unreachable: {first_line(exc)}"
+    if down is not None:
+        log.warning("health check: %s", down)
+        return JSONResponse({"status": "unavailable"}, status_code=503, headers={"Cache-Control": "no-store"})
+    return JSONResponse({"status": "ok"}, headers={"Cache-Control": "no-store"})
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -80,8 +112,10 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.middleware("http")
     async def _api_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        response = await call_next(request)
         path = request.url.path
+        response = _engine_down(settings) if path.startswith("/api/") else None
+        if response is None:
+            response = await call_next(request)
         if path.startswith(("/api/", "/openapi", "/healthz")):
             response.headers.setdefault("X-Content-Type-Options", "nosniff")
             response.headers.setdefault("Content-Security-Policy", API_CSP)
@@ -97,6 +131,15 @@ def create_app(settings: Settings) -> FastAPI:
     async def _throttled(_request: Request, exc: Throttled) -> JSONResponse:
         return JSONResponse(
             {"detail": "throttled", "hint": exc.hint}, status_code=429, headers={"Retry-After": str(exc.retry_after)}
+        )
+
+    @app.exception_handler(Overloaded)
+    async def _overloaded(_request: Request, exc: Overloaded) -> JSONResponse:
+        # A full queue: 429, come back soon; a wait that timed out: 503, the server is busy.
+        return JSONResponse(
+            {"detail": first_line(exc), "hint": exc.hint},
+            status_code=503 if exc.timed_out else 429,
+            headers={"Retry-After": str(exc.retry_after)},
         )
 
     @app.exception_handler(Exception)
@@ -129,21 +172,15 @@ def create_app(settings: Settings) -> FastAPI:
 
         return get_spark(settings)
 
-    @app.get("/healthz", tags=["health"], responses={503: {"description": "the catalog database is unreachable"}})
+    @app.get(
+        "/healthz",
+        tags=["health"],
+        responses={503: {"description": "the catalog database is unreachable, or the Spark JVM has died"}},
+    )
     def healthz() -> JSONResponse:
         """Liveness and readiness for load balancers and service managers: no sign-in, no
         details beyond up or down (the reason goes to the server log)."""
-        from sqlalchemy import text
-
-        from shoal.lake.database import engine
-
-        try:
-            with engine(settings).connect() as conn:
-                conn.execute(text("SELECT 1"))
-        except Exception as exc:  # noqa: BLE001 - any failure reaching the database means "not ready"
-            log.warning("health check: catalog database unreachable: %s", first_line(exc))
-            return JSONResponse({"status": "unavailable"}, status_code=503, headers={"Cache-Control": "no-store"})
-        return JSONResponse({"status": "ok"}, headers={"Cache-Control": "no-store"})
+        return _health(settings)
 
     app.include_router(search.router(settings, Depends(current), spark))
     app.include_router(workflows.router(settings, Depends(current), spark))

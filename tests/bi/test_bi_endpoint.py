@@ -272,3 +272,31 @@ def test_revoking_the_token_or_changing_the_password_ends_open_connections(conne
             by_password.execute(f"SELECT count(*) FROM {lake.opps}")
     with connect() as again:
         assert again.execute(f"SELECT count(*) FROM {lake.opps}").fetchone() == (2,)
+
+
+def test_admission_refuses_a_full_queue_and_ends_a_long_wait(connect, settings, lake, monkeypatch):
+    """Serve's queries are admitted (shoal.admission): a full queue is 53300, a wait past the
+    queue timeout 57014, each in PostgreSQL's words; statements without Spark are not counted."""
+    from shoal.admission import admission
+
+    adm = admission(settings)  # the one the server uses
+    conn = connect()
+    monkeypatch.setattr(adm, "slots", 1)
+    monkeypatch.setattr(adm, "queue", 0)
+    with adm.enter("someone-else"):  # the one slot is taken
+        assert conn.execute("SHOW search_path").fetchone()  # answered without Spark: not queued
+        with pytest.raises(psycopg.errors.TooManyConnections, match="sorry, too many clients already") as full:
+            conn.execute(f"SELECT count(*) FROM {lake.opps}")
+        assert "too many queries: 1 running and 0 waiting" in (full.value.diag.message_hint or "")
+        monkeypatch.setattr(adm, "queue", 4)
+        monkeypatch.setattr(adm, "timeout_s", 0.5)
+        with pytest.raises(psycopg.errors.QueryCanceled, match="canceling statement due to statement timeout"):
+            conn.execute(f"SELECT count(*) FROM {lake.opps}")
+        # A statement waiting in the queue ends at the client's CancelRequest, not at the timeout.
+        monkeypatch.setattr(adm, "timeout_s", 60)
+        threading.Timer(1.0, conn.cancel_safe).start()  # cancel() holds the GIL: this server is in process
+        started = time.monotonic()
+        with pytest.raises(psycopg.errors.QueryCanceled, match="canceling statement due to user request"):
+            conn.execute(f"SELECT count(*) FROM {lake.opps}")
+        assert time.monotonic() - started < 10
+    assert conn.execute(f"SELECT count(*) FROM {lake.opps}").fetchone() == (2,)  # the slot is free again

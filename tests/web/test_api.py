@@ -407,3 +407,22 @@ def test_typed_answers_carry_the_librarys_json(api, settings):
     assert entries and all(e == json.loads(json.dumps(library[e["id"]])) for e in entries)
     # An entry without details has no "detail" key (not a null one), as before.
     assert any("detail" not in e for e in entries) and any("detail" in e for e in entries)
+
+
+def test_admission_answers_429_and_503_with_retry_after(api, settings, monkeypatch):
+    from shoal.admission import admission
+
+    adm = admission(settings)  # the one the app uses
+    monkeypatch.setattr(adm, "slots", 1)
+    monkeypatch.setattr(adm, "queue", 0)
+    query = {"sql": f"SELECT id, amount FROM {api.db}.deals"}
+    with adm.enter("someone-else"):
+        full = api.client("alice").post("/api/v1/query", json=query)
+        assert full.status_code == 429 and int(full.headers["retry-after"]) >= 1
+        assert "too many queries" in full.json()["detail"]
+        monkeypatch.setattr(adm, "queue", 4)
+        monkeypatch.setattr(adm, "timeout_s", 0.5)
+        waited = api.client("alice").post("/api/v1/query", json=query)
+        assert waited.status_code == 503 and int(waited.headers["retry-after"]) >= 1
+        assert "waited 0.5 s for a slot" in waited.json()["detail"]
+    assert api.client("alice").post("/api/v1/query", json=query).status_code == 200

@@ -1100,3 +1100,18 @@ def test_admins_grant_revoke_and_search_the_audit_log(browser, site, settings):
         a.close()
     finally:
         Principals(settings).remove(grantee)
+
+
+def test_sql_editor_is_admitted_like_the_api(site, settings, monkeypatch):
+    """The console's statements take the same admission slots as the API's (shoal.admission)."""
+    from shoal.admission import admission
+
+    adm = admission(settings)
+    monkeypatch.setattr(adm, "slots", 1)
+    monkeypatch.setattr(adm, "queue", 0)
+    analyst = signin(site, site.users["analyst"])
+    csrf = re.search(r'name="csrf" value="([^"]+)"', analyst.get("/sql").text).group(1)
+    with adm.enter("someone-else"):
+        r = analyst.post("/sql", data={"csrf": csrf, "sql": "SELECT 3"})
+        assert r.status_code == 303
+        assert "too many queries: 1 running and 0 waiting" in analyst.get(r.headers["location"]).text

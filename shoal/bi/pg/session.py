@@ -325,6 +325,7 @@ class Connection(socketserver.BaseRequestHandler):
             params = self._startup()
             if params is None or not self._transport_allowed():
                 return
+            self._check_engine()
             registered = self._authenticate(params)
             if not registered:
                 return
@@ -345,6 +346,10 @@ class Connection(socketserver.BaseRequestHandler):
         except SessionEnded as exc:
             with _quiet():
                 self._fatal(f"terminating connection: {exc}", "57P01")
+        except EngineDown as exc:
+            with _quiet():
+                # PostgreSQL's words and code when it cannot take connections (57P03).
+                self._fatal("the database system is not accepting connections", "57P03", hint=str(exc))
         except ProtocolError as exc:
             with _quiet():
                 self._fatal(f"protocol violation: {exc}", "08P01")
@@ -611,6 +616,7 @@ class Connection(socketserver.BaseRequestHandler):
             kind, body = self._read_message()
             if kind == b"X":
                 return
+            self._check_engine()
             try:
                 if kind == b"Q":
                     self._simple(body)
@@ -877,18 +883,31 @@ class Connection(socketserver.BaseRequestHandler):
         if not spark:
             yield
             return
+        from shoal.admission import Overloaded, admission, spark_pool
+
         group = f"shoal-pg-{self.pid}"
         sc = self.server.spark.sparkContext
         self.canceled = False
+        name = self.principal.name
         try:
-            with self.server.running(self, group):
-                sc.setJobGroup(group, f"PostgreSQL endpoint: {self.principal.name}", interruptOnCancel=True)
+            with (
+                self.server.running(self, group),
+                admission(self.server.settings).enter(name, cancelled=lambda: self.canceled),
+            ):
+                sc.setJobGroup(group, f"PostgreSQL endpoint: {name}", interruptOnCancel=True)
+                sc.setLocalProperty("spark.scheduler.pool", spark_pool(name))
                 try:
                     yield
                 finally:
                     sc.setLocalProperty("spark.jobGroup.id", None)
         except (PgError, OSError):
             raise
+        except Overloaded as exc:  # PostgreSQL's own words for a full server and a timeout
+            if self.canceled:
+                raise PgError("canceling statement due to user request", "57014") from exc
+            if exc.timed_out:
+                raise PgError("canceling statement due to statement timeout", "57014", hint=exc.hint) from exc
+            raise PgError("sorry, too many clients already", "53300", hint=f"{exc}; {exc.hint}") from exc
         except Exception as exc:  # every failure is the client's error, not the server's
             if self.canceled:
                 raise PgError("canceling statement due to user request", "57014") from exc
@@ -1013,9 +1032,21 @@ class Connection(socketserver.BaseRequestHandler):
     def _notice(self, message: str) -> None:
         self.send(b"N", error_fields("WARNING", "01000", message))
 
-    def _fatal(self, message: str, code: str) -> None:
-        self.send(b"E", error_fields("FATAL", code, message))
+    def _fatal(self, message: str, code: str, hint: str | None = None) -> None:
+        self.send(b"E", error_fields("FATAL", code, message, hint))
         self.flush()
+
+    def _check_engine(self) -> None:
+        """Before sign-in and each message: a dead JVM fails every statement, so say it plainly."""
+        from shoal.spark import jvm_down
+
+        reason = jvm_down(self.server.spark)
+        if reason is not None:
+            raise EngineDown(f"{reason}; the server is restarting: connect again in a moment")
+
+
+class EngineDown(Exception):
+    """The Spark JVM behind the endpoint has died: the connection ends with 57P03."""
 
 
 def _ident(name: str) -> str:

@@ -35,7 +35,8 @@ def spawn(
 ) -> subprocess.Popen:
     """Start the engine in its own session (it outlives this command), logging to the workspace.
     It stops when `owner_pid` ends, after `idle_timeout_s` without a command (0: never), or when
-    its workspace is deleted."""
+    its workspace is deleted. With an owner, it also gets the read end of a pipe whose write end
+    only this process holds: when this process ends, killed or not, the engine reads EOF."""
     from shoal.private import private_dir, private_file
 
     ws = settings.workspace_dir
@@ -44,15 +45,31 @@ def spawn(
     cmd = [sys.executable, "-m", "shoal.cli.warm.server"]
     if config is not None:
         cmd += ["--config", str(config)]
+    owner_r = owner_w = -1
     if owner_pid is not None:
-        cmd += ["--owner-pid", str(owner_pid)]
+        owner_r, owner_w = os.pipe()  # both ends non-inheritable: no other child keeps them open
+        cmd += ["--owner-pid", str(owner_pid), "--owner-fd", str(owner_r)]
     if idle_timeout_s:
         cmd += ["--idle-timeout", str(idle_timeout_s)]
     env = {k: v for k, v in os.environ.items() if k != "SHOAL_ENGINE"}
-    with open(log, "ab") as out:
-        return subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, cwd=os.getcwd(), start_new_session=True
-        )
+    try:
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                env=env,
+                cwd=os.getcwd(),
+                start_new_session=True,
+                pass_fds=(owner_r,) if owner_r >= 0 else (),
+            )
+    finally:
+        if owner_r >= 0:
+            os.close(owner_r)
+    # The write end stays open for this process's life (closed by stop_beside_serve).
+    proc.owner_fd = owner_w  # type: ignore[attr-defined]
+    return proc
 
 
 def wait_ready(settings: Settings, proc: subprocess.Popen, timeout_s: float) -> dict[str, Any]:
@@ -110,14 +127,24 @@ def _alive(pid: int) -> bool:
 def start_beside_serve(settings: Settings, config: Path | None) -> subprocess.Popen | None:
     """`shoal serve` starts an engine for its workspace unless one runs (or SHOAL_ENGINE=off);
     it does not wait for it: commands run in process until it answers."""
-    if engine_disabled() or control(settings.workspace_dir, "status") is not None:
+    if engine_disabled():
         return None
+    answer = control(settings.workspace_dir, "status")
+    if answer is not None and answer.get("running"):
+        return None  # one whose JVM died answers "not running": a new one waits for its lock
+
     # Owned by this serve: it ends with serve even when serve is killed without a chance to stop it.
     return spawn(settings, config, owner_pid=os.getpid())
 
 
 def stop_beside_serve(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
+    if proc is None:
+        return
+    owner_fd = getattr(proc, "owner_fd", -1)
+    if owner_fd >= 0:
+        os.close(owner_fd)  # the engine reads EOF: its owner is done with it
+        proc.owner_fd = -1  # type: ignore[attr-defined]
+    if proc.poll() is not None:
         return
     proc.terminate()
     try:

@@ -53,6 +53,12 @@ _current: contextvars.ContextVar[_Command | None] = contextvars.ContextVar("shoa
 POOL_WARM = 2
 # Requests wait at most this long for the go-ahead after "ready" (a client that hangs there).
 GO_TIMEOUT_S = 30.0
+# How often the engine checks its reasons to stop (its JVM, its owner, its workspace).
+CHECK_EVERY_S = 0.5
+# A new engine waits this long for the workspace's lock: an engine that is stopping (its
+# owner was killed) still holds it for a moment.
+CLAIM_WAIT_S = 30.0
+LOCK_NAME = "engine.lock"
 
 
 def engine_dir(workspace: Path) -> Path:
@@ -265,12 +271,23 @@ class _SessionPool:
 
 
 class Engine:
-    def __init__(self, config: str | None, *, owner_pid: int | None = None, idle_timeout_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        config: str | None,
+        *,
+        owner_pid: int | None = None,
+        owner_fd: int | None = None,
+        idle_timeout_s: float = 0.0,
+    ) -> None:
         from shoal.config import load_settings
 
         self.config = config
         # Its lifetime: the process that started it (`shoal serve`), an idle time, the workspace.
+        # The owner holds the write end of a pipe whose read end is `owner_fd`: EOF there means
+        # the owner has ended, however it ended (a pid alone misses a killed owner its parent
+        # has not reaped yet: a zombie still answers kill(pid, 0)).
         self.owner_pid = owner_pid
+        self.owner_fd = owner_fd
         self.idle_timeout_s = idle_timeout_s
         self.last_active = time.monotonic()
         self.stop_reason: str | None = None
@@ -284,6 +301,9 @@ class Engine:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._listener: socket.socket | None = None
+        self._socket_inode: int | None = None
+        self._lock_fd: int | None = None
+        self.spark: Any = None
         self.gate = _Gate()
 
     # -- start-up --------------------------------------------------------------------------------
@@ -293,6 +313,7 @@ class Engine:
 
         private_dir(engine_dir(self.workspace))
         private_dir(self.socket_path.parent)
+        self.claim()
         if _answers(self.socket_path):
             raise SystemExit(f"an engine already serves {self.workspace} ({self.socket_path})")
         install_routing()
@@ -317,42 +338,72 @@ class Engine:
         finally:
             os.umask(old)
         os.chmod(self.socket_path, 0o600)
+        self._socket_inode = self.socket_path.stat().st_ino
         listener.listen(64)
         self._listener = listener
         pid_file = private_file(engine_dir(self.workspace) / "engine.pid")
         pid_file.write_text(f"{os.getpid()}\n")
         print(f"shoal engine {os.getpid()} serving {self.workspace} on {self.socket_path}", flush=True)
 
+    def claim(self, wait_s: float = CLAIM_WAIT_S) -> None:
+        """Hold the workspace's engine lock for this process's life: two engines never serve
+        one workspace (the kernel drops the lock when the process ends, kill -9 included)."""
+        import fcntl
+
+        from shoal.private import private_file
+
+        fd = os.open(private_file(engine_dir(self.workspace) / LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o600)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise SystemExit(f"an engine already serves {self.workspace} (it holds {LOCK_NAME})") from None
+                time.sleep(0.25)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
     # -- serving ---------------------------------------------------------------------------------
     def serve_forever(self) -> None:
         assert self._listener is not None
-        self._listener.settimeout(0.5)
+        self._listener.settimeout(CHECK_EVERY_S)
+        checked = time.monotonic()
         while not self._stopping.is_set():
+            conn = None
             try:
                 conn, _ = self._listener.accept()
             except TimeoutError:
+                pass
+            except OSError:
+                if self._stopping.is_set():
+                    break
+                raise
+            if conn is not None:
+                threading.Thread(target=self._handle, args=(conn,), name="shoal-engine-client", daemon=True).start()
+            if time.monotonic() - checked >= CHECK_EVERY_S:  # also while connections keep coming
+                checked = time.monotonic()
                 reason = self._reason_to_stop()
                 if reason is not None:
                     self.stop_reason = reason
                     print(f"engine: stopping: {reason}", file=sys.__stderr__, flush=True)
                     break
-                continue
-            except OSError:
-                if self._stopping.is_set():
-                    break
-                raise
-            threading.Thread(target=self._handle, args=(conn,), name="shoal-engine-client", daemon=True).start()
         self._shutdown()
 
     def stop(self) -> None:
         self._stopping.set()
 
     def _reason_to_stop(self) -> str | None:
-        """Why an engine nobody will use should end (checked twice a second while idle)."""
+        """Why an engine nobody will use, or that cannot work, should end (checked twice a second)."""
+        if self.jvm_down() is not None:
+            return self.jvm_down()
         if not self.workspace.is_dir() or not self.socket_path.exists():
             # Nobody can reach it any more, and a new engine may serve a new workspace there.
             return f"its workspace {self.workspace} or socket is gone"
-        if self.owner_pid is not None and not _pid_alive(self.owner_pid):
+        if (self.owner_pid is not None and not _pid_alive(self.owner_pid)) or _closed(self.owner_fd):
             return f"the process that started it ({self.owner_pid}) has ended"
         if self.idle_timeout_s > 0 and not self.active:
             idle = time.monotonic() - self.last_active
@@ -360,11 +411,22 @@ class Engine:
                 return f"idle for {idle:.0f} s (idle timeout {self.idle_timeout_s:g} s)"
         return None
 
+    def jvm_down(self) -> str | None:
+        """Why this engine's JVM cannot run commands (None: it runs, or is not started yet)."""
+        from shoal.spark import jvm_down
+
+        if self.spark is None:
+            return None
+        reason = jvm_down(self.spark)
+        return None if reason is None else f"its Spark JVM died ({reason.removeprefix('the Spark JVM ')})"
+
     def _shutdown(self, grace_s: float = 30.0) -> None:
         if self._listener is not None:
             self._listener.close()
-        with suppress(FileNotFoundError):
-            self.socket_path.unlink()
+        with suppress(OSError):
+            # Only our own socket: a new engine may have bound that path since.
+            if self.socket_path.stat().st_ino == self._socket_inode:
+                self.socket_path.unlink()
         deadline = time.monotonic() + grace_s
         while self.active and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -374,15 +436,23 @@ class Engine:
             (engine_dir(self.workspace) / "engine.pid").unlink()
         from shoal.spark import stop_spark
 
-        with suppress(Exception):
-            stop_spark()
+        if self.jvm_down() is None:  # a dead JVM has nothing to stop
+            with suppress(Exception):
+                stop_spark()
 
     def status(self) -> dict[str, Any]:
         import pyspark
 
+        from shoal.spark import jvm_process
+
+        down = self.jvm_down()
+        proc = jvm_process(self.spark)
         return {
-            "running": True,
+            # An engine whose JVM died answers (for a moment, until it ends) but runs nothing.
+            "running": down is None,
+            **({"reason": down} if down else {}),
             "pid": os.getpid(),
+            "jvm_pid": None if proc is None else proc.pid,
             "workspace": str(self.workspace),
             "socket": str(self.socket_path),
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_at)),
@@ -426,6 +496,10 @@ class Engine:
             for fd in fds:
                 with suppress(OSError):
                     os.close(fd)
+            # shutdown, not only close: the command's watcher thread is blocked reading this
+            # socket, which keeps it open after close(); the client would wait forever.
+            with suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
             conn.close()
             self.last_active = time.monotonic()  # idle time counts from the end of the last command
 
@@ -447,7 +521,7 @@ class Engine:
         streams_open = False
         try:
             with self.gate.enter(cmd.cwd, cmd.env, lambda: _client_gone(conn)):
-                reason = self._refusal(cmd)
+                reason = self.jvm_down() or self._refusal(cmd)
                 if reason:
                     with self._lock:
                         self.refused += 1
@@ -466,16 +540,20 @@ class Engine:
                     self.active[cmd.id] = cmd
                 watcher = threading.Thread(target=self._watch, args=(conn, cmd), daemon=True)
                 watcher.start()
-                session, code = self.pool.acquire(), 1
+                session, code = None, 1
                 try:
+                    session = self.pool.acquire()
                     code = self._execute(cmd, session)
+                except Exception as exc:  # noqa: BLE001 - the client hears why, the engine goes on
+                    self._tell_failed(cmd, exc)
                 finally:
                     self._finish(cmd, streams_open)
                     streams_open = False
                     if not cmd.cancelled:
                         with suppress(OSError):
                             send_message(conn, {"exit": code})
-                    self.pool.release(session)  # after the answer: the client need not wait
+                    if session is not None:
+                        self.pool.release(session)  # after the answer: the client need not wait
         except ConnectionAbortedError:
             return
         finally:
@@ -542,9 +620,9 @@ class Engine:
         tag = f"shoal-engine-{cmd.id}"
         code = 0
         with command_session(session):
-            sc.addJobTag(tag)
-            sc.setInterruptOnCancel(True)  # a thread-local property, like the tag
             try:
+                sc.addJobTag(tag)
+                sc.setInterruptOnCancel(True)  # a thread-local property, like the tag
                 console.main(cmd.argv, cmd.prog)
             except SystemExit as exc:
                 code = _exit_code(exc.code, cmd)
@@ -558,7 +636,23 @@ class Engine:
                 for stream in (cmd.stdout, cmd.stderr):
                     with suppress(Exception):
                         stream.flush()
+        if self.jvm_down() is not None:
+            self._tell_failed(cmd, None)
+            return code or 1
         return code
+
+    def _tell_failed(self, cmd: _Command, exc: BaseException | None) -> None:
+        """The command could not run or finish in this engine: say why on the client's stderr."""
+        from shoal.cli.warm.manage import log_file
+
+        why = self.jvm_down() or f"{type(exc).__name__}: {exc}".splitlines()[0]
+        with suppress(Exception):
+            cmd.stderr.write(
+                f"error: the warm engine for {self.workspace} could not run this command: {why}\n"
+                f"  hint: run it again (the engine is stopping; the command then runs in its own"
+                f" process); see {log_file(self.workspace)}\n"
+            )
+            cmd.stderr.flush()
 
     def _watch(self, conn: socket.socket, cmd: _Command) -> None:
         """The client sends nothing after "go": a readable socket means it went away."""
@@ -652,6 +746,19 @@ def _client_gone(conn: socket.socket) -> bool:
         return True
 
 
+def _closed(fd: int | None) -> bool:
+    """Whether the write end of the owner's pipe is gone (EOF on `fd`)."""
+    import select
+
+    if fd is None:
+        return False
+    try:
+        readable, _, _ = select.select([fd], [], [], 0)
+        return bool(readable) and os.read(fd, 1) == b""
+    except OSError:
+        return True
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -672,19 +779,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m shoal.cli.warm.server", description="Run the warm engine.")
     parser.add_argument("--config", help="Path of shoal.toml (as `shoal --config`).")
     parser.add_argument("--owner-pid", type=int, help="Stop when this process ends (`shoal serve` passes its own).")
+    parser.add_argument("--owner-fd", type=int, help="Stop at EOF on this inherited pipe (its owner has ended).")
     parser.add_argument(
         "--idle-timeout", type=float, default=0.0, help="Stop after this many seconds without a command (0: never)."
     )
     args = parser.parse_args(argv)
     if args.idle_timeout < 0:
         parser.error("--idle-timeout must be 0 (never) or more seconds")
-    engine = Engine(args.config, owner_pid=args.owner_pid, idle_timeout_s=args.idle_timeout)
+    engine = Engine(args.config, owner_pid=args.owner_pid, owner_fd=args.owner_fd, idle_timeout_s=args.idle_timeout)
     engine.start()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: engine.stop())
     engine.serve_forever()
     print(json.dumps({"stopped": os.getpid(), "reason": engine.stop_reason or "asked to stop"}), flush=True)
-    return 0
+    return 1 if engine.jvm_down() is not None else 0
 
 
 if __name__ == "__main__":

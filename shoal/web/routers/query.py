@@ -43,10 +43,23 @@ def router(settings: Settings, who_dependency: Any, spark: Callable[[], "SparkSe
     def me(who: Who) -> Any:
         return {"name": who.name, "admin": who.is_admin, "groups": sorted(who.groups)}
 
-    @api.post("/query", response_model=QueryOut, responses={400: {"description": "the query failed"}})
+    @api.post(
+        "/query",
+        response_model=QueryOut,
+        responses={
+            400: {"description": "the query failed"},
+            429: {"description": "too many queries waiting (Retry-After)"},
+            503: {"description": "the query waited too long for a slot, or the engine is restarting (Retry-After)"},
+        },
+    )
     def query(body: QueryIn, who: Who, request: Request) -> Any:
+        from shoal.admission import admission, spark_pool
+
         try:
-            result = GovernedSql(spark(), settings, who).execute(body.sql, limit=body.limit)
+            with admission(settings).enter(who.name):  # Overloaded: 429/503 (shoal.web.api)
+                session = spark()
+                session.sparkContext.setLocalProperty("spark.scheduler.pool", spark_pool(who.name))
+                result = GovernedSql(session, settings, who).execute(body.sql, limit=body.limit)
             return QueryOut(
                 columns=result.columns,
                 types=result.types,

@@ -36,6 +36,7 @@ routes = Routes()
 def _run_sql(
     c: Console, who: Principal, sql: str, limit: int, run_token: str = ""
 ) -> tuple[dict[str, Any], str | None, int]:
+    from shoal.admission import admission, spark_pool
     from shoal.governance import GovernedSql
 
     started = time.monotonic()
@@ -48,8 +49,11 @@ def _run_sql(
         with c.run_lock:
             c.running[key] = group
     spark.sparkContext.setJobGroup(group, f"console query by {who.name}", interruptOnCancel=True)
+    spark.sparkContext.setLocalProperty("spark.scheduler.pool", spark_pool(who.name))
     try:
-        result = GovernedSql(spark, c.settings, who).execute(sql, limit=limit)
+        # Admitted as the API's and the PostgreSQL endpoint's queries are (Overloaded is a ShoalError).
+        with admission(c.settings).enter(who.name):
+            result = GovernedSql(spark, c.settings, who).execute(sql, limit=limit)
     except (AccessDenied, SqlError, ShoalError) as exc:
         error = first_line(exc)
         if group in c.cancelled:  # Spark's own text names job ids and groups: say it plainly
