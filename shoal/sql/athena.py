@@ -595,6 +595,93 @@ class AthenaTranslator:
         return self._cast(node, "TRY_CAST")
 
     def _cast(self, node: exp.Cast, what: str) -> exp.Expr | None:
+        kind = node.to.this
+        if kind in (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ):
+            # Spark has no time-of-day type: `TIME '01:00' - INTERVAL '3' HOUR` would be a
+            # timestamp with today's date (Trino: 22:00:00.000).
+            raise self.refuse("TIME values (Spark has no time-of-day type)", node, what.lower())
+        if kind == exp.DataType.Type.TIMESTAMPTZ:
+            return self._zoned(node, node.this, "TIMESTAMP WITH TIME ZONE")
+        if kind == exp.DataType.Type.DECIMAL and not node.to.expressions:
+            self._decimal_literal_type(node)
+        if kind == exp.DataType.Type.TIMESTAMP:
+            precision = _precision(node.to, 3)  # Trino's TIMESTAMP is TIMESTAMP(3)
+            literal = node.this if isinstance(node.this, exp.Literal) and node.this.is_string else None
+            digits = _fraction_digits(literal.this) if literal is not None else None
+            if digits is not None and digits > 6 and precision > 6:
+                raise self.refuse("timestamps finer than microseconds (Spark keeps 6 digits)", node, what.lower())
+            out = self._cast_checked(node, what) or node
+            if precision >= 6 or (digits is not None and digits <= precision):
+                return out
+            # Casting to a lower precision rounds (Trino's types page); Spark keeps microseconds.
+            unit = 10 ** (6 - precision)
+            rounded = _sp(
+                f"TIMESTAMP_MICROS(UNIX_MICROS(A) + {unit // 2} - PMOD(UNIX_MICROS(A) + {unit // 2}, {unit}))",
+                A=out if out is not node else node.copy(),
+            )
+            return self._typed(rounded, "timestamp")
+        return self._cast_checked(node, what)
+
+    def _decimal_literal_type(self, node: exp.Cast) -> None:
+        """DECIMAL '1.20' is a decimal(3,2) (its digits; Trino's types page), not Spark's decimal(10,0)."""
+        text = node.this.this if isinstance(node.this, exp.Literal) and node.this.is_string else None
+        m = re.fullmatch(r"\s*[+-]?0*(\d*)(?:\.(\d*))?\s*", text.replace("_", "")) if text else None
+        if m is None or not (m.group(1) or m.group(2)):
+            return
+        whole, frac = m.group(1), m.group(2) or ""
+        precision = max(len(whole) + len(frac), 1)
+        if precision > 38:
+            raise self.refuse("a DECIMAL literal of more than 38 digits", node, "decimal")
+        node.set("to", exp.DataType.build(f"DECIMAL({precision}, {len(frac)})"))
+
+    def _zoned(self, node: exp.Expr, text: exp.Expr, what: str) -> exp.Expr:
+        """A TIMESTAMP WITH TIME ZONE from ISO text. Spark's timestamps have no zone: a UTC value
+        (Athena's session zone) is Spark's timestamp; another zone keeps its answer only where
+        the wall clock is read (hour(), date_format(), CAST to DATE/TIMESTAMP: the local time as
+        written) or the instant (to_unixtime, AT TIME ZONE, comparisons); refused elsewhere."""
+        literal = text.this if isinstance(text, exp.Literal) and text.is_string else None
+        if literal is not None:
+            m = _ZONED_TEXT.fullmatch(literal.strip())
+            if m is None:
+                raise self.refuse(f"{what} text {literal!r}", node, what.split()[0].lower())
+            if _is_utc(m.group("zone")):
+                return self._typed(self._checked_timestamp(exp.Literal.string(m.group("local"))), "timestamp")
+        parent = node.parent
+        while isinstance(parent, exp.Paren):
+            parent = parent.parent
+        wall_clock = isinstance(parent, _WALL_CLOCK_READERS) or (
+            isinstance(parent, exp.Cast) and parent.to.this in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP)
+        )
+        if isinstance(parent, exp.Anonymous) and parent.name.upper() in {"DATE_FORMAT", "FORMAT_DATETIME"}:
+            wall_clock = True
+        if wall_clock:
+            local = (
+                exp.Literal.string(m.group("local"))  # type: ignore[union-attr]
+                if literal is not None
+                else _sp("REGEXP_EXTRACT(A, P, 1)", A=text, P=exp.Literal.string(_LOCAL_PART))
+            )
+            return self._typed(self._checked_timestamp(local), "timestamp")
+        if isinstance(parent, exp.TimeToUnix | exp.AtTimeZone | exp.Predicate):
+            return self._typed(self._checked_timestamp(text), "timestamp")  # the instant, in UTC
+        raise self.refuse(
+            f"{what} in a zone other than UTC as a value (Spark keeps no zone): read it with hour(), "
+            "date_format(), CAST(... AS TIMESTAMP) or to_unixtime()",
+            node,
+            what.split()[0].lower(),
+        )
+
+    def _checked_timestamp(self, text: exp.Expr) -> exp.Expr:
+        """CAST(text AS TIMESTAMP), an error (as in Trino) where the text is no timestamp."""
+        tried = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"), safe=True)
+        return _sp(
+            "CASE WHEN A IS NOT NULL AND T IS NULL THEN RAISE_ERROR(CONCAT(P, CAST(A AS STRING), M)) ELSE T END",
+            A=text,
+            T=tried,
+            P=exp.Literal.string("Invalid timestamp: '"),
+            M=exp.Literal.string("'"),
+        )
+
+    def _cast_checked(self, node: exp.Cast, what: str) -> exp.Expr | None:
         target = node.to.sql(dialect="spark").lower().replace(" ", "")
         source = self.type_of(node.this)
         if isinstance(node.this, exp.Anonymous) and node.this.name.upper().startswith("ATHENA_JSON"):
@@ -735,6 +822,73 @@ class AthenaTranslator:
             "AT TIME ZONE",
         )
 
+    def _h_FromISO8601Timestamp(self, node: exp.Expr) -> exp.Expr:
+        # Trino keeps the text's zone (datetime.md: '2020-05-11T11:15:05.055+01:00' is
+        # 2020-05-11 11:15:05.055 +01:00): see _zoned.
+        return self._zoned(node, node.this, "FROM_ISO8601_TIMESTAMP")
+
+    def _h_FromISO8601Date(self, node: exp.Expr) -> exp.Expr:
+        """A calendar date, an ISO week date (2020-W10 is 2020-03-02) or a year and day of year
+        (2020-123 is 2020-05-02), as datetime.md prints; other text is an error, as in Trino."""
+        out = _sp(
+            "CASE WHEN S IS NULL THEN NULL "
+            "WHEN S RLIKE '^[0-9]{4}-W[0-9]{2}(-[1-7])?$' AND CAST(SUBSTR(S, 7, 2) AS INT) BETWEEN 1 AND "
+            "WEEKOFYEAR(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 12, 28)) THEN "
+            "DATE_ADD(DATE_ADD(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 1, 4), -WEEKDAY(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 1, 4))), "
+            "(CAST(SUBSTR(S, 7, 2) AS INT) - 1) * 7 + COALESCE(CAST(SUBSTR(S, 10, 1) AS INT), 1) - 1) "
+            "WHEN S RLIKE '^[0-9]{4}-[0-9]{3}$' AND CAST(SUBSTR(S, 6, 3) AS INT) BETWEEN 1 AND "
+            "DAYOFYEAR(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 12, 31)) THEN "
+            "DATE_ADD(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 1, 1), CAST(SUBSTR(S, 6, 3) AS INT) - 1) "
+            "WHEN S RLIKE '^[0-9]{4}(-[0-9]{2}(-[0-9]{2})?)?$' AND TRY_CAST(S AS DATE) IS NOT NULL THEN "
+            "TRY_CAST(S AS DATE) "
+            "ELSE RAISE_ERROR(CONCAT('Invalid ISO 8601 date: ', S)) END",
+            S=node.this,
+        )
+        return self._typed(out, "date")
+
+    def _h_AnyValue(self, node: exp.Expr) -> exp.Expr:
+        # arbitrary/any_value: "an arbitrary non-null value of x, if one exists" (aggregate.md);
+        # Spark's any_value may pick a NULL unless told to ignore them.
+        return exp.Anonymous(this="ANY_VALUE", expressions=[node.this, exp.true()])
+
+    def _h_ArgMax(self, node: exp.Expr) -> exp.Expr | None:
+        return self._by_n(node, "max_by", descending=True)
+
+    def _h_ArgMin(self, node: exp.Expr) -> exp.Expr | None:
+        return self._by_n(node, "min_by", descending=False)
+
+    def _by_n(self, node: exp.Expr, name: str, descending: bool) -> exp.Expr | None:
+        """max_by(x, y, n): the x of the n largest y, in descending order of y (aggregate.md)."""
+        n = node.args.get("count")
+        if n is None:
+            return None
+        if isinstance(node.parent, exp.Window):
+            raise self.refuse(f"{name.upper()} with n and OVER", node, name)
+        # Rows whose y is NULL are left out; no such row at all gives NULL.
+        pairs = "SORT_ARRAY(COLLECT_LIST(CASE WHEN Y IS NULL THEN NULL ELSE NAMED_STRUCT('y', Y, 'x', X) END) F)"
+        ordered = f"REVERSE({pairs})" if descending else pairs
+        return self._aggregate(
+            node,
+            "CASE WHEN COUNT(Y) F = 0 THEN NULL WHEN N < 1 THEN RAISE_ERROR('n must be greater than zero') "
+            f"ELSE SLICE(TRANSFORM({ordered}, e -> e.x), 1, N) END",
+            X=node.this,
+            Y=node.expression,
+            N=n,
+        )
+
+    def _h_Split(self, node: exp.Expr) -> exp.Expr | None:
+        """split(s, d, limit): at most `limit` parts, the last holding the rest (string.md)."""
+        limit = node.args.get("limit")
+        if limit is None:
+            return None
+        return _sp(
+            "CASE WHEN L < 1 THEN RAISE_ERROR('Limit must be positive') "
+            "ELSE SPLIT(S, CONCAT('\\\\Q', D, '\\\\E'), L) END",
+            S=node.this,
+            D=node.expression,
+            L=limit,
+        )
+
     def _h_Greatest(self, node: exp.Expr) -> exp.Expr:
         return self._null_if_any(node)
 
@@ -865,6 +1019,32 @@ class AthenaTranslator:
         return exp.Anonymous(
             this="athena_json_array_contains", expressions=[args[0], _sp("TO_JSON(ARRAY(A))", A=value)]
         )
+
+
+_LOCAL_PART = r"^\s*(\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?)"
+# ISO text with a time of day, then an optional zone (Z, UTC, +hh:mm, GMT-08:30, Area/City).
+_ZONED_TEXT = re.compile(
+    r"(?P<local>\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?)?)\s*"
+    r"(?P<zone>(?:Z|UTC|GMT|UT)?\s*(?:[+-]\d{1,2}(?::?\d{2})?)?|[A-Za-z_]+(?:/[A-Za-z_+-]+)+)"
+)
+
+
+def _is_utc(zone: str) -> bool:
+    z = re.sub(r"^(Z|UTC|GMT|UT)", "", zone.replace(" ", ""))
+    return re.fullmatch(r"([+-]0{1,2}(:?00)?)?", z) is not None
+
+
+def _precision(to: exp.DataType, default: int) -> int:
+    params = to.expressions
+    if not params:
+        return default
+    value = params[0].this if isinstance(params[0], exp.DataTypeParam) else params[0]
+    return int(value.name if isinstance(value, exp.Expr) else value)
+
+
+def _fraction_digits(text: str) -> int | None:
+    m = re.search(r"\d:\d{2}:\d{2}[.,](\d+)", text)
+    return len(m.group(1)) if m else (0 if re.search(r"\d:\d{2}", text) else None)
 
 
 _WALL_CLOCK_READERS = (
