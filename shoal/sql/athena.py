@@ -184,7 +184,7 @@ _SAME = {
     exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue, exp.PercentRank, exp.CumeDist,
     exp.Ntile, exp.DayOfYear, exp.WeekOfYear, exp.Year, exp.Month, exp.Day, exp.Hour, exp.Minute,
     exp.Second, exp.Quarter, exp.DayOfMonth, exp.Bracket, exp.FromISO8601Timestamp,
-    exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone,
+    exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone, exp.Translate,
 }  # fmt: skip
 # Unknown to sqlglot, same name and answer in Spark.
 _SAME_ANONYMOUS = {"MAP_VALUES", "ARRAY_UNION", "ARRAYS_OVERLAP", "ZIP_WITH", "MAP_CONCAT", "MAP_FILTER",
@@ -433,10 +433,25 @@ class AthenaTranslator:
         raise self.refuse(f"{fn} of a value whose type Shoal cannot tell", node, fn.lower())
 
     def _h_UnixToTime(self, node: exp.Expr) -> exp.Expr:
-        if any(node.args.get(k) for k in ("zone", "hours", "minutes", "format", "scale")):
-            raise self.refuse("FROM_UNIXTIME with a time zone", node, "from_unixtime")
-        return self._typed(
+        if any(node.args.get(k) for k in ("hours", "minutes", "format", "scale")):
+            raise self.refuse("FROM_UNIXTIME with an hours and minutes offset", node, "from_unixtime")
+        instant = self._typed(
             _sp("TIMESTAMP_MILLIS(CAST(FLOOR(CAST(A AS DOUBLE) * 1000) AS BIGINT))", A=node.this), "timestamp"
+        )
+        zone = node.args.get("zone")
+        if zone is None:
+            return instant
+        # from_unixtime(t, zone): a timestamp with time zone in `zone` (datetime.md).
+        use = _zoned_use(node)
+        if use == "wall clock":
+            return self._typed(exp.Anonymous(this="FROM_UTC_TIMESTAMP", expressions=[instant, zone]), "timestamp")
+        if use == "instant" or (isinstance(zone, exp.Literal) and zone.is_string and _is_utc(zone.this)):
+            return instant
+        raise self.refuse(
+            "FROM_UNIXTIME with a time zone as a value (Spark keeps no zone): read it with hour(), "
+            "date_format() or CAST(... AS TIMESTAMP)",
+            node,
+            "from_unixtime",
         )
 
     def _h_TimeToUnix(self, node: exp.Expr) -> exp.Expr:
@@ -646,22 +661,15 @@ class AthenaTranslator:
                 raise self.refuse(f"{what} text {literal!r}", node, what.split()[0].lower())
             if _is_utc(m.group("zone")):
                 return self._typed(self._checked_timestamp(exp.Literal.string(m.group("local"))), "timestamp")
-        parent = node.parent
-        while isinstance(parent, exp.Paren):
-            parent = parent.parent
-        wall_clock = isinstance(parent, _WALL_CLOCK_READERS) or (
-            isinstance(parent, exp.Cast) and parent.to.this in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP)
-        )
-        if isinstance(parent, exp.Anonymous) and parent.name.upper() in {"DATE_FORMAT", "FORMAT_DATETIME"}:
-            wall_clock = True
-        if wall_clock:
+        use = _zoned_use(node)
+        if use == "wall clock":
             local = (
                 exp.Literal.string(m.group("local"))  # type: ignore[union-attr]
                 if literal is not None
                 else _sp("REGEXP_EXTRACT(A, P, 1)", A=text, P=exp.Literal.string(_LOCAL_PART))
             )
             return self._typed(self._checked_timestamp(local), "timestamp")
-        if isinstance(parent, exp.TimeToUnix | exp.AtTimeZone | exp.Predicate):
+        if use == "instant":
             return self._typed(self._checked_timestamp(text), "timestamp")  # the instant, in UTC
         raise self.refuse(
             f"{what} in a zone other than UTC as a value (Spark keeps no zone): read it with hour(), "
@@ -889,6 +897,67 @@ class AthenaTranslator:
             L=limit,
         )
 
+    def _h_CurrentDate(self, node: exp.Expr) -> exp.Expr:
+        # The date as of the query's start in the session zone (UTC in Athena and in Shoal).
+        return self._typed(exp.Anonymous(this="CURRENT_DATE", expressions=[]), "date")
+
+    def _h_CurrentTimestamp(self, node: exp.Expr) -> exp.Expr:
+        # current_timestamp/now(): timestamp(3) with time zone in the session zone, UTC (datetime.md).
+        if node.this is not None:
+            raise self.refuse("CURRENT_TIMESTAMP with a precision", node, "current_timestamp")
+        return self._typed(_sp("DATE_TRUNC('MILLISECOND', CURRENT_TIMESTAMP())"), "timestamp")
+
+    def _h_LastDay(self, node: exp.Expr) -> exp.Expr:
+        # last_day_of_month(x) -> date (datetime.md).
+        if node.args.get("unit"):
+            raise self.refuse("LAST_DAY with a unit", node, "last_day")
+        return self._typed(exp.Anonymous(this="LAST_DAY", expressions=[node.this]), "date")
+
+    def _h_Encode(self, node: exp.Expr) -> exp.Expr:
+        # to_utf8(s) -> varbinary (binary.md / string.md).
+        return self._typed(exp.Anonymous(this="ENCODE", expressions=[node.this, exp.Literal.string("UTF-8")]), "binary")
+
+    def _h_MD5Digest(self, node: exp.Expr) -> exp.Expr:
+        # md5(binary) -> varbinary (binary.md); Spark's md5 gives hex text.
+        return self._typed(_sp("UNHEX(MD5(A))", A=node.this), "binary")
+
+    def _h_SHA2Digest(self, node: exp.Expr) -> exp.Expr:
+        length = node.args.get("length")
+        bits = int(length.name) if isinstance(length, exp.Literal) else 256
+        if bits not in (256, 512):
+            raise self.refuse(f"SHA2 of {bits} bits", node, "sha256")
+        return self._typed(_sp(f"UNHEX(SHA2(A, {bits}))", A=node.this), "binary")
+
+    def _h_Hex(self, node: exp.Expr) -> exp.Expr:
+        # to_hex(binary) -> varchar, upper-case digits (binary.md).
+        if self.type_of(node.this) != "binary":
+            raise self.refuse("TO_HEX of a value that is not VARBINARY", node, "to_hex")
+        return self._typed(exp.Anonymous(this="HEX", expressions=[node.this]), "string")
+
+    def _h_LowerHex(self, node: exp.Expr) -> exp.Expr:
+        # lower(to_hex(binary)): sqlglot folds the pair into one node.
+        if self.type_of(node.this) != "binary":
+            raise self.refuse("TO_HEX of a value that is not VARBINARY", node, "to_hex")
+        return self._typed(_sp("LOWER(HEX(A))", A=node.this), "string")
+
+    def _h_Trunc(self, node: exp.Expr) -> exp.Expr:
+        """truncate(x): x rounded toward zero (math.md), for a DOUBLE or REAL; doubles of 2^52
+        and more (and infinities) are already whole."""
+        t = self.type_of(node.this)
+        if node.args.get("decimals") is not None or t not in _FRACTIONAL:
+            raise self.refuse("TRUNCATE with a scale, or of a value that is not DOUBLE or REAL", node, "truncate")
+        out = _sp(f"CAST(CASE WHEN ABS(A) >= 4503599627370496D THEN A ELSE A - A % 1 END AS {t.upper()})", A=node.this)
+        return self._typed(out, t)
+
+    def _h_Unnest(self, node: exp.Expr) -> exp.Expr | None:
+        """CROSS JOIN UNNEST(array) AS t(x) / UNNEST(map) AS t(k, v): one row per element (or
+        entry), rows with empty or NULL arrays dropped, NULL elements kept: Spark's explode."""
+        if len(node.expressions) != 1:
+            raise self.refuse("UNNEST of several arrays at once", node, "unnest")
+        if node.args.get("offset"):
+            raise self.refuse("UNNEST ... WITH ORDINALITY", node, "unnest")
+        return None
+
     def _h_Greatest(self, node: exp.Expr) -> exp.Expr:
         return self._null_if_any(node)
 
@@ -935,13 +1004,40 @@ class AthenaTranslator:
 
     def _h_ArrayAgg(self, node: exp.Expr) -> exp.Expr:
         arg = node.this
-        if isinstance(arg, exp.Order | exp.Distinct) or isinstance(node.parent, exp.Window):
-            raise self.refuse("ARRAY_AGG with ORDER BY, DISTINCT or OVER", node, "array_agg")
+        if isinstance(arg, exp.Distinct) or isinstance(node.parent, exp.Window):
+            raise self.refuse("ARRAY_AGG with DISTINCT or OVER", node, "array_agg")
+        if isinstance(arg, exp.Order):
+            return self._ordered_agg(node, arg)
         # Athena keeps NULLs (Spark's collect_list drops them) and gives NULL for no rows.
         return self._aggregate(
             node,
             "CASE WHEN COUNT(1) F = 0 THEN NULL ELSE TRANSFORM(COLLECT_LIST(NAMED_STRUCT('v', A)) F, s -> s.v) END",
             A=arg,
+        )
+
+    def _ordered_agg(self, node: exp.Expr, order: exp.Order) -> exp.Expr:
+        """array_agg(x ORDER BY k1 [DESC], ...): NULLs kept, NULL keys last unless NULLS FIRST
+        (Trino's ORDER BY), NULL for no rows; an array_sort with a comparator over the keys."""
+        nodes: dict[str, exp.Expr] = {"V": order.this}
+        fields = ["'v', V"]
+        compare = "0"
+        for i, ordered in reversed(list(enumerate(order.expressions))):
+            nodes[f"K{i}"] = ordered.this
+            fields.append(f"'k{i}', K{i}")
+            desc = bool(ordered.args.get("desc"))
+            nulls_first = bool(ordered.args.get("nulls_first"))
+            lt, gt = ("1", "-1") if desc else ("-1", "1")
+            nf, nl = ("-1", "1") if nulls_first else ("1", "-1")
+            compare = (
+                f"CASE WHEN l.k{i} IS NULL AND r.k{i} IS NULL THEN {compare} WHEN l.k{i} IS NULL THEN {nf} "
+                f"WHEN r.k{i} IS NULL THEN {nl} WHEN l.k{i} < r.k{i} THEN {lt} WHEN l.k{i} > r.k{i} THEN {gt} "
+                f"ELSE {compare} END"
+            )
+        return self._aggregate(
+            node,
+            f"CASE WHEN COUNT(1) F = 0 THEN NULL ELSE TRANSFORM(ARRAY_SORT(COLLECT_LIST(NAMED_STRUCT({', '.join(fields)})) F, "
+            f"(l, r) -> {compare}), e -> e.v) END",
+            **nodes,
         )
 
     def _f_map_agg(self, node: exp.Anonymous, args: list) -> exp.Expr:
@@ -1045,6 +1141,23 @@ def _precision(to: exp.DataType, default: int) -> int:
 def _fraction_digits(text: str) -> int | None:
     m = re.search(r"\d:\d{2}:\d{2}[.,](\d+)", text)
     return len(m.group(1)) if m else (0 if re.search(r"\d:\d{2}", text) else None)
+
+
+def _zoned_use(node: exp.Expr) -> str | None:
+    """How the parent reads a TIMESTAMP WITH TIME ZONE: its "wall clock" (fields, formatting,
+    CAST to DATE/TIMESTAMP), its "instant" (to_unixtime, AT TIME ZONE, comparisons), or None."""
+    parent = node.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if isinstance(parent, _WALL_CLOCK_READERS) or (
+        isinstance(parent, exp.Cast) and parent.to.this in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP)
+    ):
+        return "wall clock"
+    if isinstance(parent, exp.Anonymous) and parent.name.upper() in {"DATE_FORMAT", "FORMAT_DATETIME"}:
+        return "wall clock"
+    if isinstance(parent, exp.TimeToUnix | exp.AtTimeZone | exp.Predicate):
+        return "instant"
+    return None
 
 
 _WALL_CLOCK_READERS = (
