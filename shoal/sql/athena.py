@@ -954,8 +954,30 @@ class AthenaTranslator:
         entry), rows with empty or NULL arrays dropped, NULL elements kept: Spark's explode."""
         if len(node.expressions) != 1:
             raise self.refuse("UNNEST of several arrays at once", node, "unnest")
-        if node.args.get("offset"):
-            raise self.refuse("UNNEST ... WITH ORDINALITY", node, "unnest")
+        offset = node.args.get("offset")
+        if not offset:  # None, or False where sqlglot read no WITH ORDINALITY
+            return None
+        # WITH ORDINALITY counts from 1 (Spark's posexplode from 0): a NULL is put first and its
+        # row (position 0) left out by the query's WHERE, so the ordinal needs no rewriting.
+        alias = node.args.get("alias")
+        join = node.parent if isinstance(node.parent, exp.Join) else None
+        select = node.find_ancestor(exp.Select)
+        if (
+            not isinstance(offset, exp.Identifier)
+            or alias is None
+            or not alias.name
+            or select is None
+            or (join is not None and (join.side or join.args.get("on") or join.args.get("using")))
+        ):
+            raise self.refuse("UNNEST ... WITH ORDINALITY except in FROM or CROSS JOIN with AS t(...)", node, "unnest")
+        node.set(
+            "expressions",
+            [exp.Anonymous(this="ARRAY_INSERT", expressions=[node.expressions[0], exp.Literal.number(1), exp.null()])],
+        )
+        keep = exp.NEQ(
+            this=exp.column(offset.copy(), table=alias.args["this"].copy()), expression=exp.Literal.number(0)
+        )
+        select.where(keep, copy=False)
         return None
 
     def _h_Greatest(self, node: exp.Expr) -> exp.Expr:
