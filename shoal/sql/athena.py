@@ -601,6 +601,11 @@ class AthenaTranslator:
             raise self.refuse("TYPEOF of an expression whose Athena type Shoal cannot tell", node, "typeof")
         if t in ("timestamp", "timestamp_ntz") and not isinstance(arg, exp.Column):
             raise self.refuse("TYPEOF of a computed timestamp", node, "typeof")
+        if t == "decimal":
+            raise self.refuse("TYPEOF of a DECIMAL without a precision", node, "typeof")
+        m = re.fullmatch(r"decimal\((\d+)\)", t)
+        if m:  # DECIMAL(p): the scale defaults to 0 (language/types.md)
+            t = f"decimal({m.group(1)},0)"
         return exp.Literal.string(_athena_type(t))
 
     def _h_Cast(self, node: exp.Cast) -> exp.Expr | None:
@@ -616,6 +621,9 @@ class AthenaTranslator:
             # timestamp with today's date (Trino: 22:00:00.000).
             raise self.refuse("TIME values (Spark has no time-of-day type)", node, what.lower())
         if kind == exp.DataType.Type.TIMESTAMPTZ:
+            if self.type_of(node.this) in ("date", "timestamp", "timestamp_ntz"):
+                # A date or timestamp is read in the session zone, UTC: Spark's timestamp.
+                return self._typed(_sp("CAST(A AS TIMESTAMP)", A=node.this), "timestamp")
             return self._zoned(node, node.this, "TIMESTAMP WITH TIME ZONE")
         if kind == exp.DataType.Type.DECIMAL and not node.to.expressions:
             self._decimal_literal_type(node)

@@ -509,6 +509,10 @@ CASES: list[tuple[str, str, object]] = [
     ("issue44", "DECIMAL '1.20'", Decimal("1.20")),
     ("issue44", "typeof(DECIMAL '1.20')", "decimal(3,2)"),
     ("issue44", "typeof(DECIMAL '1234567890')", "decimal(10,0)"),
+    ("issue44", "typeof(CAST(i AS DECIMAL(5)))", "decimal(5,0)"),
+    ("issue44", "typeof(CAST(i AS DECIMAL))", Unsupported("decimal(38,0)")),
+    # language/types.md: a TIMESTAMP read as TIMESTAMP WITH TIME ZONE is in the session zone (UTC).
+    ("issue44", "hour(CAST(ts AS TIMESTAMP WITH TIME ZONE))", 10),
     # ---- everyday Athena refused since the dialect became stricter (issue 44) --------------------------
     # functions/datetime.md: current_date; current_timestamp/now() -> timestamp(3) with time zone
     # in the session zone (UTC in Athena).
