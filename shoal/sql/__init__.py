@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 _TIME_KINDS = {"TIMESTAMP": "TIMESTAMP", "SYSTEM_TIME": "TIMESTAMP", "VERSION": "VERSION", "SYSTEM_VERSION": "VERSION"}
 
 
-def _tokens(sql: str, dialect: str = "spark") -> list[Token]:
+def _tokens(sql: str, dialect: Any = "spark") -> list[Token]:
     try:
         return sqlglot.tokenize(sql, read=dialect)
     except TokenError as exc:
@@ -50,7 +50,7 @@ def translate(sql: str) -> str:
     return sql
 
 
-def split_statements(sql: str, dialect: str = "spark") -> list[str]:
+def split_statements(sql: str, dialect: Any = "spark") -> list[str]:
     """Split on top-level semicolons (not those inside strings or comments, as the dialect quotes
     them: PostgreSQL's dollar-quoted strings too)."""
     parts, start = [], 0

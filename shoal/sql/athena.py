@@ -184,7 +184,7 @@ _SAME = {
     exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue, exp.PercentRank, exp.CumeDist,
     exp.Ntile, exp.DayOfYear, exp.WeekOfYear, exp.Year, exp.Month, exp.Day, exp.Hour, exp.Minute,
     exp.Second, exp.Quarter, exp.DayOfMonth, exp.Bracket, exp.FromISO8601Timestamp,
-    exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone,
+    exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone, exp.Translate,
 }  # fmt: skip
 # Unknown to sqlglot, same name and answer in Spark.
 _SAME_ANONYMOUS = {"MAP_VALUES", "ARRAY_UNION", "ARRAYS_OVERLAP", "ZIP_WITH", "MAP_CONCAT", "MAP_FILTER",
@@ -433,10 +433,25 @@ class AthenaTranslator:
         raise self.refuse(f"{fn} of a value whose type Shoal cannot tell", node, fn.lower())
 
     def _h_UnixToTime(self, node: exp.Expr) -> exp.Expr:
-        if any(node.args.get(k) for k in ("zone", "hours", "minutes", "format", "scale")):
-            raise self.refuse("FROM_UNIXTIME with a time zone", node, "from_unixtime")
-        return self._typed(
+        if any(node.args.get(k) for k in ("hours", "minutes", "format", "scale")):
+            raise self.refuse("FROM_UNIXTIME with an hours and minutes offset", node, "from_unixtime")
+        instant = self._typed(
             _sp("TIMESTAMP_MILLIS(CAST(FLOOR(CAST(A AS DOUBLE) * 1000) AS BIGINT))", A=node.this), "timestamp"
+        )
+        zone = node.args.get("zone")
+        if zone is None:
+            return instant
+        # from_unixtime(t, zone): a timestamp with time zone in `zone` (datetime.md).
+        use = _zoned_use(node)
+        if use == "wall clock":
+            return self._typed(exp.Anonymous(this="FROM_UTC_TIMESTAMP", expressions=[instant, zone]), "timestamp")
+        if use == "instant" or (isinstance(zone, exp.Literal) and zone.is_string and _is_utc(zone.this)):
+            return instant
+        raise self.refuse(
+            "FROM_UNIXTIME with a time zone as a value (Spark keeps no zone): read it with hour(), "
+            "date_format() or CAST(... AS TIMESTAMP)",
+            node,
+            "from_unixtime",
         )
 
     def _h_TimeToUnix(self, node: exp.Expr) -> exp.Expr:
@@ -586,6 +601,11 @@ class AthenaTranslator:
             raise self.refuse("TYPEOF of an expression whose Athena type Shoal cannot tell", node, "typeof")
         if t in ("timestamp", "timestamp_ntz") and not isinstance(arg, exp.Column):
             raise self.refuse("TYPEOF of a computed timestamp", node, "typeof")
+        if t == "decimal":
+            raise self.refuse("TYPEOF of a DECIMAL without a precision", node, "typeof")
+        m = re.fullmatch(r"decimal\((\d+)\)", t)
+        if m:  # DECIMAL(p): the scale defaults to 0 (language/types.md)
+            t = f"decimal({m.group(1)},0)"
         return exp.Literal.string(_athena_type(t))
 
     def _h_Cast(self, node: exp.Cast) -> exp.Expr | None:
@@ -595,6 +615,89 @@ class AthenaTranslator:
         return self._cast(node, "TRY_CAST")
 
     def _cast(self, node: exp.Cast, what: str) -> exp.Expr | None:
+        kind = node.to.this
+        if kind in (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ):
+            # Spark has no time-of-day type: `TIME '01:00' - INTERVAL '3' HOUR` would be a
+            # timestamp with today's date (Trino: 22:00:00.000).
+            raise self.refuse("TIME values (Spark has no time-of-day type)", node, what.lower())
+        if kind == exp.DataType.Type.TIMESTAMPTZ:
+            if self.type_of(node.this) in ("date", "timestamp", "timestamp_ntz"):
+                # A date or timestamp is read in the session zone, UTC: Spark's timestamp.
+                return self._typed(_sp("CAST(A AS TIMESTAMP)", A=node.this), "timestamp")
+            return self._zoned(node, node.this, "TIMESTAMP WITH TIME ZONE")
+        if kind == exp.DataType.Type.DECIMAL and not node.to.expressions:
+            self._decimal_literal_type(node)
+        if kind == exp.DataType.Type.TIMESTAMP:
+            precision = _precision(node.to, 3)  # Trino's TIMESTAMP is TIMESTAMP(3)
+            literal = node.this if isinstance(node.this, exp.Literal) and node.this.is_string else None
+            digits = _fraction_digits(literal.this) if literal is not None else None
+            if digits is not None and digits > 6 and precision > 6:
+                raise self.refuse("timestamps finer than microseconds (Spark keeps 6 digits)", node, what.lower())
+            out = self._cast_checked(node, what) or node
+            if precision >= 6 or (digits is not None and digits <= precision):
+                return out
+            # Casting to a lower precision rounds (Trino's types page); Spark keeps microseconds.
+            unit = 10 ** (6 - precision)
+            rounded = _sp(
+                f"TIMESTAMP_MICROS(UNIX_MICROS(A) + {unit // 2} - PMOD(UNIX_MICROS(A) + {unit // 2}, {unit}))",
+                A=out if out is not node else node.copy(),
+            )
+            return self._typed(rounded, "timestamp")
+        return self._cast_checked(node, what)
+
+    def _decimal_literal_type(self, node: exp.Cast) -> None:
+        """DECIMAL '1.20' is a decimal(3,2) (its digits; Trino's types page), not Spark's decimal(10,0)."""
+        text = node.this.this if isinstance(node.this, exp.Literal) and node.this.is_string else None
+        m = re.fullmatch(r"\s*[+-]?0*(\d*)(?:\.(\d*))?\s*", text.replace("_", "")) if text else None
+        if m is None or not (m.group(1) or m.group(2)):
+            return
+        whole, frac = m.group(1), m.group(2) or ""
+        precision = max(len(whole) + len(frac), 1)
+        if precision > 38:
+            raise self.refuse("a DECIMAL literal of more than 38 digits", node, "decimal")
+        node.set("to", exp.DataType.build(f"DECIMAL({precision}, {len(frac)})"))
+
+    def _zoned(self, node: exp.Expr, text: exp.Expr, what: str) -> exp.Expr:
+        """A TIMESTAMP WITH TIME ZONE from ISO text. Spark's timestamps have no zone: a UTC value
+        (Athena's session zone) is Spark's timestamp; another zone keeps its answer only where
+        the wall clock is read (hour(), date_format(), CAST to DATE/TIMESTAMP: the local time as
+        written) or the instant (to_unixtime, AT TIME ZONE, comparisons); refused elsewhere."""
+        literal = text.this if isinstance(text, exp.Literal) and text.is_string else None
+        if literal is not None:
+            m = _ZONED_TEXT.fullmatch(literal.strip())
+            if m is None:
+                raise self.refuse(f"{what} text {literal!r}", node, what.split()[0].lower())
+            if _is_utc(m.group("zone")):
+                return self._typed(self._checked_timestamp(exp.Literal.string(m.group("local"))), "timestamp")
+        use = _zoned_use(node)
+        if use == "wall clock":
+            local = (
+                exp.Literal.string(m.group("local"))  # type: ignore[union-attr]
+                if literal is not None
+                else _sp("REGEXP_EXTRACT(A, P, 1)", A=text, P=exp.Literal.string(_LOCAL_PART))
+            )
+            return self._typed(self._checked_timestamp(local), "timestamp")
+        if use == "instant":
+            return self._typed(self._checked_timestamp(text), "timestamp")  # the instant, in UTC
+        raise self.refuse(
+            f"{what} in a zone other than UTC as a value (Spark keeps no zone): read it with hour(), "
+            "date_format(), CAST(... AS TIMESTAMP) or to_unixtime()",
+            node,
+            what.split()[0].lower(),
+        )
+
+    def _checked_timestamp(self, text: exp.Expr) -> exp.Expr:
+        """CAST(text AS TIMESTAMP), an error (as in Trino) where the text is no timestamp."""
+        tried = exp.TryCast(this=text.copy(), to=exp.DataType.build("TIMESTAMP"), safe=True)
+        return _sp(
+            "CASE WHEN A IS NOT NULL AND T IS NULL THEN RAISE_ERROR(CONCAT(P, CAST(A AS STRING), M)) ELSE T END",
+            A=text,
+            T=tried,
+            P=exp.Literal.string("Invalid timestamp: '"),
+            M=exp.Literal.string("'"),
+        )
+
+    def _cast_checked(self, node: exp.Cast, what: str) -> exp.Expr | None:
         target = node.to.sql(dialect="spark").lower().replace(" ", "")
         source = self.type_of(node.this)
         if isinstance(node.this, exp.Anonymous) and node.this.name.upper().startswith("ATHENA_JSON"):
@@ -735,6 +838,156 @@ class AthenaTranslator:
             "AT TIME ZONE",
         )
 
+    def _h_FromISO8601Timestamp(self, node: exp.Expr) -> exp.Expr:
+        # Trino keeps the text's zone (datetime.md: '2020-05-11T11:15:05.055+01:00' is
+        # 2020-05-11 11:15:05.055 +01:00): see _zoned.
+        return self._zoned(node, node.this, "FROM_ISO8601_TIMESTAMP")
+
+    def _h_FromISO8601Date(self, node: exp.Expr) -> exp.Expr:
+        """A calendar date, an ISO week date (2020-W10 is 2020-03-02) or a year and day of year
+        (2020-123 is 2020-05-02), as datetime.md prints; other text is an error, as in Trino."""
+        out = _sp(
+            "CASE WHEN S IS NULL THEN NULL "
+            "WHEN S RLIKE '^[0-9]{4}-W[0-9]{2}(-[1-7])?$' AND CAST(SUBSTR(S, 7, 2) AS INT) BETWEEN 1 AND "
+            "WEEKOFYEAR(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 12, 28)) THEN "
+            "DATE_ADD(DATE_ADD(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 1, 4), -WEEKDAY(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 1, 4))), "
+            "(CAST(SUBSTR(S, 7, 2) AS INT) - 1) * 7 + COALESCE(CAST(SUBSTR(S, 10, 1) AS INT), 1) - 1) "
+            "WHEN S RLIKE '^[0-9]{4}-[0-9]{3}$' AND CAST(SUBSTR(S, 6, 3) AS INT) BETWEEN 1 AND "
+            "DAYOFYEAR(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 12, 31)) THEN "
+            "DATE_ADD(MAKE_DATE(CAST(LEFT(S, 4) AS INT), 1, 1), CAST(SUBSTR(S, 6, 3) AS INT) - 1) "
+            "WHEN S RLIKE '^[0-9]{4}(-[0-9]{2}(-[0-9]{2})?)?$' AND TRY_CAST(S AS DATE) IS NOT NULL THEN "
+            "TRY_CAST(S AS DATE) "
+            "ELSE RAISE_ERROR(CONCAT('Invalid ISO 8601 date: ', S)) END",
+            S=node.this,
+        )
+        return self._typed(out, "date")
+
+    def _h_AnyValue(self, node: exp.Expr) -> exp.Expr:
+        # arbitrary/any_value: "an arbitrary non-null value of x, if one exists" (aggregate.md);
+        # Spark's any_value may pick a NULL unless told to ignore them.
+        return exp.Anonymous(this="ANY_VALUE", expressions=[node.this, exp.true()])
+
+    def _h_ArgMax(self, node: exp.Expr) -> exp.Expr | None:
+        return self._by_n(node, "max_by", descending=True)
+
+    def _h_ArgMin(self, node: exp.Expr) -> exp.Expr | None:
+        return self._by_n(node, "min_by", descending=False)
+
+    def _by_n(self, node: exp.Expr, name: str, descending: bool) -> exp.Expr | None:
+        """max_by(x, y, n): the x of the n largest y, in descending order of y (aggregate.md)."""
+        n = node.args.get("count")
+        if n is None:
+            return None
+        if isinstance(node.parent, exp.Window):
+            raise self.refuse(f"{name.upper()} with n and OVER", node, name)
+        # Rows whose y is NULL are left out; no such row at all gives NULL.
+        pairs = "SORT_ARRAY(COLLECT_LIST(CASE WHEN Y IS NULL THEN NULL ELSE NAMED_STRUCT('y', Y, 'x', X) END) F)"
+        ordered = f"REVERSE({pairs})" if descending else pairs
+        return self._aggregate(
+            node,
+            "CASE WHEN COUNT(Y) F = 0 THEN NULL WHEN N < 1 THEN RAISE_ERROR('n must be greater than zero') "
+            f"ELSE SLICE(TRANSFORM({ordered}, e -> e.x), 1, N) END",
+            X=node.this,
+            Y=node.expression,
+            N=n,
+        )
+
+    def _h_Split(self, node: exp.Expr) -> exp.Expr | None:
+        """split(s, d, limit): at most `limit` parts, the last holding the rest (string.md)."""
+        limit = node.args.get("limit")
+        if limit is None:
+            return None
+        return _sp(
+            "CASE WHEN L < 1 THEN RAISE_ERROR('Limit must be positive') "
+            "ELSE SPLIT(S, CONCAT('\\\\Q', D, '\\\\E'), L) END",
+            S=node.this,
+            D=node.expression,
+            L=limit,
+        )
+
+    def _h_CurrentDate(self, node: exp.Expr) -> exp.Expr:
+        # The date as of the query's start in the session zone (UTC in Athena and in Shoal).
+        return self._typed(exp.Anonymous(this="CURRENT_DATE", expressions=[]), "date")
+
+    def _h_CurrentTimestamp(self, node: exp.Expr) -> exp.Expr:
+        # current_timestamp/now(): timestamp(3) with time zone in the session zone, UTC (datetime.md).
+        if node.this is not None:
+            raise self.refuse("CURRENT_TIMESTAMP with a precision", node, "current_timestamp")
+        return self._typed(_sp("DATE_TRUNC('MILLISECOND', CURRENT_TIMESTAMP())"), "timestamp")
+
+    def _h_LastDay(self, node: exp.Expr) -> exp.Expr:
+        # last_day_of_month(x) -> date (datetime.md).
+        if node.args.get("unit"):
+            raise self.refuse("LAST_DAY with a unit", node, "last_day")
+        return self._typed(exp.Anonymous(this="LAST_DAY", expressions=[node.this]), "date")
+
+    def _h_Encode(self, node: exp.Expr) -> exp.Expr:
+        # to_utf8(s) -> varbinary (binary.md / string.md).
+        return self._typed(exp.Anonymous(this="ENCODE", expressions=[node.this, exp.Literal.string("UTF-8")]), "binary")
+
+    def _h_MD5Digest(self, node: exp.Expr) -> exp.Expr:
+        # md5(binary) -> varbinary (binary.md); Spark's md5 gives hex text.
+        return self._typed(_sp("UNHEX(MD5(A))", A=node.this), "binary")
+
+    def _h_SHA2Digest(self, node: exp.Expr) -> exp.Expr:
+        length = node.args.get("length")
+        bits = int(length.name) if isinstance(length, exp.Literal) else 256
+        if bits not in (256, 512):
+            raise self.refuse(f"SHA2 of {bits} bits", node, "sha256")
+        return self._typed(_sp(f"UNHEX(SHA2(A, {bits}))", A=node.this), "binary")
+
+    def _h_Hex(self, node: exp.Expr) -> exp.Expr:
+        # to_hex(binary) -> varchar, upper-case digits (binary.md).
+        if self.type_of(node.this) != "binary":
+            raise self.refuse("TO_HEX of a value that is not VARBINARY", node, "to_hex")
+        return self._typed(exp.Anonymous(this="HEX", expressions=[node.this]), "string")
+
+    def _h_LowerHex(self, node: exp.Expr) -> exp.Expr:
+        # lower(to_hex(binary)): sqlglot folds the pair into one node.
+        if self.type_of(node.this) != "binary":
+            raise self.refuse("TO_HEX of a value that is not VARBINARY", node, "to_hex")
+        return self._typed(_sp("LOWER(HEX(A))", A=node.this), "string")
+
+    def _h_Trunc(self, node: exp.Expr) -> exp.Expr:
+        """truncate(x): x rounded toward zero (math.md), for a DOUBLE or REAL; doubles of 2^52
+        and more (and infinities) are already whole."""
+        t = self.type_of(node.this)
+        if node.args.get("decimals") is not None or t not in _FRACTIONAL:
+            raise self.refuse("TRUNCATE with a scale, or of a value that is not DOUBLE or REAL", node, "truncate")
+        out = _sp(f"CAST(CASE WHEN ABS(A) >= 4503599627370496D THEN A ELSE A - A % 1 END AS {t.upper()})", A=node.this)
+        return self._typed(out, t)
+
+    def _h_Unnest(self, node: exp.Expr) -> exp.Expr | None:
+        """CROSS JOIN UNNEST(array) AS t(x) / UNNEST(map) AS t(k, v): one row per element (or
+        entry), rows with empty or NULL arrays dropped, NULL elements kept: Spark's explode."""
+        if len(node.expressions) != 1:
+            raise self.refuse("UNNEST of several arrays at once", node, "unnest")
+        offset = node.args.get("offset")
+        if not offset:  # None, or False where sqlglot read no WITH ORDINALITY
+            return None
+        # WITH ORDINALITY counts from 1 (Spark's posexplode from 0): a NULL is put first and its
+        # row (position 0) left out by the query's WHERE, so the ordinal needs no rewriting.
+        alias = node.args.get("alias")
+        join = node.parent if isinstance(node.parent, exp.Join) else None
+        select = node.find_ancestor(exp.Select)
+        if (
+            not isinstance(offset, exp.Identifier)
+            or alias is None
+            or not alias.name
+            or select is None
+            or (join is not None and (join.side or join.args.get("on") or join.args.get("using")))
+        ):
+            raise self.refuse("UNNEST ... WITH ORDINALITY except in FROM or CROSS JOIN with AS t(...)", node, "unnest")
+        node.set(
+            "expressions",
+            [exp.Anonymous(this="ARRAY_INSERT", expressions=[node.expressions[0], exp.Literal.number(1), exp.null()])],
+        )
+        keep = exp.NEQ(
+            this=exp.column(offset.copy(), table=alias.args["this"].copy()), expression=exp.Literal.number(0)
+        )
+        select.where(keep, copy=False)
+        return None
+
     def _h_Greatest(self, node: exp.Expr) -> exp.Expr:
         return self._null_if_any(node)
 
@@ -781,13 +1034,40 @@ class AthenaTranslator:
 
     def _h_ArrayAgg(self, node: exp.Expr) -> exp.Expr:
         arg = node.this
-        if isinstance(arg, exp.Order | exp.Distinct) or isinstance(node.parent, exp.Window):
-            raise self.refuse("ARRAY_AGG with ORDER BY, DISTINCT or OVER", node, "array_agg")
+        if isinstance(arg, exp.Distinct) or isinstance(node.parent, exp.Window):
+            raise self.refuse("ARRAY_AGG with DISTINCT or OVER", node, "array_agg")
+        if isinstance(arg, exp.Order):
+            return self._ordered_agg(node, arg)
         # Athena keeps NULLs (Spark's collect_list drops them) and gives NULL for no rows.
         return self._aggregate(
             node,
             "CASE WHEN COUNT(1) F = 0 THEN NULL ELSE TRANSFORM(COLLECT_LIST(NAMED_STRUCT('v', A)) F, s -> s.v) END",
             A=arg,
+        )
+
+    def _ordered_agg(self, node: exp.Expr, order: exp.Order) -> exp.Expr:
+        """array_agg(x ORDER BY k1 [DESC], ...): NULLs kept, NULL keys last unless NULLS FIRST
+        (Trino's ORDER BY), NULL for no rows; an array_sort with a comparator over the keys."""
+        nodes: dict[str, exp.Expr] = {"V": order.this}
+        fields = ["'v', V"]
+        compare = "0"
+        for i, ordered in reversed(list(enumerate(order.expressions))):
+            nodes[f"K{i}"] = ordered.this
+            fields.append(f"'k{i}', K{i}")
+            desc = bool(ordered.args.get("desc"))
+            nulls_first = bool(ordered.args.get("nulls_first"))
+            lt, gt = ("1", "-1") if desc else ("-1", "1")
+            nf, nl = ("-1", "1") if nulls_first else ("1", "-1")
+            compare = (
+                f"CASE WHEN l.k{i} IS NULL AND r.k{i} IS NULL THEN {compare} WHEN l.k{i} IS NULL THEN {nf} "
+                f"WHEN r.k{i} IS NULL THEN {nl} WHEN l.k{i} < r.k{i} THEN {lt} WHEN l.k{i} > r.k{i} THEN {gt} "
+                f"ELSE {compare} END"
+            )
+        return self._aggregate(
+            node,
+            f"CASE WHEN COUNT(1) F = 0 THEN NULL ELSE TRANSFORM(ARRAY_SORT(COLLECT_LIST(NAMED_STRUCT({', '.join(fields)})) F, "
+            f"(l, r) -> {compare}), e -> e.v) END",
+            **nodes,
         )
 
     def _f_map_agg(self, node: exp.Anonymous, args: list) -> exp.Expr:
@@ -865,6 +1145,49 @@ class AthenaTranslator:
         return exp.Anonymous(
             this="athena_json_array_contains", expressions=[args[0], _sp("TO_JSON(ARRAY(A))", A=value)]
         )
+
+
+_LOCAL_PART = r"^\s*(\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?)"
+# ISO text with a time of day, then an optional zone (Z, UTC, +hh:mm, GMT-08:30, Area/City).
+_ZONED_TEXT = re.compile(
+    r"(?P<local>\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d{1,9})?)?)?)\s*"
+    r"(?P<zone>(?:Z|UTC|GMT|UT)?\s*(?:[+-]\d{1,2}(?::?\d{2})?)?|[A-Za-z_]+(?:/[A-Za-z_+-]+)+)"
+)
+
+
+def _is_utc(zone: str) -> bool:
+    z = re.sub(r"^(Z|UTC|GMT|UT)", "", zone.replace(" ", ""))
+    return re.fullmatch(r"([+-]0{1,2}(:?00)?)?", z) is not None
+
+
+def _precision(to: exp.DataType, default: int) -> int:
+    params = to.expressions
+    if not params:
+        return default
+    value = params[0].this if isinstance(params[0], exp.DataTypeParam) else params[0]
+    return int(value.name if isinstance(value, exp.Expr) else value)
+
+
+def _fraction_digits(text: str) -> int | None:
+    m = re.search(r"\d:\d{2}:\d{2}[.,](\d+)", text)
+    return len(m.group(1)) if m else (0 if re.search(r"\d:\d{2}", text) else None)
+
+
+def _zoned_use(node: exp.Expr) -> str | None:
+    """How the parent reads a TIMESTAMP WITH TIME ZONE: its "wall clock" (fields, formatting,
+    CAST to DATE/TIMESTAMP), its "instant" (to_unixtime, AT TIME ZONE, comparisons), or None."""
+    parent = node.parent
+    while isinstance(parent, exp.Paren):
+        parent = parent.parent
+    if isinstance(parent, _WALL_CLOCK_READERS) or (
+        isinstance(parent, exp.Cast) and parent.to.this in (exp.DataType.Type.DATE, exp.DataType.Type.TIMESTAMP)
+    ):
+        return "wall clock"
+    if isinstance(parent, exp.Anonymous) and parent.name.upper() in {"DATE_FORMAT", "FORMAT_DATETIME"}:
+        return "wall clock"
+    if isinstance(parent, exp.TimeToUnix | exp.AtTimeZone | exp.Predicate):
+        return "instant"
+    return None
 
 
 _WALL_CLOCK_READERS = (

@@ -97,9 +97,15 @@ class SqlRunner:
         self._offset = 0
         self._schemas: dict[str, list[tuple[str, str]]] = {}  # table -> columns, while nothing changes them
 
+    @property
+    def _split_dialect(self) -> Any:
+        # Athena's strings escape only a quote: 'a\_b' LIKE ... ESCAPE '\' (Spark's tokenizer
+        # reads the backslash as an escape and rejects the statement).
+        return ShoalAthena if self.athena else "spark"
+
     def execute(self, sql: str, *, limit: int | None = None) -> tuple[QueryResult, int]:
         """Run every statement; returns the last result and how many statements ran."""
-        statements = split_statements(sql)
+        statements = split_statements(sql, self._split_dialect)
         if not statements:
             raise SqlError("no SQL statement given")
         result = QueryResult([], [], [])
@@ -192,7 +198,7 @@ class SqlRunner:
         Refusals (`not supported in Shoal: ...`) and parse errors are raised here."""
         out = []
         cursor = 0
-        for statement in split_statements(sql):
+        for statement in split_statements(sql, self._split_dialect):
             self._script, self._offset = sql, max(sql.find(statement, cursor), 0)
             cursor = self._offset + len(statement)
             try:

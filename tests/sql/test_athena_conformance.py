@@ -228,3 +228,40 @@ def test_cli_translates_then_governs(athena_db, analyst, cli_env, capsys, monkey
     assert json.loads(out) == [{"dow": 1, "t": "integer", "f": "2024-01-15"}]
     code, out, err = run_cli([*args[:-1], "SELECT hamming_distance(s, 'x') FROM t"], capsys, monkeypatch)
     assert code == 1 and "not supported in Shoal: HAMMING_DISTANCE (line 1, column 8)" in err
+
+
+def test_unnest_gives_trinos_rows(spark, settings, athena_db):
+    """sql/select.md, UNNEST: an array expands to a column, a map to two (key, value); CROSS JOIN
+    UNNEST drops rows whose array is empty and keeps NULL elements; WITH ORDINALITY counts from 1.
+    One query for all shapes."""
+    runner = runner_for(spark, settings, athena_db)
+    result, _ = runner.execute(
+        "SELECT 'array' AS k, CAST(n AS VARCHAR) AS a, NULL AS b FROM UNNEST(ARRAY[1, 2]) AS t(n)\n"
+        "UNION ALL SELECT 'map', language, CAST(first_appeared AS VARCHAR)\n"
+        "  FROM UNNEST(map(ARRAY['SQL', 'Java'], ARRAY[1974, 1995])) AS t(language, first_appeared)\n"
+        "UNION ALL SELECT 'join', s, w FROM t CROSS JOIN UNNEST(split(s, ' ')) AS u(w)\n"
+        "UNION ALL SELECT 'empty', s, w FROM t CROSS JOIN UNNEST(filter(split(s, ' '), e -> e = 'x')) AS u(w)\n"
+        "UNION ALL SELECT 'nulls', s, w FROM t CROSS JOIN UNNEST(ARRAY[NULL, 'z']) AS u(w)\n"
+        "UNION ALL SELECT 'ordinality', w, CAST(n AS VARCHAR) FROM t\n"
+        "  CROSS JOIN UNNEST(ARRAY['p', NULL, 'q']) WITH ORDINALITY AS u(w, n) WHERE i = 7\n"
+        "UNION ALL SELECT 'ordinality', w, CAST(n AS VARCHAR) FROM UNNEST(filter(ARRAY['r'], e -> e = 'x'))\n"
+        "  WITH ORDINALITY AS u(w, n)\n"
+        "UNION ALL SELECT 'from', w, CAST(n AS VARCHAR) FROM UNNEST(ARRAY['s']) WITH ORDINALITY AS u(w, n)"
+    )
+    rows = sorted(tuple("" if v is None else v for v in r) for r in result.rows)
+    assert rows == [
+        ("array", "1", ""),
+        ("array", "2", ""),
+        ("from", "s", "1"),
+        ("join", "Hello World", "Hello"),
+        ("join", "Hello World", "World"),
+        ("map", "Java", "1995"),
+        ("map", "SQL", "1974"),
+        ("nulls", "Hello World", ""),
+        ("nulls", "Hello World", "z"),
+        ("ordinality", "", "2"),
+        ("ordinality", "p", "1"),
+        ("ordinality", "q", "3"),
+    ]
+    with pytest.raises(SqlError, match=r"not supported in Shoal: UNNEST \.\.\. WITH ORDINALITY"):
+        runner.translate("SELECT x, n FROM t LEFT JOIN UNNEST(ARRAY['a']) WITH ORDINALITY AS u(x, n) ON TRUE")
