@@ -640,6 +640,8 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             raise ConfigError(f"SHOAL_CONFIG points to {path}, which does not exist")
     elif Path(DEFAULT_CONFIG_FILE).is_file():
         path = Path(DEFAULT_CONFIG_FILE)
+    if path is not None:
+        check_toml(path)
     # _TOML_FILE is read inside Settings(): threads loading settings at once (the warm
     # engine's clients, workflow branches) must not see each other's file.
     with _TOML_LOCK:
@@ -656,6 +658,40 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             _TOML_FILE["path"] = None
     _anchor_paths(settings, path, overrides)
     return settings
+
+
+_TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def check_toml(path: Path) -> None:
+    """Refuse a file that is not TOML with where it breaks and how to mend it (pydantic-settings
+    would end the command in tomllib's traceback)."""
+    import tomllib
+
+    try:
+        tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start})", hint="save the file as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise _toml_error(path, exc) from None
+
+
+def _toml_error(path: Path, exc: Exception) -> ConfigError:
+    """`FILE:LINE:COL: reason`, the line itself with a caret under the column, and the fix."""
+    reason = str(exc)
+    at = _TOML_AT.search(reason)
+    line, col = (int(at.group(1)), int(at.group(2))) if at else (0, 0)
+    reason = _TOML_AT.sub("", reason).strip()
+    shown = ""
+    if at:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        shown = f"\n    {text}\n    {' ' * (col - 1)}^"
+    return ConfigError(
+        f"{path.resolve()}:{line}:{col}: not valid TOML: {reason} (line {line}, column {col}){shown}",
+        hint='fix the TOML at that place (tables are written [section] or { key = "value" }, strings in'
+        " quotes); `shoal config init --stdout` prints a valid file with every key",
+    )
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
