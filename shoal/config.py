@@ -59,6 +59,21 @@ class CatalogSettings(Section):
         return v
 
 
+class CoresMaxSettings(Section):
+    """`spark.cores.max` of each kind of Shoal process on a standalone cluster (`[spark.cores_max]`).
+
+    Without a cap a Spark application takes every free core of the cluster, and the next one
+    (a command beside the warm engine, serve's own session beside serve's engine) waits with
+    none. The defaults (1 each) let all four run at once on the 4 cores `shoal cluster up`
+    starts (2 workers x 2 cores); raise them to fit a bigger cluster. 0: no cap. A
+    `spark.cores.max` in `[spark] conf` wins over these."""
+
+    engine: int = Field(default=1, ge=0)  # the warm engine (`shoal engine start`, the one serve starts)
+    serve: int = Field(default=1, ge=0)  # `shoal serve`'s own session (console, API, --pg)
+    scheduler: int = Field(default=1, ge=0)  # `shoal scheduler`
+    command: int = Field(default=1, ge=0)  # any other command run in its own process
+
+
 class SparkSettings(Section):
     master: str = "local[2]"
     driver_memory: str = "2g"
@@ -69,6 +84,13 @@ class SparkSettings(Section):
     class_archive: str = "auto"
     # Extra spark.* settings passed through verbatim.
     conf: dict[str, str] = Field(default_factory=dict)
+    cores_max: CoresMaxSettings = Field(default_factory=CoresMaxSettings)
+    # On a cluster: a process that gets no executor this long after it starts fails with the
+    # cluster's state (who holds the cores) instead of waiting for ever; 0 waits for ever.
+    executor_wait_s: float = Field(default=120, ge=0)
+    # On a cluster: jobs with tasks to run but none running nor finished for this long (every
+    # executor lost, its worker dead) are cancelled with an error naming the workers; 0: never.
+    stall_timeout_s: float = Field(default=300, ge=0)
 
 
 class CdcSettings(Section):
@@ -412,7 +434,9 @@ class ClusterSettings(Section):
     port: int = Field(default=7077, ge=1, le=65535)
     webui_port: int = Field(default=8180, ge=1, le=65535)
     workers: int = Field(default=2, ge=1)
-    worker_cores: int = Field(default=1, ge=1)
+    # Core slots a worker offers (not tied to the machine's cores): 2 x 2 leaves room for the
+    # warm engine, serve, the scheduler and a command at [spark.cores_max]'s defaults.
+    worker_cores: int = Field(default=2, ge=1)
     worker_memory: str = "2g"
 
 
