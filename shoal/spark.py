@@ -307,6 +307,10 @@ def get_spark(settings: Settings) -> SparkSession:
         # pandas UDFs and Python workers must run on this interpreter, not a system one.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if _loopback_master(settings.spark.master):
+            # Else the driver advertises the machine's first non-loopback address, which
+            # executors of a loopback cluster may not reach (issue 49).
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         private_dir(settings.workspace_dir)
         if settings.catalog_sqlite_file is not None:
             private_file(settings.catalog_sqlite_file)
@@ -336,6 +340,11 @@ def get_spark(settings: Settings) -> SparkSession:
 
         guard.watch(spark, settings)
         return spark
+
+
+def _loopback_master(master: str) -> bool:
+    hosts = [a.rpartition(":")[0] for a in master.removeprefix("spark://").split(",")]
+    return master.startswith("spark://") and all(h == "localhost" or h.startswith("127.") for h in hosts)
 
 
 def renew_catalog_connections(spark: SparkSession, settings: Settings) -> None:
