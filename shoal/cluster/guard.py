@@ -85,7 +85,7 @@ class Watchdog(threading.Thread):
 
     def check(self) -> None:
         tracker = self.sc.statusTracker()
-        jobs = list(tracker.getActiveJobsIds())
+        jobs = sorted(tracker.getActiveJobsIds())
         executors = self._executors()
         lost = sorted(set(self.seen) - executors)
         self.seen.update(dict.fromkeys(executors, "seen"))
@@ -144,7 +144,8 @@ def watch(spark: SparkSession, settings: Settings) -> None:
             raise KeyboardInterrupt
 
         # Py4J logs the interrupted call's traceback on the root logger; the command says one line.
-        logging.getLogger().addFilter(_QuietInterrupt())
+        if not any(isinstance(f, _QuietInterrupt) for f in logging.getLogger().filters):
+            logging.getLogger().addFilter(_QuietInterrupt())
         signal.signal(signal.SIGINT, on_interrupt)
 
 
