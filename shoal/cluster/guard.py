@@ -56,7 +56,8 @@ def describe(settings: Settings, master: str) -> str:
     apps = [f"{a.get('name')} {a.get('id')} holds {a.get('cores')} cores" for a in info.get("activeapps", [])]
     text = f"{master} has {len(alive)} alive workers"
     text += f" ({', '.join(dead)})" if dead else ""
-    text += f", {info.get('coresused', 0)} of {info.get('cores', 0)} cores in use"
+    text += f", {info.get('coresused', 0)} of {info.get('cores', 0)} cores"
+    text += f" and {info.get('memoryused', 0)} of {info.get('memory', 0)} MB in use"
     return text + (": " + "; ".join(apps) if apps else "")
 
 
@@ -68,12 +69,12 @@ class Watchdog(threading.Thread):
         self.settings, self.every_s = settings, every_s
         self.sc = spark.sparkContext
         self.master = str(self.sc.master)
-        self.seen: dict[str, str] = {}  # executor "host:port" -> when first seen (ever had one)
+        self.seen: set[str] = set()  # executors ("host:port") this application ever had
         self.last: tuple[Any, ...] = ()
         self.since = time.monotonic()
 
     def run(self) -> None:
-        while not self.sc._jsc.sc().isStopped():
+        while self.sc._jsc is not None:  # PySpark clears it when the session stops
             time.sleep(self.every_s)
             with contextlib.suppress(Exception):  # a watchdog must never fail the work it watches
                 self.check()
@@ -88,7 +89,7 @@ class Watchdog(threading.Thread):
         jobs = sorted(tracker.getActiveJobsIds())
         executors = self._executors()
         lost = sorted(set(self.seen) - executors)
-        self.seen.update(dict.fromkeys(executors, "seen"))
+        self.seen |= executors
         stages = [s for s in (tracker.getStageInfo(i) for i in tracker.getActiveStageIds()) if s is not None]
         running = sum(s.numActiveTasks for s in stages)
         progress = (tuple(jobs), tuple(sorted((s.stageId, s.numCompletedTasks, s.numFailedTasks) for s in stages)))
@@ -106,10 +107,11 @@ class Watchdog(threading.Thread):
     def _error(self, never: bool, limit: float, waiting: int, lost: list[str]) -> ClusterError:
         state = describe(self.settings, self.master)
         if never:
-            cores = self.sc.getConf().get("spark.cores.max", "no cap")
+            conf = self.sc.getConf()
+            cores, memory = conf.get("spark.cores.max", "no cap"), conf.get("spark.executor.memory", "1g")
             return ClusterError(
-                f"no executor from {self.master} within {limit:g} s ({waiting} tasks waiting;"
-                f" this process asks for spark.cores.max {cores}): {state}",
+                f"no executor from {self.master} within {limit:g} s ({waiting} tasks waiting; this process"
+                f" asks for spark.cores.max {cores}, {memory} executors): {state}",
                 hint="free cores (stop an application holding them), add workers (shoal cluster up --workers N),"
                 " or lower [spark.cores_max] of the other processes; [spark] executor_wait_s sets this wait",
             )

@@ -197,22 +197,9 @@ def _spark_class() -> str:
 
 def _worker_command(settings: Settings, i: int, master_url: str) -> list[str]:
     c = settings.cluster
-    return [
-        _spark_class(),
-        "org.apache.spark.deploy.worker.Worker",
-        "--host",
-        c.host,
-        "--cores",
-        str(c.worker_cores),
-    ] + [
-        "--memory",
-        c.worker_memory,
-        "--webui-port",
-        str(_free_port(c.host)),
-        "--work-dir",
-        str(_dir(settings) / "work" / f"worker-{i}"),
-        master_url,
-    ]
+    worker = [_spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", c.host]
+    worker += ["--cores", str(c.worker_cores), "--memory", c.worker_memory, "--webui-port", str(_free_port(c.host))]
+    return worker + ["--work-dir", str(_dir(settings) / "work" / f"worker-{i}"), master_url]
 
 
 def _launch(settings: Settings, name: str, cmd: list[str], say: Callable[[str], None]) -> subprocess.Popen:
