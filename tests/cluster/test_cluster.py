@@ -104,6 +104,20 @@ def _stderr_lines(err: str) -> list[str]:
             and "default log level" not in ln]  # fmt: skip
 
 
+def _engine_ready(env: dict[str, str], timeout: float) -> bool:
+    import subprocess
+    import sys
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = [sys.executable, "-m", "shoal.cli.console", "engine", "status"]
+        if subprocess.run(status, env=env, capture_output=True, timeout=60).returncode == 0:
+            return True
+        time.sleep(0.5)
+    return False
+
+
 def test_engine_serve_pg_and_commands_share_the_cluster(cluster, tmp_path):
     """`serve --pg` as deployed (its warm engine on) answers on the cluster while a command runs
     in a process of its own; each holds its [spark.cores_max] share. Before: the engine took
@@ -127,11 +141,8 @@ def test_engine_serve_pg_and_commands_share_the_cluster(cluster, tmp_path):
     )  # fmt: skip
     try:
         wait_port(pg_port, 120, serve)
-        for _ in range(240):  # serve's engine holds its share before anyone else asks
-            status = [sys.executable, "-m", "shoal.cli.console", "engine", "status"]
-            if subprocess.run(status, env=env, capture_output=True).returncode == 0:
-                break
-            __import__("time").sleep(0.5)
+        # serve's engine answers once its warm-up job ran: it got executors beside serve's session.
+        assert _engine_ready(env, 150), "serve's warm engine got no executors beside serve's own session"
         source = tmp_path / "changes"
         write_changes(source)
         applied = run_json(
