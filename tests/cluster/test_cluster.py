@@ -122,6 +122,7 @@ def test_engine_serve_pg_and_commands_share_the_cluster(cluster, tmp_path):
     """`serve --pg` as deployed (its warm engine on) answers on the cluster while a command runs
     in a process of its own; each holds its [spark.cores_max] share. Before: the engine took
     every core and serve's session, and any command, waited with none for ever."""
+    import shutil
     import subprocess
     import sys
     import threading
@@ -166,6 +167,14 @@ def test_engine_serve_pg_and_commands_share_the_cluster(cluster, tmp_path):
         asking.start()
         asking.join(180)
         assert answers == [[(1, "apple"), (2, "pear")]]
+        if shutil.which("psql"):  # as the docs tell a person to connect
+            dsn = f"host=127.0.0.1 port={pg_port} user=ops dbname=lake sslmode=require"
+            psql = subprocess.run(
+                ["psql", "-X", "-A", "-t", dsn, "-c", "SELECT count(*) FROM share.p"],
+                env={**env, "PGPASSWORD": token, "PGCONNECT_TIMEOUT": "20"}, capture_output=True, text=True,
+                timeout=180,
+            )  # fmt: skip
+            assert psql.returncode == 0 and psql.stdout.split() == ["2"], psql.stderr
         shoal_apps = [a for a in active_apps(up["webui_url"]) if a["name"] == "shoal"]
         assert len(shoal_apps) >= 2 and all(a["cores"] <= 1 for a in shoal_apps), shoal_apps
     finally:
