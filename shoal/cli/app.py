@@ -191,8 +191,7 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
         run.out.failure(missing)
         sys.exit(missing.exit_code)
     except KeyboardInterrupt:
-        output.print_error("interrupted")
-        sys.exit(130)
+        _interrupted()
     except _click.ClickException as exc:
         _usage_error(exc, args)
     except _click.Abort:
@@ -203,7 +202,7 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     # A command that raised typer.Exit(code) (or ctx.exit) hands its code back; one that
     # returned normally ends with 0, as in standalone mode.
     if code == 130:  # Typer's silent answer to Ctrl-C (KeyboardInterrupt): say why it stopped
-        output.print_error("interrupted")
+        _interrupted()
     sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
 
 
@@ -224,9 +223,16 @@ def _spark_failure(run: Run, exc: Exception) -> None:
         run.out.failure(reason)
         sys.exit(reason.exit_code)
     if "shoal.cluster.guard" in sys.modules and sys.modules["shoal.cluster.guard"].interrupted():
-        output.print_error("interrupted")
-        sys.exit(130)
+        _interrupted()
     raise exc
+
+
+def _interrupted() -> None:
+    """Ctrl-C: one line and exit code 130, once Spark's jobs are cancelled (shoal.cluster.guard)."""
+    if "shoal.cluster.guard" in sys.modules:
+        sys.modules["shoal.cluster.guard"].settle()
+    output.print_error("interrupted")
+    sys.exit(130)
 
 
 def _command_words(args: list[str]) -> str:

@@ -140,20 +140,34 @@ def watch(spark: SparkSession, settings: Settings) -> None:
 
         def on_interrupt(_signum: int, _frame: Any) -> None:
             _interrupted.set()
+            # Py4J logs the interrupted call's traceback (on its loggers and the root logger).
+            logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
             # Not here: a Py4J call from the handler re-enters the main thread's connection
             # (PySpark's own handler does, and prints its tracebacks). A thread has its own.
-            threading.Thread(target=_cancel_all, args=(sc,), daemon=True).start()
+            _cancelling.append(threading.Thread(target=_quiet_cancel, args=(sc,), daemon=True))
+            _cancelling[-1].start()
             raise KeyboardInterrupt
 
-        # Py4J logs the interrupted call's traceback on the root logger; the command says one line.
         if not any(isinstance(f, _QuietInterrupt) for f in logging.getLogger().filters):
             logging.getLogger().addFilter(_QuietInterrupt())
         signal.signal(signal.SIGINT, on_interrupt)
 
 
-def _cancel_all(sc: Any) -> None:
+_cancelling: list[threading.Thread] = []
+
+
+def _quiet_cancel(sc: Any) -> None:
+    """Silence the JVM (its shutdown logs errors about cut transfers), then cancel every job."""
+    with contextlib.suppress(Exception):
+        sc.setLogLevel("OFF")
     with contextlib.suppress(Exception):
         sc.cancelAllJobs()
+
+
+def settle(timeout: float = 5) -> None:
+    """Wait (a bounded time) for Ctrl-C's cancel to reach the JVM before the process exits."""
+    for thread in _cancelling:
+        thread.join(timeout)
 
 
 class _QuietInterrupt(logging.Filter):

@@ -65,6 +65,21 @@ def wait_running_app(webui_url: str, before: set[str], timeout: float = 120) -> 
     raise TimeoutError("no new application got cores")
 
 
+def wait_tasks_running(workspace: str, app_id: str, timeout: float = 120) -> None:
+    """Until an executor of `app_id` runs a task (its log under the workers' work folders says so):
+    a job in progress, not executors still starting."""
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for log in Path(workspace, "cluster", "work").glob(f"*/{app_id}/*/stderr"):
+            if "Got assigned task" in log.read_text(errors="replace"):
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"no executor of {app_id} ran a task")
+
+
 def active_apps(webui_url: str) -> list[dict]:
     import httpx
 

@@ -198,13 +198,12 @@ def test_a_command_without_executors_fails_naming_the_cluster_state(cluster):
 def test_ctrl_c_ends_a_cluster_command_with_one_line(cluster):
     import signal
 
-    from tests.cluster.support import SLOW_SQL, active_apps, shoal_proc, wait_running_app
+    from tests.cluster.support import SLOW_SQL, active_apps, shoal_proc, wait_running_app, wait_tasks_running
 
     env, up = cluster
     before = {a["id"] for a in active_apps(up["webui_url"])}
     proc = shoal_proc(["--no-engine", "sql", SLOW_SQL], env)
-    wait_running_app(up["webui_url"], before)
-    __import__("time").sleep(3)  # its job is running on the executor
+    wait_tasks_running(env["SHOAL_WORKSPACE"], wait_running_app(up["webui_url"], before))
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and _stderr_lines(err) == ["error: interrupted"], err
@@ -219,13 +218,12 @@ def test_a_worker_lost_mid_job_fails_the_job_and_cluster_up_replaces_it(cluster)
     import subprocess
     import sys
 
-    from tests.cluster.support import SLOW_SQL, active_apps, shoal_proc, wait_running_app
+    from tests.cluster.support import SLOW_SQL, active_apps, shoal_proc, wait_running_app, wait_tasks_running
 
     env, up = cluster
     before = {a["id"] for a in active_apps(up["webui_url"])}
     proc = shoal_proc(["--no-engine", "sql", SLOW_SQL], {**env, "SHOAL_SPARK__STALL_TIMEOUT_S": "8"})
-    wait_running_app(up["webui_url"], before)
-    __import__("time").sleep(3)
+    wait_tasks_running(env["SHOAL_WORKSPACE"], wait_running_app(up["webui_url"], before))
     plain = {k: v for k, v in env.items() if k != "SHOAL_SPARK__MASTER"}
     for pid in run_json(["cluster", "status"], plain)["pids"][1:]:  # the master stays
         os.kill(pid, signal.SIGKILL)
