@@ -59,6 +59,21 @@ class CatalogSettings(Section):
         return v
 
 
+class CoresMaxSettings(Section):
+    """`spark.cores.max` of each kind of Shoal process on a standalone cluster (`[spark.cores_max]`).
+
+    Without a cap a Spark application takes every free core of the cluster, and the next one
+    (a command beside the warm engine, serve's own session beside serve's engine) waits with
+    none. The defaults (1 each) let all four run at once on the 4 cores `shoal cluster up`
+    starts (2 workers x 2 cores); raise them to fit a bigger cluster. 0: no cap. A
+    `spark.cores.max` in `[spark] conf` wins over these."""
+
+    engine: int = Field(default=1, ge=0)  # the warm engine (`shoal engine start`, the one serve starts)
+    serve: int = Field(default=1, ge=0)  # `shoal serve`'s own session (console, API, --pg)
+    scheduler: int = Field(default=1, ge=0)  # `shoal scheduler`
+    command: int = Field(default=1, ge=0)  # any other command run in its own process
+
+
 class SparkSettings(Section):
     master: str = "local[2]"
     driver_memory: str = "2g"
@@ -69,6 +84,13 @@ class SparkSettings(Section):
     class_archive: str = "auto"
     # Extra spark.* settings passed through verbatim.
     conf: dict[str, str] = Field(default_factory=dict)
+    cores_max: CoresMaxSettings = Field(default_factory=CoresMaxSettings)
+    # On a cluster: a process that gets no executor this long after it starts fails with the
+    # cluster's state (who holds the cores) instead of waiting for ever; 0 waits for ever.
+    executor_wait_s: float = Field(default=120, ge=0)
+    # On a cluster: jobs with tasks to run but none running nor finished for this long (every
+    # executor lost, its worker dead) are cancelled with an error naming the workers; 0: never.
+    stall_timeout_s: float = Field(default=300, ge=0)
 
 
 class CdcSettings(Section):
@@ -425,7 +447,9 @@ class ClusterSettings(Section):
     port: int = Field(default=7077, ge=1, le=65535)
     webui_port: int = Field(default=8180, ge=1, le=65535)
     workers: int = Field(default=2, ge=1)
-    worker_cores: int = Field(default=1, ge=1)
+    # Core slots a worker offers (not tied to the machine's cores): 2 x 2 leaves room for the
+    # warm engine, serve, the scheduler and a command at [spark.cores_max]'s defaults.
+    worker_cores: int = Field(default=2, ge=1)
     worker_memory: str = "2g"
 
 
@@ -653,6 +677,8 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             raise ConfigError(f"SHOAL_CONFIG points to {path}, which does not exist")
     elif Path(DEFAULT_CONFIG_FILE).is_file():
         path = Path(DEFAULT_CONFIG_FILE)
+    if path is not None:
+        check_toml(path)
     # _TOML_FILE is read inside Settings(): threads loading settings at once (the warm
     # engine's clients, workflow branches) must not see each other's file.
     with _TOML_LOCK:
@@ -669,6 +695,40 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
             _TOML_FILE["path"] = None
     _anchor_paths(settings, path, overrides)
     return settings
+
+
+_TOML_AT = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def check_toml(path: Path) -> None:
+    """Refuse a file that is not TOML with where it breaks and how to mend it (pydantic-settings
+    would end the command in tomllib's traceback)."""
+    import tomllib
+
+    try:
+        tomllib.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path} is not UTF-8 text (byte {exc.start})", hint="save the file as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise _toml_error(path, exc) from None
+
+
+def _toml_error(path: Path, exc: Exception) -> ConfigError:
+    """`FILE:LINE:COL: reason`, the line itself with a caret under the column, and the fix."""
+    reason = str(exc)
+    at = _TOML_AT.search(reason)
+    line, col = (int(at.group(1)), int(at.group(2))) if at else (0, 0)
+    reason = _TOML_AT.sub("", reason).strip()
+    shown = ""
+    if at:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        text = lines[line - 1] if 0 < line <= len(lines) else ""
+        shown = f"\n    {text}\n    {' ' * (col - 1)}^"
+    return ConfigError(
+        f"{path.resolve()}:{line}:{col}: not valid TOML: {reason} (line {line}, column {col}){shown}",
+        hint='fix the TOML at that place (tables are written [section] or { key = "value" }, strings in'
+        " quotes); `shoal config init --stdout` prints a valid file with every key",
+    )
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:

@@ -267,9 +267,34 @@ def _object_storage(settings: Settings) -> Check | None:
     return Check("object storage", "ok", target, "s3:// warehouse")
 
 
+def _spark_master(settings: Settings) -> Check | None:
+    """A `spark://` master answers on its port, and its web UI shows alive workers with free cores."""
+    import socket
+
+    master = settings.spark.master
+    if not master.startswith("spark://"):
+        return None
+    needed = "every table (the configured cluster)"
+    hint = "start it (shoal cluster up on this machine) or fix [spark] master"
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=5).close()
+        except (OSError, ValueError) as exc:
+            return Check("spark master", "fail", f"{address} does not answer: {exc}", needed, hint)
+    from shoal.cluster import guard
+
+    state = guard.describe(settings, master)
+    if " has 0 alive workers" in state or "does not answer" in state:
+        return Check("spark master", "warn", state, needed, "start workers: shoal cluster up (or on their hosts)")
+    return Check("spark master", "ok", state, needed)
+
+
 def run_checks(settings: Settings, *, include_tests: bool = False) -> list[Check]:
     """Every check, in the order a person would fix them."""
     checks = [_java(settings), *_jars(settings), _catalog_database(settings)]
+    master_check = _spark_master(settings)
+    checks += [master_check] if master_check is not None else []
     checks += [
         # Required only where the capability that runs them is installed.
         _program(

@@ -29,6 +29,16 @@ _lock = threading.Lock()
 # The warm engine gives each command a session of its own (temp views, SQL settings, current
 # database), all on its one SparkContext; get_spark returns it to that command's code.
 _command_session: ContextVar = ContextVar("shoal_command_session", default=None)
+# Which kind of Shoal process this is ([spark.cores_max] has a key for each): set once, early,
+# by the engine, `serve` and the scheduler; every other process is a "command".
+_role = {"name": "command"}
+
+
+def set_role(name: str) -> None:
+    """This process's share of a cluster's cores is `[spark.cores_max] <name>`. The engine's stays
+    (a command it runs must not change the share its SparkContext was started with)."""
+    if _role["name"] != "engine":
+        _role["name"] = name
 
 
 @contextmanager
@@ -263,6 +273,11 @@ def spark_conf(settings: Settings) -> dict[str, str]:
     # tie on the demo's WAV: one thread read "Maria Darcy ... Roger Damware House", two threads
     # (and the same file outside Spark) "Maria Garcia ... Rotterdam warehouse".
     conf["spark.executorEnv.OMP_NUM_THREADS"] = str(settings.extract.media.speech_threads)
+    if settings.spark.master.startswith("spark://"):
+        # Without a cap the first application takes every core and the next waits with none.
+        cores = getattr(settings.spark.cores_max, _role["name"])
+        if cores:
+            conf["spark.cores.max"] = str(cores)
     conf.update(settings.spark.conf)
     # Applied after the user's conf on purpose: these close read paths around governance.
     # Spark would expand ${env:...}, ${system:...} and ${spark.*} inside any SQL text, string
@@ -297,6 +312,10 @@ def get_spark(settings: Settings) -> SparkSession:
         # pandas UDFs and Python workers must run on this interpreter, not a system one.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if _loopback_master(settings.spark.master):
+            # Else the driver advertises the machine's first non-loopback address, which
+            # executors of a loopback cluster may not reach (issue 49).
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         private_dir(settings.workspace_dir)
         if settings.catalog_sqlite_file is not None:
             private_file(settings.catalog_sqlite_file)
@@ -322,7 +341,15 @@ def get_spark(settings: Settings) -> SparkSession:
             renew_catalog_connections(spark, settings)
         if not settings.spark.master.startswith("local"):
             ship_code(spark, settings)
+        from shoal.cluster import guard
+
+        guard.watch(spark, settings)
         return spark
+
+
+def _loopback_master(master: str) -> bool:
+    hosts = [a.rpartition(":")[0] for a in master.removeprefix("spark://").split(",")]
+    return master.startswith("spark://") and all(h == "localhost" or h.startswith("127.") for h in hosts)
 
 
 def renew_catalog_connections(spark: SparkSession, settings: Settings) -> None:

@@ -240,3 +240,24 @@ def test_cli_turns_a_missing_extra_into_an_error_not_a_traceback(tmp_path) -> No
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     assert "`shoal serve` needs the Python module uvicorn, which the web extra installs" in done.stderr
     assert "pip install 'shoal[web]'" in done.stderr
+
+
+def test_malformed_toml_names_file_line_column_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shoal.toml").write_text('[spark]\nmaster = "local[1]"\nconf = {{ "a" = "b" }}\n')
+    with pytest.raises(ConfigError, match=r"shoal\.toml:3:9: not valid TOML") as caught:
+        load_settings()
+    assert caught.value.hint and "shoal config init" in caught.value.hint
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("SHOAL_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # this checkout's shoal, from any folder
+    # The installed entry point (warm engine client first), the same as a person types `shoal`.
+    for args in (["config", "show"], ["cluster", "status", "--json"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "shoal.cli.entry", *args], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout, done.stderr
+        assert f"{tmp_path / 'shoal.toml'}:3:9" in done.stderr + done.stdout
+        assert "line 3, column 9" in done.stderr + done.stdout

@@ -179,8 +179,9 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
         # Not standalone: usage errors come back here, so `--json` can shape them too.
         code = app(args=args, prog_name=prog_name, obj=run, standalone_mode=False)
     except ShoalError as exc:
-        run.out.failure(exc)
-        sys.exit(exc.exit_code)
+        shown = _spark_reason(exc) or exc
+        run.out.failure(shown)
+        sys.exit(shown.exit_code)
     except ModuleNotFoundError as exc:
         from shoal.extras import dependency_error
 
@@ -190,16 +191,48 @@ def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
         run.out.failure(missing)
         sys.exit(missing.exit_code)
     except KeyboardInterrupt:
-        output.print_error("interrupted")
-        sys.exit(130)
+        _interrupted()
     except _click.ClickException as exc:
         _usage_error(exc, args)
     except _click.Abort:
         sys.stderr.write("Aborted!\n")
         sys.exit(1)
+    except Exception as exc:  # noqa: BLE001 - re-raised unless Spark's job was cancelled on purpose
+        _spark_failure(run, exc)
     # A command that raised typer.Exit(code) (or ctx.exit) hands its code back; one that
     # returned normally ends with 0, as in standalone mode.
+    if code == 130:  # Typer's silent answer to Ctrl-C (KeyboardInterrupt): say why it stopped
+        _interrupted()
     sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+
+
+def _spark_reason(exc: BaseException) -> ShoalError | None:
+    """The cluster watchdog's error when it cancelled the job `exc` reports (shoal.cluster.guard)."""
+    if "shoal-stall-" not in str(exc) + str(exc.__cause__ or ""):
+        return None  # (guard imports httpx: only when it can matter)
+    from shoal.cluster import guard
+
+    return guard.explain(exc)
+
+
+def _spark_failure(run: Run, exc: Exception) -> None:
+    """A job the watchdog cancelled, or one Ctrl-C cancelled (Py4J reports it as its own error):
+    one line, never a traceback. Anything else is a bug and keeps its traceback."""
+    reason = _spark_reason(exc)
+    if reason is not None:
+        run.out.failure(reason)
+        sys.exit(reason.exit_code)
+    if "shoal.cluster.guard" in sys.modules and sys.modules["shoal.cluster.guard"].interrupted():
+        _interrupted()
+    raise exc
+
+
+def _interrupted() -> None:
+    """Ctrl-C: one line and exit code 130, once Spark's jobs are cancelled (shoal.cluster.guard)."""
+    if "shoal.cluster.guard" in sys.modules:
+        sys.modules["shoal.cluster.guard"].settle()
+    output.print_error("interrupted")
+    sys.exit(130)
 
 
 def _command_words(args: list[str]) -> str:

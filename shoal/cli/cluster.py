@@ -31,11 +31,16 @@ def _show(data: dict) -> None:
 @cluster_app.command("up")
 def up(
     workers: Annotated[
-        int | None, typer.Option("--workers", help="Workers to start (default [cluster] workers).")
+        int | None,
+        typer.Option(
+            "--workers",
+            help="Workers to have alive (default [cluster] workers; on a running cluster, the recorded count).",
+        ),
     ] = None,
     _json: JsonOpt = False,
 ) -> None:
-    """Start a master and workers, wait until all have registered, print the master URL."""
+    """Start a master and workers, wait until all have registered, print the master URL. On a
+    running cluster, start the workers missing (a lost one is replaced; --workers N adds more)."""
     from shoal.cluster import up as start
 
     with out().progress("cluster") as say:
@@ -67,7 +72,8 @@ def down(_json: JsonOpt = False) -> None:
 
 @cluster_app.command("status")
 def status(_json: JsonOpt = False) -> None:
-    """The recorded cluster and how many workers the master reports alive (exit 1 when it is down)."""
+    """The recorded cluster and how many workers the master reports alive (exit 1 when the master is
+    down or a worker is missing or dead)."""
     from shoal.cluster import status as current
 
     st = current(settings())
@@ -75,5 +81,5 @@ def status(_json: JsonOpt = False) -> None:
         out().line("No cluster started (shoal cluster up).", {"running": False})
         raise typer.Exit(1)
     out().show(st.to_dict(), lambda: _show(st.to_dict()))
-    if not st.running:
+    if not st.running or st.alive_workers < st.workers:
         raise typer.Exit(1)

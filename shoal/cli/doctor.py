@@ -19,7 +19,7 @@ def doctor(
     tests: Annotated[bool, typer.Option("--tests", help="Also check what the test suite needs (Chromium).")] = False,
     _json: JsonOpt = False,
 ) -> None:
-    """Check Java, the jars, the catalog database, tesseract, ffmpeg, Graphviz, the models and
+    """Check Java, the jars, the catalog database, a spark:// master, tesseract, ffmpeg, Graphviz, the models and
     object storage, and say what to install. Exit code 1 when a required part is missing."""
     from shoal.doctor import run_checks
 

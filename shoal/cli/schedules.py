@@ -113,8 +113,10 @@ def scheduler(
 ) -> None:
     """Run the schedules and file triggers (restart-safe; a slot never fires twice)."""
     from shoal import workflows
+    from shoal.spark import set_role
     from shoal.workflows.schedule import Scheduler
 
+    set_role("scheduler")
     s = settings()
     results: list[dict[str, Any]] = []
 

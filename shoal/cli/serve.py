@@ -91,8 +91,10 @@ def serve(
 
     from shoal.cli.context import current
     from shoal.cli.warm import manage as engine  # serve keeps a warm engine for the CLI beside it
+    from shoal.spark import set_role
     from shoal.web import create_app, server_config
 
+    set_role("serve")  # its own session's share of a cluster; its engine has the engine's
     s = settings()
     engine_proc = (
         None if thrift_only or pg_only or iceberg_rest_only else engine.start_beside_serve(s, current().config)

@@ -113,8 +113,12 @@ def status(settings: Settings) -> ClusterState | None:
     state.problems = [f"process {p} is gone (see {state.log_dir})" for p in dead]
     try:
         info = master_json(state.webui_url)
-        state.alive_workers = sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE")
+        state.alive_workers = _alive_count(info)
         state.running = info.get("status") == "ALIVE"
+        if state.alive_workers < state.workers:
+            state.problems.append(
+                f"{state.alive_workers} of {state.workers} workers alive (replace the lost ones: shoal cluster up)"
+            )
     except (httpx.HTTPError, ValueError) as exc:
         state.running = False
         state.problems.append(f"master web UI {state.webui_url} unreachable: {exc}")
@@ -128,12 +132,13 @@ def up(
     say: Callable[[str], None] = lambda _m: None,
     timeout: float = 120,
 ) -> ClusterState:
-    """Start a master and `workers` workers; wait until the master sees them all alive."""
+    """Start a master and `workers` workers; wait until the master sees them all alive.
+
+    On a running master it starts the workers missing from `workers` (default: the recorded
+    count), so a lost worker is replaced and more can be added."""
     current = status(settings)
     if current is not None and current.running:
-        raise ClusterError(
-            f"a cluster is already running at {current.master_url}", hint="stop it first: shoal cluster down"
-        )
+        return _add_workers(settings, current, workers or current.workers, say, timeout)
     if current is not None:
         down(settings)
     c = settings.cluster
@@ -143,57 +148,74 @@ def up(
             raise ClusterError(
                 f"port {port} on {c.host} is taken", hint="set [cluster] port / webui_port to free ports"
             )
-    home = spark_home()
     log_dir = _dir(settings) / "logs"
     log_dir.mkdir(exist_ok=True)
-    env = {
-        **os.environ,
-        "SPARK_HOME": str(home),
-        "SPARK_LOCAL_IP": c.host,
-        "SPARK_WORKER_DIR": str(_dir(settings) / "work"),
-        # Executors run Python on this interpreter (the one with Shoal and its models).
-        "PYSPARK_PYTHON": sys.executable,
-    }
-    spark_class = str(home / "bin" / "spark-class")
     master_url = f"spark://{c.host}:{c.port}"
     webui_url = f"http://{c.host}:{c.webui_port}"
-    commands = [
-        (
-            "master",
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", c.host, "--port", str(c.port)]
-            + ["--webui-port", str(c.webui_port)],
-        )
-    ]
-    for i in range(n):
-        commands.append(
-            (
-                f"worker-{i + 1}",
-                [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", c.host, "--cores", str(c.worker_cores)]
-                + ["--memory", c.worker_memory, "--webui-port", str(_free_port(c.host))]
-                + ["--work-dir", str(_dir(settings) / "work" / f"worker-{i + 1}"), master_url],
-            )
-        )
-    pids = []
-    for name, cmd in commands:
-        with open(log_dir / f"{name}.log", "ab") as log:
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        pids.append(proc.pid)
-        say(f"started {name} (pid {proc.pid})")
-        if name == "master":
-            _wait(lambda: not _port_free(c.host, c.port), timeout, f"the master on {master_url}", log_dir, proc)
-    state = ClusterState(master_url, webui_url, pids, n, c.worker_cores, c.worker_memory, time.time(), str(log_dir))
+    master = [_spark_class(), "org.apache.spark.deploy.master.Master", "--host", c.host, "--port", str(c.port)]
+    proc = _launch(settings, "master", master + ["--webui-port", str(c.webui_port)], say)
+    _wait(lambda: not _port_free(c.host, c.port), timeout, f"the master on {master_url}", log_dir, proc)
+    state = ClusterState(
+        master_url, webui_url, [proc.pid], n, c.worker_cores, c.worker_memory, time.time(), str(log_dir)
+    )
+    return _add_workers(settings, state, n, say, timeout)
+
+
+def _add_workers(
+    settings: Settings, state: ClusterState, n: int, say: Callable[[str], None], timeout: float
+) -> ClusterState:
+    """Start workers until `n` are alive on the master; record their pids."""
+    missing = n - state.alive_workers
+    logs = Path(state.log_dir)
+    first = 1 + len(list(logs.glob("worker-*.log")))  # a new name: old logs and work folders stay
+    for i in range(first, first + max(missing, 0)):
+        proc = _launch(settings, f"worker-{i}", _worker_command(settings, i, state.master_url), say)
+        state.pids.append(proc.pid)
+    state.pids = [p for p in state.pids if _alive(p)]
+    state.workers = max(n, state.alive_workers)
     _state_file(settings).write_text(json.dumps(state.to_dict(), indent=1))
 
     def all_alive() -> bool:
         try:
-            info = master_json(webui_url)
+            info = master_json(state.webui_url)
         except (httpx.HTTPError, ValueError):
             return False
-        return sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE") >= n
+        return _alive_count(info) >= n
 
-    _wait(all_alive, timeout, f"{n} workers to register with {master_url}", log_dir)
-    say(f"cluster up: {master_url} with {n} workers (web UI {webui_url})")
+    _wait(all_alive, timeout, f"{n} workers to register with {state.master_url}", logs)
+    say(f"cluster up: {state.master_url} with {n} workers (web UI {state.webui_url})")
     return status(settings) or state
+
+
+def _alive_count(info: dict[str, Any]) -> int:
+    return sum(1 for w in info.get("workers", []) if w.get("state") == "ALIVE")
+
+
+def _spark_class() -> str:
+    return str(spark_home() / "bin" / "spark-class")
+
+
+def _worker_command(settings: Settings, i: int, master_url: str) -> list[str]:
+    c = settings.cluster
+    worker = [_spark_class(), "org.apache.spark.deploy.worker.Worker", "--host", c.host]
+    worker += ["--cores", str(c.worker_cores), "--memory", c.worker_memory, "--webui-port", str(_free_port(c.host))]
+    return worker + ["--work-dir", str(_dir(settings) / "work" / f"worker-{i}"), master_url]
+
+
+def _launch(settings: Settings, name: str, cmd: list[str], say: Callable[[str], None]) -> subprocess.Popen:
+    """One daemon in a session of its own (it outlives this command), logging to logs/NAME.log."""
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(spark_home()),
+        "SPARK_LOCAL_IP": settings.cluster.host,
+        "SPARK_WORKER_DIR": str(_dir(settings) / "work"),
+        # Executors run Python on this interpreter (the one with Shoal and its models).
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    with open(_dir(settings) / "logs" / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    say(f"started {name} (pid {proc.pid})")
+    return proc
 
 
 def _wait(

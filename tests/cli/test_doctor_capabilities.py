@@ -55,3 +55,17 @@ def test_doctor_names_missing_capabilities(tmp_path: Path, capsys, monkeypatch: 
     by_name = {c["name"]: c for c in report["checks"]}
     assert by_name["postgres catalog"]["status"] == "fail" and code == 1 and report["ok"] is False
     assert "configuration uses it" in by_name["postgres catalog"]["detail"]
+
+
+def test_doctor_checks_a_configured_spark_master(tmp_path: Path) -> None:
+    """A spark:// master that does not answer is a failure naming it (a local master is not checked);
+    the cluster tests check the answering one."""
+    from shoal.config import load_settings
+    from shoal.doctor import _spark_master
+    from tests.support.servers import free_port
+
+    assert _spark_master(load_settings(workspace=tmp_path)) is None
+    port = free_port()
+    check = _spark_master(load_settings(workspace=tmp_path, spark={"master": f"spark://127.0.0.1:{port}"}))
+    assert check is not None and check.status == "fail" and f"127.0.0.1:{port} does not answer" in check.detail
+    assert check.hint and "shoal cluster up" in check.hint

@@ -35,3 +35,52 @@ def base_env(workspace: Path) -> dict[str, str]:
 def write_changes(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "LOAD00000001.csv").write_text(LOAD)
+
+
+# A query whose tasks each sleep 0.5 s in the executor (60 rows, 4 tasks): a job that runs long
+# enough to be interrupted or to lose its workers.
+SLOW_SQL = "SELECT id, reflect('java.lang.Thread', 'sleep', CAST(500 AS BIGINT)) AS s FROM range(0, 60, 1, 4)"
+
+
+def shoal_proc(args: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "shoal.cli.console", *args], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def wait_running_app(webui_url: str, before: set[str], timeout: float = 120) -> str:
+    """The id of an application not in `before` once it holds cores (its job can run)."""
+    import time
+
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        apps = httpx.get(webui_url + "/json/", timeout=10).json()["activeapps"]
+        new = [a["id"] for a in apps if a["id"] not in before and a["cores"] > 0]
+        if new:
+            return new[0]
+        time.sleep(0.5)
+    raise TimeoutError("no new application got cores")
+
+
+def wait_tasks_running(workspace: str, app_id: str, timeout: float = 120) -> None:
+    """Until an executor of `app_id` runs a task (its log under the workers' work folders says so):
+    a job in progress, not executors still starting."""
+    import time
+    from pathlib import Path
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for log in Path(workspace, "cluster", "work").glob(f"*/{app_id}/*/stderr"):
+            if "Got assigned task" in log.read_text(errors="replace"):
+                return
+        time.sleep(0.5)
+    raise TimeoutError(f"no executor of {app_id} ran a task")
+
+
+def active_apps(webui_url: str) -> list[dict]:
+    import httpx
+
+    return httpx.get(webui_url + "/json/", timeout=10).json()["activeapps"]

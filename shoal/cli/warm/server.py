@@ -786,6 +786,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.idle_timeout < 0:
         parser.error("--idle-timeout must be 0 (never) or more seconds")
+    from shoal.spark import set_role
+
+    set_role("engine")
     engine = Engine(args.config, owner_pid=args.owner_pid, owner_fd=args.owner_fd, idle_timeout_s=args.idle_timeout)
     engine.start()
     for sig in (signal.SIGTERM, signal.SIGINT):
