@@ -15,7 +15,8 @@ from shoal.governance.throttle import Throttled
 from shoal.iceberg_rest import bearer
 from shoal.iceberg_rest.common import ENDPOINTS, VIA, read_body, run_sync
 from shoal.iceberg_rest.context import Rest
-from shoal.iceberg_rest.routes import Routes, signed_in
+from shoal.iceberg_rest.routes import signed_in
+from shoal.routing import Routes
 
 routes = Routes()
 

@@ -14,7 +14,8 @@ from shoal.governance import Principal
 from shoal.iceberg_rest import policy
 from shoal.iceberg_rest.common import VIA, RestError, namespace_of, parse, read_json, run_sync
 from shoal.iceberg_rest.context import Rest
-from shoal.iceberg_rest.routes import Routes, signed_in
+from shoal.iceberg_rest.routes import signed_in
+from shoal.routing import Routes
 
 routes = Routes()
 

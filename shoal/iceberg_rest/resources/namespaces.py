@@ -10,7 +10,8 @@ from fastapi.responses import Response
 from shoal.governance import Principal
 from shoal.iceberg_rest.common import VIA, RestError, namespace_of, read_json
 from shoal.iceberg_rest.context import Rest
-from shoal.iceberg_rest.routes import Routes, signed_in
+from shoal.iceberg_rest.routes import signed_in
+from shoal.routing import Routes
 
 routes = Routes()
 

@@ -4,16 +4,13 @@ CSRF, audit), its limits, and small helpers. `routes.py` only mounts the pages."
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import inspect
 import logging
 import threading
-import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
@@ -136,53 +133,6 @@ class Console:
         """A 403 page, with its audit row."""
         self.audit.record(who.name, action, resource, False, reason=message, via="console")
         return self.error(request, who, session, 403, message)
-
-
-Handler = Callable[..., Any]
-
-
-class Routes:
-    """A page module's route table. Handlers are module-level functions taking the Console
-    first; `mount` binds it and adds them to the router in the order they were defined, so
-    FastAPI sees the rest of each signature (its Form()/Query() parameters) unchanged."""
-
-    def __init__(self) -> None:
-        self._table: list[tuple[str, str, Handler]] = []
-
-    def get(self, path: str) -> Callable[[Handler], Handler]:
-        return self._add("GET", path)
-
-    def post(self, path: str) -> Callable[[Handler], Handler]:
-        return self._add("POST", path)
-
-    def _add(self, method: str, path: str) -> Callable[[Handler], Handler]:
-        def register(fn: Handler) -> Handler:
-            self._table.append((method, path, fn))
-            return fn
-
-        return register
-
-    def mount(self, router: APIRouter, c: Console) -> None:
-        for method, path, fn in self._table:
-            router.add_api_route(path, bound(c, fn), methods=[method])
-
-
-def bound(c: Console, fn: Handler) -> Handler:
-    """`fn` with the Console bound as its first argument. The signature FastAPI reads is fn's
-    without that argument, its string annotations resolved in fn's module (FastAPI would
-    otherwise look them up in this one)."""
-    hints = typing.get_type_hints(fn, include_extras=True)
-    signature = inspect.signature(fn)
-    params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in list(signature.parameters.values())[1:]]
-
-    @functools.wraps(fn)
-    def endpoint(*args: Any, **kwargs: Any) -> Any:
-        return fn(c, *args, **kwargs)
-
-    endpoint.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=params, return_annotation=hints.get("return", signature.return_annotation)
-    )
-    return endpoint
 
 
 def when(value: Any) -> Markup | str:

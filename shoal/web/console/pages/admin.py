@@ -17,7 +17,8 @@ from shoal.exceptions import ShoalError, first_line
 from shoal.governance import AccessDenied, GovernanceError, Principal
 from shoal.governance.access import RawAccess
 from shoal.governance.principals import ADMIN, EVERYONE
-from shoal.web.console.base import Console, Routes
+from shoal.routing import Routes
+from shoal.web.console.base import Console
 from shoal.web.console.history import QueryHistory
 from shoal.web.console.sessions import Session
 

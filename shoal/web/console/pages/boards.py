@@ -12,9 +12,10 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from sqlglot import exp
 
 from shoal.governance import Principal
+from shoal.routing import Routes
 from shoal.web.console import dashboards as dash
 from shoal.web.console import views
-from shoal.web.console.base import Console, Routes
+from shoal.web.console.base import Console
 from shoal.web.console.history import QueryHistory
 
 # The chart builder's fields, shared by its preview (GET) and its save (POST).

@@ -10,8 +10,9 @@ from fastapi.responses import RedirectResponse, Response
 
 from shoal.exceptions import first_line
 from shoal.governance import Governance, GovernanceError
+from shoal.routing import Routes
 from shoal.web.console import views
-from shoal.web.console.base import Console, Routes, identifier
+from shoal.web.console.base import Console, identifier
 
 TOMBSTONES_SUFFIX = "__cdc_tombstones"  # shoal.cdc's bookkeeping tables (NS.TABLE__cdc_tombstones)
 

@@ -18,8 +18,9 @@ from shoal.governance.access import AccessRequests
 from shoal.governance.errors import NotFound
 from shoal.governance.grants import MASKS, PRIVILEGES, TARGETS, table_key
 from shoal.governance.principals import EVERYONE
+from shoal.routing import Routes
 from shoal.web.console import views
-from shoal.web.console.base import Console, Routes
+from shoal.web.console.base import Console
 
 AUDIT_PAGE = 100
 LATEST_AUDIT = 20  # on the overview; the audit tab has the rest

@@ -11,8 +11,9 @@ from fastapi.responses import Response
 
 from shoal.governance import Principal
 from shoal.governance.audit import gathered
+from shoal.routing import Routes
 from shoal.web.console import views
-from shoal.web.console.base import INLINE_IMAGES, Console, Routes
+from shoal.web.console.base import INLINE_IMAGES, Console
 from shoal.web.console.pages.originals import original_allowed, raw_access_links, raw_text_preview
 
 OBJECTS_PAGE = 100  # objects per inventory page

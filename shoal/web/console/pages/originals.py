@@ -15,8 +15,9 @@ from shoal import storage
 from shoal.exceptions import first_line
 from shoal.governance import AccessDenied, Principal
 from shoal.governance.access import RawAccess
+from shoal.routing import Routes
 from shoal.web.console import views
-from shoal.web.console.base import INLINE_IMAGES, INLINE_MEDIA, Console, Routes
+from shoal.web.console.base import INLINE_IMAGES, INLINE_MEDIA, Console
 
 # Media types as ingest stores them are data from the file (a ZIP's own `mimetype` member): only a
 # plain type/subtype reaches a Content-Type header.

@@ -17,8 +17,9 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from shoal.exceptions import ShoalError, SqlError, first_line
 from shoal.governance import AccessDenied, Principal
+from shoal.routing import Routes
 from shoal.web.console import views
-from shoal.web.console.base import PAGE_SIZE, Console, Routes, identifier
+from shoal.web.console.base import PAGE_SIZE, Console, identifier
 from shoal.web.console.history import MAX_KEPT_ROWS, QueryHistory
 
 # What the SQL page may say after a save or delete, chosen by a code (never text from the URL).

@@ -14,8 +14,9 @@ from shoal.governance import AuthError, GovernanceError
 from shoal.governance.principals import token_id
 from shoal.governance.throttle import Throttled
 from shoal.lake.database import utcnow
+from shoal.routing import Routes
 from shoal.web.console import sessions as sess
-from shoal.web.console.base import Console, CsrfFailed, Routes, _safe_next
+from shoal.web.console.base import Console, CsrfFailed, _safe_next
 
 # What the sign-in page may say, by the code in its `?error=`; any other code shows nothing.
 # Token failures share one message: whether a token exists, expired or was revoked is the

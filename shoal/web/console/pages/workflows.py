@@ -18,7 +18,8 @@ from fastapi.responses import RedirectResponse, Response
 from shoal.exceptions import ShoalError, first_line
 from shoal.governance import Governance, Principal
 from shoal.governance.grants import OPERATORS
-from shoal.web.console.base import Console, Routes, quietly
+from shoal.routing import Routes
+from shoal.web.console.base import Console, quietly
 
 RECENT = 30  # executions on the workflows page
 EVENT_FIELDS = ("id", "timestamp", "type", "state", "scope")  # an event's columns; the rest is its detail
