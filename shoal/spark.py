@@ -7,6 +7,7 @@ when one exists (tests share one per test session; a CLI call builds one per pro
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -420,14 +421,15 @@ def stop_spark() -> None:
             active.stop()
 
 
-def jvm_process(spark: SparkSession | None = None) -> Any:
+def jvm_process(spark: SparkSession | None = None) -> subprocess.Popen[bytes] | None:
     """The Popen of the JVM behind `spark` (default: this process's active SparkContext), or
     None when there is none or this process did not start it (PYSPARK_GATEWAY_PORT)."""
     from pyspark import SparkContext
 
     sc = spark.sparkContext if spark is not None else SparkContext._active_spark_context
     gateway = getattr(sc, "_gateway", None) if sc is not None else None
-    return getattr(gateway, "proc", None)
+    proc = getattr(gateway, "proc", None)
+    return proc if isinstance(proc, subprocess.Popen) else None
 
 
 def jvm_down(spark: SparkSession | None = None) -> str | None:

@@ -114,6 +114,24 @@ def cli_env(settings, monkeypatch):
     monkeypatch.delenv("SHOAL_CONFIG", raising=False)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _storage_env_restored():
+    """Each module leaves the S3 client variables as it found them. `storage.configure` exports
+    them into the process (Spark's executors and pyarrow read them there), so a module that ran
+    an S3 command in-process (doctor, external tables, ingest from S3) made every later local
+    command of its worker, and the CLI subprocesses inheriting the environment, write the local
+    warehouse through S3FileIO ("Invalid S3 URI"), in the reverse-order run only."""
+    from shoal import storage
+
+    before = {var: os.environ.get(var) for var in storage.S3_ENV.values()}
+    yield
+    for var, value in before.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
+
+
 def _guard_log() -> Path | None:
     log = pathguard.log_path()
     return Path(log) if log else None

@@ -193,13 +193,10 @@ def test_search_hits_carry_paths_governed(spark, settings, lake, people):
 
 @pytest.fixture(scope="module")
 def server(settings):
-    import socket
-
     from shoal.web import create_app, server_config
+    from tests.support.servers import free_port
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     srv = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,12 +13,7 @@ from aiosmtpd.controller import Controller
 from shoal.config import load_settings
 from shoal.notify import Notifier, NotifyError
 from shoal.workflows import definition, run, tasks
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.servers import free_port
 
 
 class Inbox:

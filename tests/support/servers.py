@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import random
 import shutil
 import socket
 import subprocess
@@ -25,10 +26,24 @@ if TYPE_CHECKING:
     from pyarrow import fs as pafs
 
 
+# Below the kernel's ephemeral range (32768-60999): a port the kernel hands out (bind to 0, or
+# any outgoing connection's source port) may be taken again by another process's connection
+# before the server binds it (a SeaweedFS master found its port taken), and some servers derive
+# a second port at +10000 (SeaweedFS's gRPC ports), which must stay below 65536.
+_PORTS = (20000, 32000)
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on now, outside the kernel's ephemeral range."""
+    for _ in range(200):
+        port = random.randrange(*_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {_PORTS}")
 
 
 def stop(proc: subprocess.Popen, timeout: float = 20) -> None:

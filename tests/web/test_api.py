@@ -5,7 +5,6 @@ driven by the API's own OpenAPI spec."""
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 import uuid
@@ -18,12 +17,7 @@ import uvicorn
 
 from shoal.governance import Governance, Principals
 from shoal.web import create_app, server_config
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.servers import free_port
 
 
 class Api:

@@ -35,6 +35,7 @@ from shoal.samples import sales
 from shoal.search.index import SearchIndex
 from shoal.web import create_app, server_config
 from shoal.web.console.history import QueryHistory
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -60,14 +61,6 @@ class Site:
     users: dict[str, str]
     ids: dict[str, str]
     source: str
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +135,7 @@ def site(spark, settings, tmp_path_factory):
     first = workflows.run(settings, sales.WORKFLOW)
     assert first.status == "SUCCEEDED", (first.error, first.cause)
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -116,9 +116,10 @@ def s3(tmp_path_factory):
 def test_result_csv_is_written_to_s3(spark, settings, s3, monkeypatch) -> None:
     st = StorageSettings(endpoint=s3.endpoint, access_key=SecretStr(s3.access_key), secret_key=SecretStr(s3.secret_key))
     for var in storage.S3_ENV.values():
-        monkeypatch.delenv(var, raising=False)
-    for var, value in storage.configure(st).items():
-        monkeypatch.setenv(var, value)  # put back after the test
+        # Recorded before configure() exports them, so the test's end puts back what was there
+        # (a delenv of an unset variable records nothing: configure's values stayed for good).
+        monkeypatch.setenv(var, "")
+    storage.configure(st)
     location = f"s3://{s3.bucket}/athena-results"
     rec = run(settings, athena_machine(location))
     assert rec.status == "SUCCEEDED", rec.cause
