@@ -21,7 +21,8 @@ import uvicorn
 from shoal.governance import AuditLog, AuthError, Governance, GovernanceError, Principals
 from shoal.governance.access import RawAccess
 from shoal.web import create_app, server_config
-from tests.web.test_console import PASSWORD, Site, Visit, _free_port, browser, signin
+from tests.support.servers import free_port
+from tests.web.test_console import PASSWORD, Site, Visit, browser, signin
 
 __all__ = ["browser"]  # the imported fixture, used by the tests below
 
@@ -41,7 +42,7 @@ def admin_site(spark, settings) -> Iterator[Site]:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {db}")
     spark.sql(f"CREATE TABLE {db}.people (id INT, name STRING, email STRING, region STRING) USING iceberg")
     spark.sql(f"INSERT INTO {db}.people VALUES (1, 'Ann', 'ann@example.com', 'EU'), (2, 'Bo', 'bo@example.com', 'US')")
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

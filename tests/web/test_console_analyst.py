@@ -22,7 +22,8 @@ from shoal.governance import Governance, Principals
 from shoal.web import create_app, server_config
 from shoal.web.console import dashboards as dash
 from shoal.workflows.schedule import Schedules
-from tests.web.test_console import CHROMIUM, PASSWORD, Site, Visit, _free_port, run_sql, signin
+from tests.support.servers import free_port
+from tests.web.test_console import CHROMIUM, PASSWORD, Site, Visit, run_sql, signin
 
 pytestmark = pytest.mark.slow
 
@@ -67,7 +68,7 @@ def site(spark, settings, tmp_path_factory):
     assert record.status == "SUCCEEDED", (record.error, record.cause)
     Schedules(settings).add(f"daily-{u}", name, cron="0 6 * * *")
 
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
