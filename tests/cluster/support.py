@@ -32,6 +32,22 @@ def base_env(workspace: Path) -> dict[str, str]:
     return env
 
 
+def s3_env(env: dict[str, str], s3, pg) -> dict[str, str]:
+    """`env` with the warehouse on SeaweedFS (S3) and the catalog in PostgreSQL, as the
+    deployment guide configures a team's lake."""
+    return {
+        **env,
+        "SHOAL_WAREHOUSE": f"s3://{s3.bucket}/warehouse",
+        "SHOAL_STORAGE__ENDPOINT": s3.endpoint,
+        "SHOAL_STORAGE__ACCESS_KEY": s3.access_key,
+        "SHOAL_STORAGE__SECRET_KEY": s3.secret_key,
+        "SHOAL_CATALOG__TYPE": "postgresql",
+        "SHOAL_CATALOG__URI": pg.jdbc_uri,
+        "SHOAL_CATALOG__USER": pg.user,
+        "SHOAL_CATALOG__PASSWORD": pg.password,
+    }
+
+
 def write_changes(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "LOAD00000001.csv").write_text(LOAD)

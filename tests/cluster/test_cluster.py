@@ -119,9 +119,31 @@ def _engine_ready(env: dict[str, str], timeout: float) -> bool:
 
 
 def test_engine_serve_pg_and_commands_share_the_cluster(cluster, tmp_path):
-    """`serve --pg` as deployed (its warm engine on) answers on the cluster while a command runs
-    in a process of its own; each holds its [spark.cores_max] share. Before: the engine took
-    every core and serve's session, and any command, waited with none for ever."""
+    """The documented team configuration end to end (docs/scale-out.md, docs/deployment.md): the
+    cluster, the warehouse on S3 (SeaweedFS), the catalog in PostgreSQL, `serve --pg` as deployed
+    (its warm engine on) answering psql while a command runs in a process of its own; each holds
+    its [spark.cores_max] share. Before: the engine took every core and serve's session, and any
+    command, waited with none for ever."""
+    import psycopg
+    from pyarrow import fs as pafs
+
+    from tests.cluster.support import s3_env
+    from tests.support.servers import postgres, seaweedfs
+
+    (tmp_path / "pg").mkdir()
+    (tmp_path / "s3").mkdir()
+    with postgres(tmp_path / "pg") as pg, seaweedfs(tmp_path / "s3") as s3:
+        _serve_pg_engine_and_a_command(s3_env(cluster[0], s3, pg), cluster[1], tmp_path)
+        files = [f.path for f in s3.client().get_file_info(pafs.FileSelector(f"{s3.bucket}/warehouse", recursive=True))]
+        assert any(p.startswith(f"{s3.bucket}/warehouse/share/p/data/") for p in files), files
+        with psycopg.connect(
+            host="127.0.0.1", port=pg.port, user=pg.user, password=pg.password, dbname=pg.database
+        ) as c:
+            tables = c.execute("SELECT table_namespace, table_name FROM iceberg_tables").fetchall()
+        assert ("share", "p") in tables, tables
+
+
+def _serve_pg_engine_and_a_command(env: dict[str, str], up: dict, tmp_path) -> None:
     import shutil
     import subprocess
     import sys
@@ -132,7 +154,6 @@ def test_engine_serve_pg_and_commands_share_the_cluster(cluster, tmp_path):
     from tests.cluster.support import active_apps, run
     from tests.support.servers import wait_port
 
-    env, up = cluster
     run(["principal", "add", "ops", "--admin"], env)
     token = run_json(["token", "create", "ops"], env)["token"]
     port, pg_port = free_port(), free_port()

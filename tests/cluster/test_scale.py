@@ -18,7 +18,7 @@ import pytest
 from pyarrow import fs as pafs
 
 from shoal.samples import corpus as samples
-from tests.cluster.support import CHANGES, base_env, run, run_json, write_changes
+from tests.cluster.support import CHANGES, base_env, run, run_json, s3_env, write_changes
 from tests.support.servers import free_port, postgres, seaweedfs, wait_port
 
 pytestmark = pytest.mark.slow
@@ -31,20 +31,6 @@ def servers(tmp_path_factory):
     (root / "s3").mkdir()
     with postgres(root / "pg") as pg, seaweedfs(root / "s3") as s3:
         yield pg, s3
-
-
-def s3_env(env: dict[str, str], s3, pg) -> dict[str, str]:
-    return {
-        **env,
-        "SHOAL_WAREHOUSE": f"s3://{s3.bucket}/warehouse",
-        "SHOAL_STORAGE__ENDPOINT": s3.endpoint,
-        "SHOAL_STORAGE__ACCESS_KEY": s3.access_key,
-        "SHOAL_STORAGE__SECRET_KEY": s3.secret_key,
-        "SHOAL_CATALOG__TYPE": "postgresql",
-        "SHOAL_CATALOG__URI": pg.jdbc_uri,
-        "SHOAL_CATALOG__USER": pg.user,
-        "SHOAL_CATALOG__PASSWORD": pg.password,
-    }
 
 
 def test_postgresql_catalog_and_s3_storage_run_the_same_commands(servers, tmp_path):
