@@ -3,6 +3,7 @@
 The file's media type is sniffed as `shoal ingest` sniffs it, routed to the same chain the Spark job
 would run, and run in the same sandbox (a forked child under the time limit and memory cap of
 `[extract]`). The result carries the same typed elements the Spark extractors produce.
+`extract_files` runs many files through one sandbox child. Nothing here imports pyspark.
 """
 
 from __future__ import annotations
