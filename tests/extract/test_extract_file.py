@@ -75,3 +75,61 @@ def test_extract_file_refuses_oversized_files_unread_and_leaves_no_child(tmp_pat
     for _ in range(3):
         assert shoal.extract_file(small, enrich=False).text
     assert len(multiprocessing.active_children()) <= before  # each call's sandbox child is gone
+
+
+def test_extract_file_imports_no_pyspark(tmp_path: Path) -> None:
+    # The documented promise: one file, no Spark. A fresh interpreter shows what the call imports.
+    import subprocess
+    import sys
+
+    note = tmp_path / "note.txt"
+    note.write_text("The grinder is quiet and fast.\n")
+    code = (
+        "import sys, shoal\n"
+        f"found = shoal.extract_file({str(note)!r}, enrich=False)\n"
+        "assert found.ok and 'quiet' in found.full_text, found.problems()\n"
+        "spark = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j'))\n"
+        "assert not spark(), spark()\n"
+        "from shoal.extract import Extractor, Router, TextPart  # what a plugin imports\n"
+        "from shoal.ingest import sniff\n"
+        "assert not spark(), spark()\n"
+        "for found in shoal.extract_files([sys.argv[1]], enrich=False):\n"
+        "    assert found.ok, found.problems()\n"
+        "assert not spark(), spark()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(note)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_extract_files_reuses_one_sandbox_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shoal.extract import sandbox
+
+    starts: list[int] = []
+    start = sandbox.Sandbox._start
+
+    def counted(self: sandbox.Sandbox) -> None:
+        start(self)
+        starts.append(self.proc.pid if hasattr(self.proc, "pid") else self.proc.popen.pid)
+
+    monkeypatch.setattr(sandbox.Sandbox, "_start", counted)
+    paths = []
+    for i, line in enumerate(["order,region\n1,north\n", "The grinder is quiet.\n", "<p>Fast and cheap.</p>"]):
+        path = tmp_path / f"f{i}.{('csv', 'txt', 'html')[i]}"
+        path.write_text(line)
+        paths.append(path)
+
+    found = list(shoal.extract_files(paths, enrich=False))
+    assert [f.path for f in found] == [str(p) for p in paths]
+    assert [f.media_type for f in found] == ["text/csv", "text/plain", "text/html"]
+    assert all(f.ok for f in found) and "quiet" in found[1].full_text and "cheap" in found[2].full_text
+    assert found[0].tables[0].rows[1] == ["1", "north"]
+    assert len(starts) == 1  # one child for the three files
+    assert not sandbox._sandboxes  # and it is stopped once the iterator is exhausted
+
+    # One call per file starts one child per file: what the batch form saves.
+    for path in paths:
+        shoal.extract_file(path, enrich=False)
+    assert len(starts) == 4
+
+    with pytest.raises(ShoalError, match="not files: .*missing.pdf"):
+        shoal.extract_files([paths[0], tmp_path / "missing.pdf"])
