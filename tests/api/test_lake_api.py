@@ -66,6 +66,14 @@ def test_rows_records_and_arrow_share_one_mapping(lake: Lake, typed: str, new_yo
     assert list(result) == result.rows
 
 
+def test_nested_timestamps_are_aware_too(lake: Lake, typed: str, new_york: None) -> None:
+    result = lake.sql(f"SELECT array(at) AS a, named_struct('t', at) AS s, map('k', at) AS m FROM {typed} WHERE id = 1")
+    at = dt.datetime(2024, 3, 1, 9, 0, tzinfo=dt.UTC)
+    ((a, s, m),) = result.rows
+    assert a == [at] and s.t == at and m == {"k": at}
+    assert result.to_arrow().to_pylist() == [{"a": [at], "s": {"t": at}, "m": [("k", at)]}]
+
+
 def test_pandas_keeps_decimals_dates_and_nullable_integers(lake: Lake, typed: str) -> None:
     import pandas as pd
     import pyarrow as pa
