@@ -292,8 +292,14 @@ class NotifySettings(Section):
 
 
 class GovernanceSettings(Section):
-    """Deny by default; catalog metadata open to every authenticated user unless turned off."""
+    """Deny by default, table metadata too; the object inventory open to every authenticated user
+    unless turned off."""
 
+    # Table metadata (a table's name in listings, its schema, owner, description) of tables the
+    # principal holds no privilege on: hidden by default, as the PostgreSQL endpoint and the REST
+    # catalog always did. One rule for every face: Governance.discoverable.
+    tables_visible_to_all: bool = False
+    # The object inventory and the model list for every authenticated user.
     metadata_visible_to_all: bool = True
     # HMAC key for signed raw-object URLs; default: <workspace>/secrets/signing.key (0600).
     signing_key: SecretStr | None = None

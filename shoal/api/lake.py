@@ -109,6 +109,15 @@ class Lake:
         )
         return Result(result, spark)
 
+    def list_tables(
+        self, namespace: str | None = None, *, principal: str | Principal | None = None
+    ) -> list[dict[str, str]]:
+        """[{namespace, table, name}] as `shoal table list` shows them; with `principal`, only the
+        tables it may discover (the rule the SQL endpoints and the REST catalog apply)."""
+        from shoal.governance.catalog import list_tables
+
+        return list_tables(self.spark, self.settings, namespace, principal=principal)
+
     def table(self, name: str) -> DataFrame:
         """A lake table as a Spark DataFrame, ungoverned (the operator's view): NS.TABLE."""
         from shoal.lake import TableName

@@ -205,9 +205,9 @@ def governed_snapshot(spark: Any, settings: Any, principal: Any) -> Snapshot:
             if row["isTemporary"]:
                 continue
             name = f"{db}.{row['tableName']}"
-            privileges = gov.privileges(principal, name)
-            if "SELECT" not in privileges:
+            if not gov.discoverable(principal, name):  # the rule every face lists tables by
                 continue
+            privileges = gov.privileges(principal, name)
             try:
                 fields = spark.table(name).schema.fields
             except Exception:  # a table that cannot be loaded is left out, not fatal
@@ -223,7 +223,7 @@ def governed_snapshot(spark: Any, settings: Any, principal: Any) -> Snapshot:
                     continue
                 oid, typmod = (TEXT, -1) if col in masked else _column_type(f.dataType.simpleString())
                 columns.append(CatalogColumn(col, oid, typmod, bool(f.nullable)))
-            if not columns:
+            if not columns:  # a PostgreSQL table has columns: none readable, no table
                 continue
             db_key, table = table_key(name)
             description = gov.info(name).get("description")

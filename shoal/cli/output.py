@@ -245,20 +245,22 @@ class _BarMeter:
 
 
 def print_query(result: QueryResult, fmt: str) -> None:
+    # Printed text: timestamps in ISO 8601 with their zone, decimals exact, bytes in base64.
+    records = [{c: to_json_value(v) for c, v in rec.items()} for rec in result.records()]
     if fmt == "json":
-        print_json(result.records())
+        print_json(records)
     elif fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(result.columns)
-        for rec in result.records():
+        for rec in records:
             w.writerow(["" if v is None else json.dumps(v) if isinstance(v, dict | list) else v for v in rec.values()])
         sys.stdout.write(buf.getvalue())
     else:
         table = Table(show_lines=False)
         for c, t in zip(result.columns, result.types, strict=True):
             table.add_column(f"{c}\n[dim]{t}[/]", overflow="fold")
-        for rec in result.records():
+        for rec in records:
             table.add_row(*["[dim]NULL[/]" if v is None else _escape(v) for v in rec.values()])
         out.print(table)
         out.print(f"[dim]{len(result.rows)} row(s)[/]")

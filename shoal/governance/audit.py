@@ -16,21 +16,30 @@ from typing import Any
 
 import sqlglot
 from sqlalchemy import insert, select
+from sqlglot.dialects.dialect import Dialect
 
 from shoal.config import Settings
 from shoal.governance.store import audit, state_tables
 from shoal.lake import database
 from shoal.lake.database import utcnow
 
+# Statements sqlglot has no tree for (SHOW ..., as `shoal table list` runs them): parsing one
+# logs "contains unsupported syntax" on stderr and keeps its text as one literal, so every SHOW
+# had one fingerprint.
+_COMMANDS = Dialect.get_or_raise("spark").tokenizer_class.COMMANDS
+
 
 def fingerprint(sql: str) -> str:
+    shape = " ".join(sql.split()).lower()  # unparsable text and commands: their own words
     try:
-        tree = sqlglot.parse_one(sql, read="spark")
-        shape = tree.transform(lambda n: sqlglot.exp.Placeholder() if isinstance(n, sqlglot.exp.Literal) else n).sql(
-            dialect="spark"
-        )
+        tokens = sqlglot.tokenize(sql, read="spark")
+        if tokens and tokens[0].token_type not in _COMMANDS:
+            tree = sqlglot.parse_one(sql, read="spark")
+            shape = tree.transform(
+                lambda n: sqlglot.exp.Placeholder() if isinstance(n, sqlglot.exp.Literal) else n
+            ).sql(dialect="spark")
     except Exception:  # noqa: BLE001 - unparsable text still gets a stable fingerprint
-        shape = " ".join(sql.split()).lower()
+        pass
     return hashlib.sha256(shape.encode()).hexdigest()[:32]
 
 

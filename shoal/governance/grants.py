@@ -545,8 +545,11 @@ class Governance:
         return {g.target for g in self.grants_for(principal) if g.target_kind == "WORKFLOW"}
 
     def discoverable(self, principal: Principal, table: str) -> bool:
-        """Catalog metadata: everyone authenticated by default ([governance] metadata_visible_to_all)."""
-        if self.settings.governance.metadata_visible_to_all:
+        """Whether a table's metadata (its name in a listing, schema, owner) shows to `principal`:
+        the one rule of every face (governed SHOW/DESCRIBE, the Python API and `shoal table`, the
+        console and HTTP API catalog, the PostgreSQL endpoint, the REST catalog). Only tables it
+        holds a privilege on, unless [governance] tables_visible_to_all opens them to everyone."""
+        if self.settings.governance.tables_visible_to_all:
             return True
         return bool(self.privileges(principal, table))
 

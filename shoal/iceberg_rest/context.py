@@ -86,6 +86,13 @@ class Rest:
             return f"{ns[0]}.{name}"
         return None
 
+    def discoverable(self, who: Principal, ns: tuple[str, ...], name: str) -> bool:
+        """Whether the table shows in listings: the rule every face applies (Governance.discoverable)."""
+        if who.is_admin:
+            return True
+        full = self.table_name(ns, name)
+        return full is not None and self.gov.discoverable(who, full)
+
     def readable(self, who: Principal, ns: tuple[str, ...], name: str) -> bool:
         if who.is_admin:
             return True
@@ -106,7 +113,7 @@ class Rest:
             return False  # nested (or mixed-case) namespaces have no governance name: deny by default
         if self.database_grant(who, ns[0], {"SELECT", "ALL"}):
             return True
-        return any(self.readable(who, ns, t[-1]) for t in cat.list_tables(ns))
+        return any(self.discoverable(who, ns, t[-1]) for t in cat.list_tables(ns))
 
     @staticmethod
     def no_namespace(ns: tuple[str, ...]) -> RestError:

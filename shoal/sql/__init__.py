@@ -71,8 +71,9 @@ class QueryResult:
     stream: Iterator[tuple[Any, ...]] | None = None
 
     def records(self) -> list[dict[str, Any]]:
-        """Rows as JSON-ready objects (timestamps as ISO-8601 strings)."""
-        return [{c: to_json_value(v) for c, v in zip(self.columns, row, strict=True)} for row in self.rows]
+        """Rows as dicts by column name, values as Spark collected them: a face that prints JSON
+        (`shoal sql --json`, the HTTP API) serialises them itself, with to_json_value."""
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
 def to_json_value(value: Any) -> Any:

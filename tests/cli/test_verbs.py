@@ -12,7 +12,7 @@ from tests.support.helpers import run_cli
 
 
 def test_table_verbs_operator_and_governed(spark, settings, cli_env, capsys, monkeypatch) -> None:
-    from shoal.governance import Principals
+    from shoal.governance import Governance, Principals
 
     ns = f"v{uuid.uuid4().hex[:8]}"
     cat = settings.catalog.name
@@ -59,10 +59,15 @@ def test_table_verbs_operator_and_governed(spark, settings, cli_env, capsys, mon
     code, out, _ = cli("table", "describe", f"{ns}.items")
     assert code == 0 and "Schema of" in out and "team" in out
 
-    # Governed: a user with no grant still discovers metadata ([governance] metadata_visible_to_all),
-    # never sees storage paths, and may not drop.
+    # Governed: a user with no grant does not discover the table ([governance] tables_visible_to_all
+    # is off by default); with SELECT it does, never sees storage paths, and may not drop.
     user = f"u{uuid.uuid4().hex[:8]}"
     Principals(settings).add(user)
+    code, out, _ = cli("table", "describe", f"{ns}.items", "--as", user, "--json")
+    assert code == 4 and "not discoverable" in json.loads(out)["error"]
+    code, out, _ = cli("table", "list", ns, "--as", user, "--json")
+    assert code == 0 and json.loads(out) == []
+    Governance(settings).grant(Principals(settings).principal("admin"), "SELECT", "TABLE", f"{ns}.items", user)
     code, out, _ = cli("table", "describe", f"{ns}.items", "--as", user, "--json")
     assert code == 0
     seen = json.loads(out)

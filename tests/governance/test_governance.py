@@ -369,10 +369,16 @@ def test_refusals_never_run_anything(w):
     assert (99,) not in w.truth("SELECT id FROM {db}.drafts")
 
 
-def test_catalog_metadata_is_discoverable(w):
-    tables = {r[1] for r in w.sql("frank", "SHOW TABLES IN {db}").rows}
+def test_table_metadata_can_be_opened(w):
+    from shoal.config import load_settings
+
+    opened = load_settings(workspace=w.settings.workspace_dir, governance={"tables_visible_to_all": True})
+    stranger = f"stranger_{uuid.uuid4().hex[:6]}"  # no grant at all
+    w.p.add(stranger)
+    sql = GovernedSql(w.spark, opened, Principals(opened).principal(stranger))
+    tables = {r[1] for r in sql.execute(f"SHOW TABLES IN {w.db}").rows}
     assert {"opps", "regions", "hr"} <= tables
-    described = w.sql("frank", "DESCRIBE {db}.opps").rows
+    described = sql.execute(f"DESCRIBE {w.opps}").rows
     assert [r[0] for r in described][:6] == COLS
 
 
@@ -491,12 +497,9 @@ def test_views_are_governed_like_tables(w):
         w.sql("frank", "SELECT * FROM {db}.opps")
 
 
-def test_metadata_can_be_closed(w):
-    from shoal.config import load_settings
-
-    closed = load_settings(workspace=w.settings.workspace_dir, governance={"metadata_visible_to_all": False})
-    principal = Principals(closed).principal(w.names["alice"])
-    sql = GovernedSql(w.spark, closed, principal)
+def test_table_metadata_is_hidden_by_default(w):
+    principal = w.p.principal(w.names["alice"])
+    sql = GovernedSql(w.spark, w.settings, principal)
     tables = {r[1] for r in sql.execute(f"SHOW TABLES IN {w.db}").rows}
     assert "opps" in tables and "hr" not in tables
     with pytest.raises(AccessDenied, match="not discoverable"):

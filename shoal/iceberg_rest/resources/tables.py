@@ -24,7 +24,7 @@ def list_tables(r: Rest, namespace: str, who: Principal = Depends(signed_in)) ->
         raise r.no_namespace(ns)
     names = [t[-1] for t in r.cat.list_tables(ns)]
     return {
-        "identifiers": [{"namespace": list(ns), "name": t} for t in sorted(names) if r.readable(who, ns, t)],
+        "identifiers": [{"namespace": list(ns), "name": t} for t in sorted(names) if r.discoverable(who, ns, t)],
         "next-page-token": None,
     }
 
