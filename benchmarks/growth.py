@@ -63,6 +63,7 @@ QUICK = {"objects": [1_000, 10_000], "files": [10, 100], "chunks": [1_000, 10_00
 ISSUE = {"objects": [10_000, 100_000, 1_000_000], "files": [10, 1_000, 10_000], "chunks": [10_000, 100_000]}
 OPERATIONS = (  # name, axis, key in a size's measurements, has a target
     ("extract, no new object", "objects", "extract_noop", True),
+    ("extract, catch-up after the copy (info)", "objects", "extract_catchup", False),
     ("extract, {new} new objects", "objects", "extract_new", True),
     ("ingest, {new} new files (info)", "objects", "ingest_new", False),
     ("cdc apply, no new file", "files", "cdc_noop", True),
@@ -255,6 +256,13 @@ def object_lake(spark, root: Path, n: int, cfg: Config, *, time_extract: bool, t
 
     out["lake_objects"] = spark.table(metadata.table("objects").sql).count()
     if time_extract:
+        # The copies were appended behind the extraction mark (no real run adds objects that
+        # way), so the first extract reads them all once to move the mark: a catch-up, reported
+        # apart, not a no-op. A lake that grows through ingest + extract never pays it.
+        s, res = timed(lambda: extract(spark, settings))
+        if res.objects:
+            raise SystemExit(f"{label}: the catch-up extract found {res.objects} objects to do")
+        out["extract_catchup"] = s
         secs = []
         for _ in range(cfg.reps):
             s, res = timed(lambda: extract(spark, settings))
