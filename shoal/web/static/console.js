@@ -37,6 +37,16 @@
       el.setAttribute("data-rendered", "error");
     });
   });
+  // Copy buttons: the named element's text, exactly (a new token's secret).
+  document.querySelectorAll("button[data-copy]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var text = document.getElementById(button.dataset.copy).textContent;
+      var done = document.getElementById("copy-done");
+      var said = function (what) { if (done) { done.textContent = what; } };
+      if (!navigator.clipboard) { said("select the text and copy it"); return; }
+      navigator.clipboard.writeText(text).then(function () { said("copied"); }, function () { said("select the text and copy it"); });
+    });
+  });
   var board = document.getElementById("dashboard");
   if (board && board.dataset.versionUrl) {
     setInterval(function () {
