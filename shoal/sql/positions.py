@@ -30,6 +30,7 @@ def parse_error(exc: ParseError) -> str:
     err = (exc.errors or [{}])[0]
     token = str(err.get("highlight") or "")
     description = str(err.get("description") or str(exc).splitlines()[0])
+    description = re.sub(r"<class '(?:\w+\.)*(\w+)'>", r"\1", description)  # sqlglot's class names
     if "Unexpected token" in description or "Invalid expression" in description:
         what = f"unexpected {token!r}" if token else "unexpected end of statement"
     else:
