@@ -292,7 +292,7 @@
 
   // ---- an error's spot: the cursor on the token the message names (the page marks it too) ----
   var spot = document.getElementById("sql-error-spot");
-  if (spot && editor.view.state.doc.toString() === textarea.value) {
+  if (spot && editor.view.state.doc.toString() === textarea.defaultValue) {  // the text the error is about
     var doc = editor.view.state.doc;
     var lineNo = parseInt(spot.dataset.line, 10);
     if (lineNo >= 1 && lineNo <= doc.lines) {
