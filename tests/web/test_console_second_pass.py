@@ -267,3 +267,63 @@ def test_pages_fit_a_phone(browser, site, what):
         assert page.locator(".card").count() == 8
     assert_fits(page)
     v.close()
+
+
+# The editor's selection: [line, column, text], both counted from 1.
+PICKED = """() => { const s = window.shoalSqlEditor.view.state; const r = s.selection.main;
+  const line = s.doc.lineAt(r.from); return [line.number, r.from - line.from + 1, s.sliceDoc(r.from, r.to)]; }"""
+
+
+def test_the_editor_selects_the_token_an_error_names(browser, site):
+    from tests.web.test_console import run_sql as type_and_run
+
+    v = Visit(browser, site, "analyst")
+    page = v.go("/sql")
+    type_and_run(page, f"SELECT id\nFROM {site.db}.deals\nWHERE region = = 'EU'")
+    page.wait_for_selector("#sql-error-spot")
+    assert page.inner_text("#sql-error-token") == "="
+    assert page.evaluate(PICKED) == [3, 16, "="]
+    # Leading blank lines stay in the editor's text, and the spot counts them.
+    type_and_run(page, f"\n\nSELECT id\nFROM {site.db}.deals\nWHERE region = = 'EU'")
+    page.wait_for_selector("#sql-error-spot")
+    assert page.get_attribute("#sql-error-spot", "data-line") == "5"
+    assert page.evaluate(PICKED) == [5, 16, "="]
+    v.close()
+
+
+def test_a_dashboard_draws_each_card_the_viewer_may_read(site, spark, settings):
+    """One column the analyst may not read in a dataset hid every card; now only the card that
+    draws it is hidden, and the page says which and why."""
+    u = site.db.removeprefix("sp_")
+    spark.sql(f"CREATE TABLE {site.db}.board (region STRING, amount DOUBLE, secret STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {site.db}.board VALUES ('EU', 5.0, 's1'), ('US', 7.0, 's2')")
+    admin = Principals(settings).principal(site.users["admin"])
+    Governance(settings).grant(
+        admin, "SELECT", "TABLE", f"{site.db}.board", site.users["analyst"], columns=["region", "amount"]
+    )
+    (settings.workspace_dir / "dashboards" / f"cards-{u}.yaml").write_text(
+        f"""name: cards-{u}
+title: Cards {u}
+datasets:
+  board: SELECT region, amount, secret FROM {site.db}.board
+charts:
+  - {{type: kpi, title: Amount, dataset: board, value: amount, agg: sum}}
+  - {{type: bar, title: By region, dataset: board, x: region, y: amount}}
+  - {{type: table, title: Secrets, dataset: board, columns: [region, secret]}}
+""",
+        encoding="utf-8",
+    )
+    page = signin(site, site.users["analyst"]).get(f"/dashboards/cards-{u}").text
+    assert re.search(r'<p class="kpi" id="chart-0">12</p>', page), page[page.find('id="chart-0"') - 200 :][:400]
+    assert 'id="chart-1-spec"' in page
+    secrets = page[page.index('id="chart-2-card"') :]
+    assert '<p class="denied">Hidden: ' in secrets[: secrets.index("</section>")]
+    notice = re.search(r'id="hidden-cards"><p>(.*?)</p>', page, re.S)
+    assert notice and "1 of 3 cards hidden" in notice.group(1) and "“Secrets”" in notice.group(1)
+    assert page.count('class="denied"') == 1
+    page = signin(site, site.users["admin"]).get(f"/dashboards/cards-{u}").text
+    assert (
+        'id="hidden-cards"' not in page
+        and 'class="denied"' not in page
+        and '<p class="kpi" id="chart-0">12</p>' in page
+    )
