@@ -327,3 +327,16 @@ charts:
         and 'class="denied"' not in page
         and '<p class="kpi" id="chart-0">12</p>' in page
     )
+
+
+def test_the_audit_filter_offers_the_actions_on_record(site):
+    admin = signin(site, site.users["admin"])
+    run_sql(admin, "SELECT 1 AS one")  # recorded as `select`, not as anything under `query.`
+    admin.get("/objects", params={"tag": f"site={site.source}"})  # recorded as catalog.objects
+    page = admin.get("/governance/audit").text
+    assert 'list="audit-actions"' in page
+    datalist = re.search(r'<datalist id="audit-actions">(.*?)</datalist>', page, re.S).group(1)  # type: ignore[union-attr]
+    offered = re.findall(r'<option value="([^"]+)">', datalist)
+    assert {"select", "catalog.objects", "catalog."} <= set(offered) and offered == sorted(offered), offered
+    rows = admin.get("/governance/audit", params={"action": "select", "principal": site.users["admin"]}).text
+    assert "<td>select</td>" in rows  # what the list offers, the filter finds

@@ -307,6 +307,12 @@ def _audit_filters(
     }
 
 
+def _action_choices(actions: list[str]) -> list[str]:
+    """The filter's choices: every action on record and each family of them ("catalog.")."""
+    families = {a.split(".", 1)[0] + "." for a in actions if "." in a}
+    return sorted(set(actions) | families)
+
+
 @routes.get("/governance/audit")
 def audit_page(
     c: Console,
@@ -340,6 +346,7 @@ def audit_page(
         who,
         session,
         rows=rows[:per],
+        actions=_action_choices(c.audit.actions()),
         has_next=len(rows) > per,
         page=page_no,
         form=form,
