@@ -340,3 +340,25 @@ def test_the_audit_filter_offers_the_actions_on_record(site):
     assert {"select", "catalog.objects", "catalog."} <= set(offered) and offered == sorted(offered), offered
     rows = admin.get("/governance/audit", params={"action": "select", "principal": site.users["admin"]}).text
     assert "<td>select</td>" in rows  # what the list offers, the filter finds
+
+
+CHART_COLOURS = """() => { const svg = document.querySelector('#chart-3 svg');
+  const label = svg.querySelector('.role-axis-label text');
+  return [getComputedStyle(svg).backgroundColor, label.getAttribute('fill') || getComputedStyle(label).fill]; }"""
+
+
+def test_charts_follow_dark_mode(browser, site):
+    """In dark mode a chart is drawn on the card's dark background with light labels, not in a
+    white box; in light mode it keeps dark labels."""
+    v = Visit(browser, site, "admin")
+    for scheme in ("dark", "light"):
+        v.page.emulate_media(color_scheme=scheme)
+        page = v.go(f"/dashboards/phone-{site.db.removeprefix('sp_')}", f"dashboard-{scheme}")
+        page.wait_for_selector("#chart-3[data-rendered=true]")
+        background, label = page.evaluate(CHART_COLOURS)
+        white = label.lower() in ("#fff", "rgb(255, 255, 255)")
+        if scheme == "dark":
+            assert background in ("rgba(0, 0, 0, 0)", "transparent") and white, (background, label)
+        else:
+            assert not white, label
+    v.close()

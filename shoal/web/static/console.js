@@ -30,7 +30,13 @@
 
   document.querySelectorAll(".vega-chart[data-spec]").forEach(function (el) {
     var spec = JSON.parse(document.getElementById(el.dataset.spec).textContent);
-    window.vegaEmbed(el, spec, { actions: false, renderer: "svg" }).then(function () {
+    var options = { actions: false, renderer: "svg" };
+    if (window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches) {
+      // Light text and grid on the card's own dark background, not a white box.
+      options.theme = "dark";
+      options.config = { background: "transparent" };
+    }
+    window.vegaEmbed(el, spec, options).then(function () {
       el.setAttribute("data-rendered", "true");
     }).catch(function (err) {
       el.textContent = "chart failed: " + err;
