@@ -9,6 +9,15 @@ cd "$here"
 npm ci --no-audit --no-fund
 npx esbuild entry.js --bundle --minify --format=iife --global-name=ShoalSqlEditor \
   --target=es2019 --legal-comments=none --outfile="$out/sql-editor.min.js"
+# CodeMirror's default highlight colours read CSS variables (same colours as fallbacks), so
+# console.css sets colours that keep 4.5:1 contrast in dark mode too (#708 on dark was 1.6:1).
+sed -i -e 's/color:"#708"/color:"var(--sql-keyword,#708)"/' -e 's/color:"#219"/color:"var(--sql-atom,#219)"/' \
+  -e 's/color:"#164"/color:"var(--sql-number,#164)"/' -e 's/color:"#a11"/color:"var(--sql-string,#a11)"/' \
+  -e 's/color:"#e40"/color:"var(--sql-special,#e40)"/' -e 's/color:"#00f"/color:"var(--sql-definition,#00f)"/' \
+  -e 's/color:"#30a"/color:"var(--sql-local,#30a)"/' -e 's/color:"#085"/color:"var(--sql-type,#085)"/' \
+  -e 's/color:"#167"/color:"var(--sql-class,#167)"/' -e 's/color:"#256"/color:"var(--sql-macro,#256)"/' \
+  -e 's/color:"#00c"/color:"var(--sql-property,#00c)"/' -e 's/color:"#940"/color:"var(--sql-comment,#940)"/' \
+  -e 's/color:"#f00"/color:"var(--sql-invalid,#f00)"/' "$out/sql-editor.min.js"
 # Every bundled package's licence, as the vendor folder records it.
 node -e '
 const fs = require("fs"), path = require("path");

@@ -48,9 +48,10 @@ LIST_COLUMNS = (
 
 
 # Orders a listing may ask for, by name (never column text from the caller), with a tiebreak
-# that keeps pages stable.
+# that keeps pages stable. "name" is the name the listing shows (the file name, else the last part
+# of the path), case-blind: sorting by the whole path put the rows in folder order under "name ▲".
 ORDERS = {
-    "name": "i.source_path",
+    "name": "lower(coalesce(nullif(i.file_name, ''), element_at(split(i.source_path, '/'), -1)))",
     "source": "i.source_name",
     "type": "i.media_type",
     "status": "i.status",

@@ -102,6 +102,12 @@ class AuditLog:
                 )
             )
 
+    def actions(self, limit: int = 500) -> list[str]:
+        """The actions on record, sorted, for a filter's choices (SQL runs as `select`, `insert`...)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(audit.c.action).distinct().order_by(audit.c.action).limit(limit)).all()
+        return [r.action for r in rows]
+
     def list(
         self,
         *,

@@ -34,6 +34,7 @@ from shoal.governance.grants import IDENTIFIER, Governance, TableAccess, forbidd
 from shoal.governance.masks import register_mask_functions
 from shoal.governance.principals import Principal
 from shoal.sql import QueryResult, run, split_statements
+from shoal.sql.positions import parse_error, without_positions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -206,7 +207,24 @@ class GovernedSql:
                 result.stream = AuditedRows(result.stream, functools.partial(self._streamed, plan))
                 continue
             self._record(plan, True, rows=len(result.rows))
+            if not result.columns:
+                result.statement, result.affected = plan.action, self._affected(plan)
         return result
+
+    def _affected(self, plan: _Plan) -> int | None:
+        """The rows an INSERT added, from its Iceberg snapshot's summary (Spark returns no count);
+        None for other statements or where the table keeps no such summary."""
+        if plan.action != "insert" or len(plan.writes) != 1:
+            return None
+        table = ".".join(f"`{p.replace('`', '``')}`" for p in (self.catalog, *plan.writes[0].split(".")))
+        try:
+            found = run(
+                self.spark,
+                f"SELECT summary['added-records'] FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1",
+            ).rows
+        except SqlError:
+            return None
+        return int(found[0][0]) if found and found[0][0] is not None else None
 
     def _streamed(self, plan: _Plan, rows: int, failure: BaseException | None) -> None:
         if failure is not None:
@@ -264,7 +282,7 @@ class GovernedSql:
         try:
             tree = sqlglot.parse_one(sql, read="spark")
         except sqlglot.errors.ParseError as exc:
-            raise AccessDenied(f"cannot parse the statement, so it is not run: {str(exc).splitlines()[0]}") from exc
+            raise AccessDenied(f"cannot parse the statement, so it is not run: {parse_error(exc)}") from exc
         if self.principal.is_admin:
             self._collect_tables(tree, plan)
             # Audited as what ran (select, insert, create...), like anyone's statement; that an
@@ -368,8 +386,8 @@ class GovernedSql:
             return run(self.spark, sql, limit=limit, stream=stream)
         except SqlError as exc:
             denied = self._denied_column(exc)
-            if denied is None:
-                raise
+            if denied is None:  # Spark's position is in the rewrite, not in what was typed
+                raise SqlError(without_positions(exc.args[0]), hint=exc.hint) from exc
             raise denied from exc
 
     def _analyze(self, sql: str) -> None:
@@ -377,7 +395,7 @@ class GovernedSql:
         try:
             self.spark.sql(sql)
         except Exception as exc:  # analysis errors carry the reason in their text
-            err = SqlError(first_line(exc))
+            err = SqlError(without_positions(first_line(exc)))
             raise (self._denied_column(err) or err) from exc
 
     def _denied_column(self, exc: SqlError) -> AccessDenied | None:

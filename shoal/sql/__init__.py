@@ -21,6 +21,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from shoal.exceptions import SqlError, first_line
+from shoal.sql.positions import spark_positions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,6 +70,10 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
     # With run(stream=True): the rows, read from Spark as they are asked for (`rows` is empty).
     stream: Iterator[tuple[Any, ...]] | None = None
+    # A statement without a result set (GovernedSql): what it was ("insert", "create"...) and
+    # the rows it wrote where that is known, so a caller says "1 row inserted", not "0 rows".
+    statement: str | None = None
+    affected: int | None = None
 
     def records(self) -> list[dict[str, Any]]:
         """Rows as dicts by column name, values as Spark collected them: a face that prints JSON
@@ -111,9 +116,9 @@ def run(spark: SparkSession, sql: str, *, limit: int | None = None, stream: bool
             df = spark.sql(translate(stmt))
         except (ParseException, AnalysisException, PySparkException) as exc:
             where = f"statement {i}: " if len(statements) > 1 else ""
-            raise SqlError(f"{where}{first_line(exc)}") from exc
+            raise SqlError(f"{where}{spark_positions(first_line(exc))}") from exc
         except Exception as exc:  # Py4J errors from the JVM carry the reason in their text
-            raise SqlError(first_line(exc)) from exc
+            raise SqlError(spark_positions(first_line(exc))) from exc
     assert df is not None
     if stream:
         return QueryResult(

@@ -41,6 +41,7 @@ from shoal.sql.external_tables import (
     run_df,
     table_location,
 )
+from shoal.sql.positions import without_positions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -175,7 +176,7 @@ class SqlRunner:
     def _located(self, exc: SqlError, statement: str) -> SqlError:
         """Spark's error about the rewritten SQL, pointed at the user's text instead: Spark's own
         position is dropped, and a name it quotes is found in the statement as written."""
-        message = re.sub(r";?\s*line \d+,? pos \d+", "", exc.args[0]).rstrip("; ")
+        message = without_positions(exc.args[0]).rstrip("; ")
         raised = re.search(r"RuntimeException: (.+)", message)  # RAISE_ERROR in the translation
         if raised:
             return SqlError(raised.group(1).strip(), hint=exc.hint)

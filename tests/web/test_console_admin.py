@@ -186,7 +186,7 @@ def test_tokens_are_shown_once_listed_without_secrets_and_revoked(browser, admin
     page.fill("#token-form input[name=description]", "nightly <b>export</b>")
     page.fill("#token-form input[name=expires_days]", "7")
     page.click("#token-form button")
-    secret = page.input_value("#token-secret")
+    secret = page.inner_text("#token-secret")
     token_id = re.match(r"shoal_([0-9a-f]{16})_", secret).group(1)
     assert Principals(settings).authenticate(secret).name == analyst
     row = page.locator(f"#tokens tr[data-token='{token_id}']")

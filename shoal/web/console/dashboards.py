@@ -157,6 +157,37 @@ def filtered_sql(sql: str, filters: dict[str, str]) -> str:
     return query.sql(dialect="spark")
 
 
+def chart_columns(chart: Chart) -> set[str] | None:
+    """The dataset columns a chart draws; None when it draws them all (a table without a list)."""
+    if chart.type == "table" and not chart.columns:
+        return None
+    named = [chart.x, chart.y, chart.color, chart.theta, chart.value, *chart.columns]
+    if chart.sort:
+        named.append(chart.sort.lstrip("-"))
+    return {n.lower() for n in named if n}
+
+
+def narrowed_sql(sql: str, columns: set[str]) -> str | None:
+    """The dataset selecting only `columns` (a plain SELECT's own output columns), so a card
+    that draws none of the columns the viewer may not read is drawn; None where the dataset
+    cannot be narrowed that way (a star, a set operation, a column it does not name)."""
+    tree = sqlglot.parse_one(sql, read="spark")
+    if not isinstance(tree, exp.Select) or any(isinstance(e, exp.Star) for e in tree.expressions):
+        return None
+    # GROUP BY 1 / ORDER BY 2 count select-list positions, which dropping columns would shift.
+    for clause in ("group", "order"):
+        node = tree.args.get(clause)
+        items = [getattr(i, "this", i) if isinstance(i, exp.Ordered) else i for i in (node.expressions if node else [])]
+        if any(isinstance(i, exp.Literal) and i.is_number for i in items):
+            return None
+    kept = [e for e in tree.expressions if e.alias_or_name.lower() in columns]
+    if {e.alias_or_name.lower() for e in kept} != columns:
+        return None
+    narrowed = tree.copy()
+    narrowed.set("expressions", kept)
+    return narrowed.sql(dialect="spark")
+
+
 def _number(v: Any) -> float | None:
     try:
         f = float(v)

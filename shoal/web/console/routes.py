@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import RedirectResponse, Response
+from fastapi.responses import FileResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -17,6 +17,7 @@ from shoal.web.console.pages import admin, boards, catalog, governance, objects,
 
 # Paths that keep JSON errors: the HTTP API and its documentation.
 API_PREFIXES = ("/api/", "/healthz", "/docs", "/openapi", "/redoc", "/static/", "/raw/")
+ICON_CACHE = {"Cache-Control": "public, max-age=86400"}
 
 
 async def security_headers(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -65,6 +66,11 @@ def mount(app: FastAPI, settings: Settings) -> None:
             who, session = None, None
         return c.page(request, "error.html", who, session, status=status, message=message)
 
+    async def _favicon() -> Response:
+        # Browsers ask for /favicon.ico on every page whatever the page links: answer, not 404.
+        return FileResponse(HERE / "static" / "favicon.ico", media_type="image/x-icon", headers=ICON_CACHE)
+
+    app.add_api_route("/favicon.ico", _favicon, methods=["GET"], include_in_schema=False)
     app.middleware("http")(security_headers)
 
     for pages in (signin, catalog, objects, originals, query, boards, workflows, governance, admin):

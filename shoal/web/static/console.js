@@ -30,11 +30,27 @@
 
   document.querySelectorAll(".vega-chart[data-spec]").forEach(function (el) {
     var spec = JSON.parse(document.getElementById(el.dataset.spec).textContent);
-    window.vegaEmbed(el, spec, { actions: false, renderer: "svg" }).then(function () {
+    var options = { actions: false, renderer: "svg" };
+    if (window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches) {
+      // Light text and grid on the card's own dark background, not a white box.
+      options.theme = "dark";
+      options.config = { background: "transparent" };
+    }
+    window.vegaEmbed(el, spec, options).then(function () {
       el.setAttribute("data-rendered", "true");
     }).catch(function (err) {
       el.textContent = "chart failed: " + err;
       el.setAttribute("data-rendered", "error");
+    });
+  });
+  // Copy buttons: the named element's text, exactly (a new token's secret).
+  document.querySelectorAll("button[data-copy]").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var text = document.getElementById(button.dataset.copy).textContent;
+      var done = document.getElementById("copy-done");
+      var said = function (what) { if (done) { done.textContent = what; } };
+      if (!navigator.clipboard) { said("select the text and copy it"); return; }
+      navigator.clipboard.writeText(text).then(function () { said("copied"); }, function () { said("select the text and copy it"); });
     });
   });
   var board = document.getElementById("dashboard");

@@ -290,6 +290,18 @@
     })();
   });
 
+  // ---- an error's spot: the cursor on the token the message names (the page marks it too) ----
+  var spot = document.getElementById("sql-error-spot");
+  if (spot && editor.view.state.doc.toString() === textarea.defaultValue) {  // the text the error is about
+    var doc = editor.view.state.doc;
+    var lineNo = parseInt(spot.dataset.line, 10);
+    if (lineNo >= 1 && lineNo <= doc.lines) {
+      var at = Math.min(doc.line(lineNo).from + parseInt(spot.dataset.column, 10) - 1, doc.line(lineNo).to);
+      var token = document.getElementById("sql-error-token").textContent.length;
+      editor.view.dispatch({ selection: { anchor: at, head: Math.min(at + token, doc.line(lineNo).to) }, scrollIntoView: true });
+    }
+  }
+
   // ---- saving: the editor's text, not the page's ----
   var save = document.getElementById("save-form");
   if (save) {

@@ -222,7 +222,7 @@ def dashboard_page(c: Console, request: Request, name: str) -> Response:
     for f in board.filters:
         unfiltered = views.governed_rows(c.spark(), c.settings, who, board.datasets[f.dataset], dash.MAX_ROWS)
         options[f.field] = sorted({str(r.get(f.field)) for r in unfiltered["rows"] if r.get(f.field) is not None})
-    charts = [draw(chart, data[chart.dataset], i) for i, chart in enumerate(board.charts)]
+    charts = [draw(chart, _card_rows(c, who, board, chart, data, chosen), i) for i, chart in enumerate(board.charts)]
     c.audit.record(who.name, "dashboard.view", name, True, via="console")
     return c.page(
         request,
@@ -235,7 +235,32 @@ def dashboard_page(c: Console, request: Request, name: str) -> Response:
         chosen=chosen,
         feed_version=_feed_version(c, board),
         queried_at=time.time(),  # shown by the |when filter in the reader's zone
+        hidden=[item for item in charts if item["denied"]],
     )
+
+
+def _card_rows(
+    c: Console,
+    who: Principal,
+    board: dash.Dashboard,
+    chart: dash.Chart,
+    data: dict[str, dict[str, Any]],
+    chosen: dict[str, str],
+) -> dict[str, Any]:
+    """A card's rows: its dataset's, or, where the viewer may not read the whole dataset, the
+    dataset narrowed to the columns this card draws (one unreadable column blanked every card)."""
+    whole = data[chart.dataset]
+    needed = dash.chart_columns(chart)
+    if not whole["denied"] or needed is None:
+        return whole
+    mine = {k: v for k, v in chosen.items() if any(f.field == k and f.dataset == chart.dataset for f in board.filters)}
+    narrowed = dash.narrowed_sql(board.datasets[chart.dataset], needed | {k.lower() for k in mine})
+    if narrowed is None:
+        return whole
+    key = f"{chart.dataset}:{narrowed}"  # cards drawing the same columns share one run
+    if key not in data:
+        data[key] = views.governed_rows(c.spark(), c.settings, who, dash.filtered_sql(narrowed, mine), dash.MAX_ROWS)
+    return data[key]
 
 
 def add(router: APIRouter, c: Console) -> None:

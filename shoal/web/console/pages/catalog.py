@@ -10,6 +10,7 @@ from fastapi.responses import RedirectResponse, Response
 
 from shoal.exceptions import first_line
 from shoal.governance import Governance, GovernanceError
+from shoal.governance.grants import TableAccess
 from shoal.routing import Routes
 from shoal.web.console import views
 from shoal.web.console.base import Console, identifier
@@ -68,10 +69,12 @@ def table_page(c: Console, request: Request, database: str, table: str) -> Respo
     table_tags, column_tags = gov.tags_of(name, [c["name"] for c in columns])
     privileges = sorted(gov.privileges(who, name))
     sample = views.governed_rows(c.spark(), c.settings, who, f"SELECT * FROM `{database}`.`{table}` LIMIT 10", 10)
+    access = gov.access(who, name, [col["name"] for col in columns])
+    filtered = _mark_columns(access, columns)
     snapshots: list[dict[str, Any]] | None = None
     # Snapshots reveal record counts of rows the viewer may not see: the rule of metadata
     # tables in governed SQL (only unrestricted access: every column, every row, no mask).
-    if gov.access(who, name, [col["name"] for col in columns]).unrestricted:
+    if access.unrestricted:
         try:
             snapshots = [
                 {k: views.to_json_value(v) for k, v in r.asDict().items()}
@@ -100,7 +103,23 @@ def table_page(c: Console, request: Request, database: str, table: str) -> Respo
         saved=request.query_params.get("saved") == "1",
         sample=sample,
         snapshots=snapshots,
+        filtered=filtered,
     )
+
+
+def _mark_columns(access: TableAccess, columns: list[dict[str, Any]]) -> bool:
+    """Mark each column the viewer may not read ("hidden") or reads masked, so the schema says
+    what the sample leaves out; True when their grants filter the rows (the filter itself is
+    not shown: it is the grantor's text)."""
+    if access.unrestricted:
+        return False
+    visible = set(access.visible_columns)
+    for col in columns:
+        key = col["name"].lower()
+        shown = [r for r in access.rules if key in r.columns]
+        col["hidden"] = key not in visible
+        col["masked"] = bool(shown) and all(key in r.masks for r in shown)
+    return access.projection()[1] is not None
 
 
 @routes.post("/catalog/{database}/{table}/about")

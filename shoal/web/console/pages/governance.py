@@ -13,7 +13,7 @@ from fastapi import APIRouter, Form, Path, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from shoal.exceptions import ShoalError, first_line
-from shoal.governance import AccessDenied, Governance, GovernanceError
+from shoal.governance import AccessDenied, Governance, GovernanceError, Principal
 from shoal.governance.access import AccessRequests
 from shoal.governance.errors import NotFound
 from shoal.governance.grants import MASKS, PRIVILEGES, TARGETS, table_key
@@ -113,6 +113,20 @@ def governance_page(
     for_name: Annotated[str, Query(alias="for", max_length=200)] = "",
 ) -> Response:
     who, session = c.viewer(request)
+    return _governance_view(c, request, who, session, done, request_id, for_name)
+
+
+def _governance_view(
+    c: Console,
+    request: Request,
+    who: Principal,
+    session: Any,
+    done: str | None = None,
+    request_id: int | None = None,
+    for_name: str = "",
+    **extra: Any,
+) -> Response:
+    """The governance page; `extra` carries a refused grant's error and entries back to its form."""
     gov = Governance(c.settings)
     requests_ = AccessRequests(c.settings).list(who)
     admin_view: dict[str, Any] = {}
@@ -137,6 +151,7 @@ def governance_page(
         targets=TARGETS,
         masks=list(MASKS),
         **admin_view,
+        **extra,
     )
 
 
@@ -240,7 +255,21 @@ def governance_grant(
         )
     except (GovernanceError, AccessDenied, ShoalError) as exc:
         c.audit.record(who.name, "grant", resource, False, reason=first_line(exc), via="console")
-        return c.error(request, who, session, 400, f"not granted: {first_line(exc)}")
+        # The form again, open, with the reason beside it and every entry as typed.
+        entries = {
+            "privilege": privilege,
+            "kind": kind,
+            "target": target,
+            "grantee": grantee,
+            "columns": columns,
+            "exclude_columns": exclude_columns,
+            "row_filter": row_filter,
+            "masks": masks,
+            "with_grant_option": bool(with_grant_option),
+        }
+        return _governance_view(
+            c, request, who, session, status=400, grant_error=f"not granted: {first_line(exc)}", grant_form=entries
+        )
     c.audit.record(
         who.name, "grant", resource, True, via="console", grant_id=grant.id, grantee=grantee, privilege=privilege
     )
@@ -278,6 +307,12 @@ def _audit_filters(
     }
 
 
+def _action_choices(actions: list[str]) -> list[str]:
+    """The filter's choices: every action on record and each family of them ("catalog.")."""
+    families = {a.split(".", 1)[0] + "." for a in actions if "." in a}
+    return sorted(set(actions) | families)
+
+
 @routes.get("/governance/audit")
 def audit_page(
     c: Console,
@@ -311,6 +346,7 @@ def audit_page(
         who,
         session,
         rows=rows[:per],
+        actions=_action_choices(c.audit.actions()),
         has_next=len(rows) > per,
         page=page_no,
         form=form,

@@ -160,6 +160,9 @@ def _object_findings(
         f"{where} ORDER BY first_seen, source_name, source_path",
         1000,
     )
+    # One notice naming what the viewer's grants withhold, not one red block per section.
+    sections = {"text": text, "entities": entities, "tables": tables, "form fields": forms, "transcript": transcript}
+    hidden = [{"what": what, "why": r["denied"]} for what, r in sections.items() if r["denied"]]
     raw_text = None
     if raw_links and str(obj.get("media_type") or "").startswith("text/"):
         raw_text = raw_text_preview(c, who, raw_links[0], request)
@@ -183,6 +186,7 @@ def _object_findings(
         "sentiment": sentiment,
         "links": links,
         "paths": paths,
+        "hidden": hidden,
     }
 
 

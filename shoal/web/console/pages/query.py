@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import logging
+import re
 import secrets
 import threading
 import time
@@ -72,10 +73,43 @@ def _run_sql(
             c.cancelled.discard(group)
     rows = [[views.to_json_value(v) for v in r] for r in result.rows]
     return (
-        {"columns": result.columns, "types": result.types, "rows": rows},
+        {
+            "columns": result.columns,
+            "types": result.types,
+            "rows": rows,
+            "statement": result.statement,
+            "affected": result.affected,
+        },
         None,
         int((time.monotonic() - started) * 1000),
     )
+
+
+def _error_spot(sql: str, error: str | None) -> dict[str, Any] | None:
+    """The line an error's "(line L, column C)" names, split around the token there, for the
+    marker under the editor (and the caret script.js puts there). Only for a single statement:
+    positions count from the start of the statement that failed."""
+    from shoal.sql import split_statements
+    from shoal.sql.positions import position
+
+    spot = position(error or "")
+    try:
+        single = len(split_statements(sql)) == 1
+    except SqlError:
+        single = False
+    if spot is None or not single:
+        return None
+    # The statement was run stripped: count its lines from its first non-blank character.
+    line, column = spot[0] + sql[: len(sql) - len(sql.lstrip())].count("\n"), spot[1]
+    lines = sql.splitlines()
+    if not 1 <= line <= len(lines):
+        return None
+    text, at = lines[line - 1], column - 1
+    if spot[0] == 1:  # and its first line from its first non-blank column
+        at += len(text) - len(text.lstrip())
+    word = re.match(r"\w+|\S?", text[at:])
+    end = at + max(1, len(word.group(0) if word else ""))
+    return {"line": line, "column": at + 1, "before": text[:at], "token": text[at:end], "after": text[end:]}
 
 
 # A statement runs only in sql_run (a POST with the CSRF token). The result page and the
@@ -140,6 +174,8 @@ def sql_page(
             kept=len(rows),
             total=None if entry["truncated"] else len(rows),
             result={
+                "statement": kept.get("statement"),
+                "affected": kept.get("affected"),
                 "columns": kept["columns"],
                 "rows": rows[(page_no - 1) * PAGE_SIZE : page_no * PAGE_SIZE],
                 "first": (page_no - 1) * PAGE_SIZE + 1,
@@ -148,6 +184,7 @@ def sql_page(
             if entry["ok"]
             else None,
         )
+        ctx["spot"] = _error_spot(entry["sql"], entry["error"])
     ctx["history"] = history.list(who.name)
     ctx["saved"] = history.list_saved(who.name)
     ctx["run_token"] = secrets.token_urlsafe(12)
