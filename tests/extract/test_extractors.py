@@ -428,7 +428,9 @@ def test_crashing_parser_costs_one_object(capped):
 def test_nlp_chain_language_entities_sentiment_pii_key_phrases(router):
     obj = ObjectInfo("4" * 32, "/dev/null", "message/rfc822", "m.eml", 1)
     steps = {s.extractor: s for s in run_isolated(obj, samples.email_bytes(), ["email", *NLP], router)}
-    assert all(s.status == "ok" for s in steps.values()), {k: (s.status, s.error) for k, s in steps.items() if s.status != "ok"}
+    assert all(s.status == "ok" for s in steps.values()), {
+        k: (s.status, s.error) for k, s in steps.items() if s.status != "ok"
+    }
     assert steps["language"].extraction.properties["language"] == "en"
     ents = steps["entities"].extraction.rows["entities"]
     assert any(e["entity"] == "Maria Garcia" and e["label"] == "PERSON" for e in ents)
