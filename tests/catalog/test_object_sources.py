@@ -6,13 +6,11 @@ principal without a grant on shoal.object_sources sees none of them."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 
 import httpx
 import pytest
-import uvicorn
 
 from shoal.catalog import list_objects, show_object
 from shoal.governance import AccessDenied, AuditLog, Governance, GovernedSql, Principals
@@ -193,19 +191,10 @@ def test_search_hits_carry_paths_governed(spark, settings, lake, people):
 
 @pytest.fixture(scope="module")
 def server(settings):
-    from shoal.web import create_app, server_config
-    from tests.support.servers import free_port
+    from tests.support.servers import console_server
 
-    port = free_port()
-    srv = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not srv.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
+    with console_server(settings) as base:
+        yield base
 
 
 def test_console_and_api_show_paths_only_with_a_grant(settings, lake, people, server):

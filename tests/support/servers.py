@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyarrow import fs as pafs
@@ -65,6 +65,30 @@ def wait_port(port: int, timeout: float = 60, proc: subprocess.Popen | None = No
                 return
         time.sleep(0.2)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+@contextmanager
+def console_server(settings: Any) -> Iterator[str]:
+    """Shoal's app (console and HTTP API) served by uvicorn in a thread on a free loopback port;
+    yields its base URL and stops it on exit."""
+    import threading
+
+    import uvicorn
+
+    from shoal.web import create_app, server_config
+
+    port = free_port()
+    server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 @dataclass

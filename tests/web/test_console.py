@@ -10,7 +10,6 @@ import datetime as dt
 import io
 import os
 import re
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -19,7 +18,6 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-import uvicorn
 from PIL import Image
 from sqlalchemy import text
 
@@ -33,9 +31,8 @@ from shoal.recipes import JobRegistry, load_job_file
 from shoal.samples import media as media_samples
 from shoal.samples import sales
 from shoal.search.index import SearchIndex
-from shoal.web import create_app, server_config
 from shoal.web.console.history import QueryHistory
-from tests.support.servers import free_port
+from tests.support.servers import console_server
 
 pytestmark = pytest.mark.slow
 
@@ -135,16 +132,8 @@ def site(spark, settings, tmp_path_factory):
     first = workflows.run(settings, sales.WORKFLOW)
     assert first.status == "SUCCEEDED", (first.error, first.cause)
 
-    port = free_port()
-    server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.1)
-    yield Site(f"http://127.0.0.1:{port}", db, users, ids, source)
-    server.should_exit = True
-    thread.join(10)
+    with console_server(settings) as base:
+        yield Site(base, db, users, ids, source)
 
 
 @pytest.fixture(scope="module")

@@ -10,18 +10,14 @@ a corpus, which these pages do not need. Its browser fixture and helpers are reu
 from __future__ import annotations
 
 import re
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-import uvicorn
 
 from shoal.governance import AuditLog, AuthError, Governance, GovernanceError, Principals
 from shoal.governance.access import RawAccess
-from shoal.web import create_app, server_config
-from tests.support.servers import free_port
+from tests.support.servers import console_server
 from tests.web.test_console import PASSWORD, Site, Visit, browser, signin
 
 __all__ = ["browser"]  # the imported fixture, used by the tests below
@@ -42,16 +38,8 @@ def admin_site(spark, settings) -> Iterator[Site]:
     spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {db}")
     spark.sql(f"CREATE TABLE {db}.people (id INT, name STRING, email STRING, region STRING) USING iceberg")
     spark.sql(f"INSERT INTO {db}.people VALUES (1, 'Ann', 'ann@example.com', 'EU'), (2, 'Bo', 'bo@example.com', 'US')")
-    port = free_port()
-    server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.1)
-    yield Site(f"http://127.0.0.1:{port}", db, users, {}, "")
-    server.should_exit = True
-    thread.join(10)
+    with console_server(settings) as base:
+        yield Site(base, db, users, {}, "")
     for name in users.values():
         p.remove(name)
 

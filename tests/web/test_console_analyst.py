@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import uuid
 
 import pytest
-import uvicorn
 from playwright.sync_api import Page
 
 from shoal import workflows
 from shoal.governance import Governance, Principals
-from shoal.web import create_app, server_config
 from shoal.web.console import dashboards as dash
 from shoal.workflows.schedule import Schedules
-from tests.support.servers import free_port
+from tests.support.servers import console_server
 from tests.web.test_console import CHROMIUM, PASSWORD, Site, Visit, run_sql, signin
 
 pytestmark = pytest.mark.slow
@@ -68,16 +65,8 @@ def site(spark, settings, tmp_path_factory):
     assert record.status == "SUCCEEDED", (record.error, record.cause)
     Schedules(settings).add(f"daily-{u}", name, cron="0 6 * * *")
 
-    port = free_port()
-    server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.1)
-    yield Site(f"http://127.0.0.1:{port}", db, users, {"workflow": name, "execution": record.id}, "")
-    server.should_exit = True
-    thread.join(10)
+    with console_server(settings) as base:
+        yield Site(base, db, users, {"workflow": name, "execution": record.id}, "")
 
 
 @pytest.fixture(scope="module")

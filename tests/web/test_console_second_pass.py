@@ -11,20 +11,16 @@ from __future__ import annotations
 import html
 import io
 import re
-import threading
-import time
 import uuid
 
 import pytest
-import uvicorn
 from PIL import Image
 
 from shoal.extract import run_extract
 from shoal.governance import Governance, Principals
 from shoal.ingest import ingest
-from shoal.web import create_app, server_config
 from shoal.web.console import dashboards as dash
-from tests.support.servers import free_port
+from tests.support.servers import console_server
 from tests.web.test_console import PASSWORD, Site, Visit, browser, signin
 
 pytestmark = pytest.mark.slow
@@ -67,16 +63,8 @@ def site(spark, settings, tmp_path_factory):
     }
     phone_dashboard(spark, settings, db, u)
 
-    port = free_port()
-    server = uvicorn.Server(server_config(settings, create_app(settings), "127.0.0.1", port))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.1)
-    yield Site(f"http://127.0.0.1:{port}", db, users, ids, source)
-    server.should_exit = True
-    thread.join(10)
+    with console_server(settings) as base:
+        yield Site(base, db, users, ids, source)
 
 
 def phone_dashboard(spark, settings, db: str, u: str) -> None:
