@@ -35,6 +35,19 @@ _command_session: ContextVar = ContextVar("shoal_command_session", default=None)
 _role = {"name": "command"}
 
 
+def run_in_utc() -> None:
+    """Make this process's local time zone UTC, as its Spark sessions' is. PySpark hands TIMESTAMP
+    values back naive in the process's local zone, and every face (JSON, the HTTP API, the console,
+    the PostgreSQL endpoint) writes them as UTC: on a machine set to another zone they came out
+    shifted. For Shoal's own processes (the CLI, serve, the warm engine), not the Python API's
+    host process (`shoal.Lake` converts its values itself)."""
+    import time
+
+    if os.environ.get("TZ") != "UTC":
+        os.environ["TZ"] = "UTC"
+        time.tzset()
+
+
 def set_role(name: str) -> None:
     """This process's share of a cluster's cores is `[spark.cores_max] <name>`. The engine's stays
     (a command it runs must not change the share its SparkContext was started with)."""

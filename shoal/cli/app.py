@@ -173,6 +173,9 @@ _ = (table_verbs, verbs)
 
 def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
     """Run one command (the warm engine passes its client's argv and program name)."""
+    from shoal.spark import run_in_utc
+
+    run_in_utc()
     run = Run()
     args = sys.argv[1:] if argv is None else list(argv)
     try:

@@ -194,10 +194,15 @@ def test_process_killed_at_random_moments_then_rerun_is_exactly_once(tmp_path: P
         proc = shoal_process(args, env)
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
-    proc = shoal_process(["sql", "SELECT product_id, quantity FROM inv.products", "--format", "json"], env)
+    # Read on a machine set to another time zone: timestamps still come out as stored (UTC).
+    query = "SELECT product_id, quantity, updated_at FROM inv.products"
+    proc = shoal_process(["sql", query, "--format", "json"], {**env, "TZ": "America/New_York"})
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
-    assert {r["product_id"]: r["quantity"] for r in json.loads(out)} == expected
+    rows = json.loads(out)
+    assert {r["product_id"]: r["quantity"] for r in rows} == expected
+    stamps = {T1.replace(" ", "T") + "+00:00", T2.replace(" ", "T") + "+00:00"}
+    assert {r["updated_at"] for r in rows} == stamps
     proc = shoal_process(["table", "history", "inv.products", "--json"], env)
     out, _ = proc.communicate(timeout=300)
     applied = [f for h in json.loads(out) for f in h["files"]]

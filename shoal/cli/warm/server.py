@@ -786,8 +786,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.idle_timeout < 0:
         parser.error("--idle-timeout must be 0 (never) or more seconds")
-    from shoal.spark import set_role
+    from shoal.spark import run_in_utc, set_role
 
+    run_in_utc()  # before its JVM starts: the engine collects every delegated command's rows
     set_role("engine")
     engine = Engine(args.config, owner_pid=args.owner_pid, owner_fd=args.owner_fd, idle_timeout_s=args.idle_timeout)
     engine.start()
