@@ -412,6 +412,9 @@ class ServerSettings(Section):
     session_hours: float = Field(default=12, gt=0, le=24 * 30)
     # Mark the session cookie Secure (set when the console is served over HTTPS, e.g. behind a proxy).
     secure_cookies: bool = False
+    # Rows of a console SQL result kept with its history entry: what its pages page through.
+    # The whole result (sorting it, the CSV of all of it) runs the statement again, streamed.
+    console_kept_rows: int = Field(default=10_000, ge=1, le=1_000_000)
     # Extra folder of dashboard files (*.yaml) besides <workspace>/dashboards and the built-in ones.
     dashboards_dir: str | None = None
     # Reverse proxies whose X-Forwarded-For / X-Forwarded-Proto are believed (addresses or

@@ -76,10 +76,12 @@ class QueryHistory:
         truncated: bool = False,
         error: str | None,
         duration_ms: int,
+        keep: int = MAX_KEPT_ROWS,
     ) -> str:
-        """Keep a statement that has just run and what it returned; the entry's random id."""
+        """Keep a statement that has just run and what it returned (its first `keep` rows);
+        the entry's random id."""
         query_id = new_id()
-        rows = result["rows"][:MAX_KEPT_ROWS] if result else None
+        rows = result["rows"][:keep] if result else None
         text = None
         if result is not None and rows is not None:
             text = json.dumps({**result, "rows": rows}, default=str)

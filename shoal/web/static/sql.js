@@ -1,5 +1,5 @@
 // The SQL page: the CodeMirror editor over the form's textarea (Ctrl+Enter runs), the schema
-// tree and completion from /sql/schema.json (only what the viewer may read), Cancel while a
+// tree and completion from the schema in the page (only what the viewer may read), Cancel while a
 // statement runs, and the save form posting the editor's text. Names from the catalog are
 // inserted with textContent only, never as HTML.
 (function () {
@@ -227,10 +227,12 @@
     tree.dataset.loaded = "true";
     editor.setSchema(completion);
   }
-  fetch(tree.dataset.url, { credentials: "same-origin" }).then(function (r) {
+  // The page carries the schema (its view is audited once, with it); the fetch is a fallback.
+  var inPage = document.getElementById("schema-data");
+  (inPage ? Promise.resolve(JSON.parse(inPage.textContent)) : fetch(tree.dataset.url, { credentials: "same-origin" }).then(function (r) {
     if (!r.ok) { throw new Error(r.status); }
     return r.json();
-  }).then(build).catch(function (err) {
+  })).then(build).catch(function (err) {
     tree.textContent = "the table list could not be loaded (" + err.message + ")";
     tree.dataset.loaded = "error";
   });

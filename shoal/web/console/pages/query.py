@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import decimal
 import io
 import json
 import logging
+import math
 import re
 import secrets
 import threading
 import time
+from collections.abc import Iterator
 from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Form, Query, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 
 from shoal.exceptions import ShoalError, SqlError, first_line
 from shoal.governance import AccessDenied, Principal
 from shoal.routing import Routes
 from shoal.web.console import views
 from shoal.web.console.base import PAGE_SIZE, Console, identifier
-from shoal.web.console.history import MAX_KEPT_ROWS, QueryHistory
+from shoal.web.console.history import QueryHistory
 
 # What the SQL page may say after a save or delete, chosen by a code (never text from the URL).
 SQL_NOTICES = {
@@ -112,14 +116,111 @@ def _error_spot(sql: str, error: str | None) -> dict[str, Any] | None:
     return {"line": line, "column": at + 1, "before": text[:at], "token": text[at:end], "after": text[end:]}
 
 
+def _sort_key(kind: str) -> Any:
+    """How the kept rows of one column sort: NULL first (as Spark sorts ascending, and last
+    descending), numbers as numbers (decimals are kept as text), then text, then the rest."""
+
+    def key(value: Any) -> tuple[Any, ...]:
+        if value is None:
+            return (0,)
+        if kind.startswith("decimal") and isinstance(value, str):
+            try:
+                return (1, decimal.Decimal(value))
+            except decimal.InvalidOperation:
+                return (2, value)
+        if isinstance(value, int | float):
+            return (1, value)
+        if isinstance(value, str):
+            return (2, value)
+        return (3, json.dumps(value, sort_keys=True, default=str))
+
+    return key
+
+
+def _order(value: int | None, columns: int) -> tuple[int, bool] | None:
+    """`order` is a result column's 1-based position, negative for descending: (index, desc)."""
+    if value is None or not 1 <= abs(value) <= columns:
+        return None
+    return abs(value) - 1, value < 0
+
+
+def _single_query(sql: str) -> Any:
+    """The statement's parsed tree when it is one query (a SELECT, a set operation, VALUES...):
+    only those run again for a sort or an export of the whole result. None otherwise."""
+    import sqlglot
+    from sqlglot import exp
+
+    from shoal.sql import split_statements
+
+    try:
+        if len(split_statements(sql)) != 1:
+            return None
+        tree = sqlglot.parse_one(sql, read="spark")
+    except (SqlError, sqlglot.errors.SqlglotError, RecursionError):
+        return None
+    return tree if isinstance(tree, exp.Query) else None
+
+
+def _sorted_sql(sql: str, column: int, desc: bool) -> str | None:
+    """The statement wrapped, as a parsed tree, in `SELECT * FROM (...) ORDER BY <position>`:
+    the column is named by its position (an integer checked against the result's columns), so
+    nothing from the request is spliced into SQL text, and duplicate column names cannot make it
+    ambiguous. The wrapped statement is then governed as any other (the rewrite applies inside)."""
+    from sqlglot import exp
+
+    tree = _single_query(sql)
+    if tree is None:
+        return None
+    ordered = exp.Ordered(this=exp.Literal.number(column + 1), desc=desc, nulls_first=not desc)
+    return exp.select("*").from_(tree.subquery("shoal_sorted")).order_by(ordered).sql(dialect="spark")
+
+
+def _keep_run(c: Console, who: Principal, sql: str, run_token: str, sort: dict[str, Any] | None = None) -> str:
+    """Run a statement for the SQL page and keep it in the viewer's history; the entry's id."""
+    keep = c.settings.server.console_kept_rows
+    # One more row than is kept tells whether the result was cut short.
+    result, error, ms = _run_sql(c, who, sql, keep + 1, run_token)
+    if sort is not None and error is None:
+        result["sort"] = sort
+    return QueryHistory(c.settings).add(
+        who.name,
+        sql,
+        ok=error is None,
+        result=None if error else result,
+        truncated=len(result["rows"]) > keep,
+        error=error,
+        duration_ms=ms,
+        keep=keep,
+    )
+
+
 # A statement runs only in sql_run (a POST with the CSRF token). The result page and the
 # CSV read what that run kept: GETs never execute SQL (a reload, a prefetch or a link
 # from another site would otherwise repeat writes).
+def _sql_page(c: Console, request: Request, who: Principal, session: Any, **ctx: Any) -> Response:
+    """The SQL page with the tables and columns the viewer may read (the schema tree and the
+    editor's completion) in it, and the page view's one audit row: what it showed (the
+    history entry, if any) and how many tables the viewer was shown."""
+    schema = views.readable_schema(c.spark(), c.settings, who)
+    tables = sum(len(t) for t in schema.values())
+    found = int(ctx.get("status", 200)) == 200
+    c.audit.record(
+        who.name,
+        "query.page",
+        ctx.get("query_id"),
+        found,
+        reason=None if found else "no such query in your history",
+        via="console",
+        tables=tables,
+    )
+    return c.page(request, "sql.html", who, session, schema=schema, **ctx)
+
+
 def _not_found(c: Console, request: Request, who: Principal, session: Any) -> Response:
     # Same answer for a missing id and another principal's: ids are not confirmable.
-    return c.page(
+    return _sql_page(
+        c,
         request,
-        "sql.html",
         who,
         session,
         status=404,
@@ -141,8 +242,9 @@ def sql_page(
     q: Annotated[str | None, Query(max_length=64)] = None,
     saved_id: Annotated[str | None, Query(alias="saved", max_length=64)] = None,
     table: Annotated[str | None, Query(max_length=300)] = None,
-    page_no: Annotated[int, Query(alias="page", ge=1, le=10_000)] = 1,
+    page_no: Annotated[int, Query(alias="page", ge=1, le=1_000_000)] = 1,
     done: Annotated[str | None, Query(max_length=20)] = None,
+    order: Annotated[int | None, Query(ge=-100_000, le=100_000)] = None,
 ) -> Response:
     who, session = c.viewer(request)
     history = QueryHistory(c.settings)
@@ -164,6 +266,25 @@ def sql_page(
             return _not_found(c, request, who, session)
         kept = entry["result"] or {"columns": [], "rows": []}
         rows = kept["rows"]
+        # Sorted over the whole result: the kept rows when they are all of it (no run), else
+        # the statement was run again sorted (sql_sort) and its entry says by what.
+        sort = None if entry["truncated"] else _order(order, len(kept["columns"]))
+        if sort is not None:
+            types = kept.get("types") or []
+            kind = types[sort[0]] if sort[0] < len(types) else ""
+            rows = sorted(rows, key=lambda r: _sort_key(kind)(r[sort[0]]), reverse=sort[1])
+        elif kept.get("sort"):
+            sort = (kept["sort"]["column"], kept["sort"]["desc"])
+        pages = max(1, math.ceil(len(rows) / PAGE_SIZE))
+        page_no = min(page_no, pages)
+        ctx.update(
+            page=page_no,
+            pages=pages,
+            sort=sort,
+            order=(sort[0] + 1) * (-1 if sort[1] else 1) if sort else None,
+            # Sorting a cut-short result runs the statement again: only a single query can be.
+            rerun_ok=entry["ok"] and bool(kept["columns"]) and _single_query(entry["sql"]) is not None,
+        )
         ctx.update(
             sql=entry["sql"],
             query_id=entry["id"],
@@ -188,12 +309,13 @@ def sql_page(
     ctx["history"] = history.list(who.name)
     ctx["saved"] = history.list_saved(who.name)
     ctx["run_token"] = secrets.token_urlsafe(12)
-    return c.page(request, "sql.html", who, session, **ctx)
+    return _sql_page(c, request, who, session, **ctx)
 
 
 @routes.get("/sql/schema.json")
 def sql_schema(c: Console, request: Request) -> Response:
-    """The tables and columns the viewer may read, for completion and the schema tree."""
+    """The tables and columns the viewer may read, as the SQL page has them in it (for other
+    clients: the page itself does not fetch this), audited as `catalog.schema`."""
     who, _session = c.viewer(request)
     schema = views.readable_schema(c.spark(), c.settings, who)
     c.audit.record(who.name, "catalog.schema", None, True, via="console", tables=sum(len(t) for t in schema.values()))
@@ -210,18 +332,7 @@ def sql_run(
 ) -> Response:
     who, session = c.viewer(request)
     c.check_csrf(request, session, csrf)
-    # One more row than is kept tells whether the result was cut short.
-    result, error, ms = _run_sql(c, who, sql, MAX_KEPT_ROWS + 1, run)
-    truncated = len(result["rows"]) > MAX_KEPT_ROWS
-    qid = QueryHistory(c.settings).add(
-        who.name,
-        sql,
-        ok=error is None,
-        result=None if error else result,
-        truncated=truncated,
-        error=error,
-        duration_ms=ms,
-    )
+    qid = _keep_run(c, who, sql, run)
     if request.headers.get("accept") == "application/json":  # the editor's script posted it
         return JSONResponse({"location": f"/sql?q={qid}"})
     return RedirectResponse(f"/sql?q={qid}", status_code=303)
@@ -285,8 +396,18 @@ def sql_unsave(c: Console, request: Request, saved_id: str, csrf: Annotated[str,
     return RedirectResponse("/sql?" + urlencode({"done": "deleted" if gone else "not-yours"}), status_code=303)
 
 
+def _csv_row(row: Any) -> list[str]:
+    return [views.csv_safe(v if not isinstance(v, dict | list) else json.dumps(v)) for v in row]
+
+
 @routes.get("/sql/{query_id}.csv")
-def sql_csv(c: Console, request: Request, query_id: str) -> Response:
+def sql_csv(
+    c: Console,
+    request: Request,
+    query_id: str,
+    order: Annotated[int | None, Query(ge=-100_000, le=100_000)] = None,
+) -> Response:
+    """The kept rows as CSV (sorted as the page is); no SQL runs (sql_export runs it again)."""
     who, _session = c.viewer(request)
     entry = QueryHistory(c.settings).get(who.name, query_id)
     if entry is None:
@@ -294,15 +415,113 @@ def sql_csv(c: Console, request: Request, query_id: str) -> Response:
     if not entry["ok"]:
         return Response(entry["error"] or "the query failed", status_code=400, media_type="text/plain")
     kept = entry["result"] or {"columns": [], "rows": []}
+    rows = kept["rows"]
+    sort = None if entry["truncated"] else _order(order, len(kept["columns"]))
+    if sort is not None:
+        kind = (kept.get("types") or [""] * len(kept["columns"]))[sort[0]]
+        rows = sorted(rows, key=lambda r: _sort_key(kind)(r[sort[0]]), reverse=sort[1])
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow([views.csv_safe(name) for name in kept["columns"]])
-    for row in kept["rows"]:
-        writer.writerow([views.csv_safe(v if not isinstance(v, dict | list) else json.dumps(v)) for v in row])
+    for row in rows:
+        writer.writerow(_csv_row(row))
     return Response(
         buf.getvalue(),
         media_type="text/csv; charset=utf-8",
         headers={"Content-Disposition": f'attachment; filename="query-{entry["id"]}.csv"'},
+    )
+
+
+@routes.post("/sql/{query_id}/sort")
+def sql_sort(
+    c: Console,
+    request: Request,
+    query_id: str,
+    order: Annotated[int, Form(ge=-100_000, le=100_000)],
+    csrf: Annotated[str, Form()] = "",
+) -> Response:
+    """Sort a result by a column over all of it. A result kept whole is sorted as kept (no run:
+    a redirect to its page with `order`); a cut-short one runs again, as a new history entry,
+    wrapped in ORDER BY (_sorted_sql) and governed, admitted and audited as any run."""
+    who, session = c.viewer(request)
+    c.check_csrf(request, session, csrf)
+    entry = QueryHistory(c.settings).get(who.name, query_id)
+    if entry is None or not entry["ok"]:
+        return _not_found(c, request, who, session)
+    kept = entry["result"] or {"columns": [], "rows": []}
+    sort = _order(order, len(kept["columns"]))
+    if sort is None:
+        return RedirectResponse(f"/sql?q={entry['id']}", status_code=303)
+    if not entry["truncated"]:
+        return RedirectResponse("/sql?" + urlencode({"q": entry["id"], "order": order}), status_code=303)
+    base = (kept.get("sort") or {}).get("of") or entry["sql"]  # re-sorting a sorted run sorts its statement
+    sorted_sql = _sorted_sql(base, *sort)
+    if sorted_sql is None:
+        return c.refuse(
+            request, who, session, "query.sort", entry["id"], "only a single query can be sorted over its whole result"
+        )
+    qid = _keep_run(c, who, sorted_sql, "", sort={"column": sort[0], "desc": sort[1], "of": base})
+    return RedirectResponse(f"/sql?q={qid}", status_code=303)
+
+
+# Rows per chunk of the streamed CSV (one write to the socket each).
+_EXPORT_CHUNK = 1000
+
+
+@routes.post("/sql/{query_id}/export")
+def sql_export(c: Console, request: Request, query_id: str, csrf: Annotated[str, Form()] = "") -> Response:
+    """The whole result as CSV: the statement runs again, governed as the viewer (the same
+    checks and rewrite as their run), admitted like any run, and streamed a partition at a time
+    (the driver never holds the result). Its `select` audit row is written when the download
+    ends, with the rows sent; a `query.export` row names the history entry. A POST with the
+    CSRF token: a link cannot make a browser run it. Only a single query runs again."""
+    from shoal.admission import admission
+    from shoal.governance import GovernedSql
+
+    who, session = c.viewer(request)
+    c.check_csrf(request, session, csrf)
+    entry = QueryHistory(c.settings).get(who.name, query_id)
+    if entry is None:
+        return Response("no such query in your history", status_code=404, media_type="text/plain")
+    if not entry["ok"] or _single_query(entry["sql"]) is None:
+        c.audit.record(who.name, "query.export", entry["id"], False, reason="not a single query", via="console")
+        return Response("only a single query's result can be exported again", status_code=400, media_type="text/plain")
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(admission(c.settings).enter(who.name))
+        result = GovernedSql(c.spark(), c.settings, who).execute(entry["sql"], stream=True)
+    except (AccessDenied, SqlError, ShoalError) as exc:
+        stack.close()
+        c.audit.record(who.name, "query.export", entry["id"], False, reason=first_line(exc), via="console")
+        return Response(first_line(exc), status_code=400, media_type="text/plain")
+    except BaseException:
+        stack.close()
+        raise
+    c.audit.record(who.name, "query.export", entry["id"], True, via="console")
+    stream = result.stream if result.stream is not None else iter(result.rows)
+
+    def chunks() -> Iterator[str]:
+        try:
+            buf = io.StringIO()
+            writer = csv.writer(buf)
+            writer.writerow([views.csv_safe(name) for name in result.columns])
+            for n, row in enumerate(stream, 1):
+                writer.writerow(_csv_row(views.to_json_value(v) for v in row))
+                if n % _EXPORT_CHUNK == 0:
+                    yield buf.getvalue()
+                    buf.seek(0)
+                    buf.truncate()
+            yield buf.getvalue()
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # a download cut short stops Spark serving (and writes the audit row)
+            stack.close()
+
+    return StreamingResponse(
+        chunks(),
+        media_type="text/csv; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="query-{entry["id"]}-all.csv"'},
     )
 
 
