@@ -1,6 +1,8 @@
 """Issue 46, the console's results grid: a result longer than the rows kept with it is sorted
 by a column over all of it, exported whole (streamed, governed as the viewer's run, audited),
-and paged with a jump to any page; a result kept whole is sorted as kept, without a run.
+and paged with a jump to any page; a result kept whole is sorted as kept, without a run. One
+audit row per SQL page load. The chart builder preselects x and y, and a chart on a dashboard
+its owner built is edited, moved and removed there (by nobody else).
 
 The site's console keeps 100 rows per result (server.console_kept_rows) so that a result
 "longer than what is kept" is 250 rows, not 100,000, on a busy test machine."""
@@ -16,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from shoal.governance import AuditLog, Governance, Principals
+from shoal.web.console import dashboards as dash
+from shoal.web.console.history import QueryHistory
 from tests.support.servers import console_server
 from tests.web.test_console import PASSWORD, Site, Visit, browser, signin
 from tests.web.test_console import run_sql as type_and_run
@@ -141,3 +145,66 @@ def test_a_sql_page_load_is_one_audit_row(browser, site, settings):
     assert rows[0]["decision"] == "allow" and rows[0]["detail"]["tables"] >= 1
     assert not v.errors, v.errors
     v.close()
+
+
+def test_the_builder_preselects_and_a_chart_is_edited_moved_and_removed(browser, site, settings):
+    analyst = site.users["analyst"]
+    sql = f"SELECT label, id, amount FROM {site.db}.big WHERE id <= 3"
+    saved = QueryHistory(settings).save(analyst, "Three rows", sql, shared=False)
+    board = "rg-" + site.db.split("_")[1]
+    path = settings.workspace_dir / "dashboards" / f"{board}.yaml"
+    v = Visit(browser, site, "analyst")
+    # x: the first text column, y: the first numeric one; the preview is drawn at once.
+    page = v.go(f"/dashboards/new?saved={saved}")
+    assert page.input_value("#builder-x") == "label" and page.input_value("#builder-y") == "id"
+    page.wait_for_selector("#chart-0[data-rendered=true]")
+    page.fill("#builder-board", board)
+    with page.expect_navigation():
+        page.click("#save-chart")
+    page = v.go(f"/dashboards/new?saved={saved}&type=kpi&y=amount&title=Total&board={board}")
+    with page.expect_navigation():
+        page.click("#save-chart")
+    assert [c.type for c in dash.load_file(path).charts] == ["bar", "kpi"]
+
+    # Move the KPI before the bar chart.
+    assert page.locator("#chart-0-card .chart-up").count() == 0  # the first cannot go up
+    with page.expect_navigation():
+        page.click("#chart-1-card .chart-up")
+    assert [c.type for c in dash.load_file(path).charts] == ["kpi", "bar"]
+    assert page.inner_text("#chart-0") == "6"  # the sum of amounts, first now
+
+    # Edit it: the builder opens with its fields; saving replaces it in place.
+    with page.expect_navigation():
+        page.click("#chart-0-card .chart-edit")
+    assert "Edit chart 1" in page.inner_text("h1")
+    assert page.input_value("#builder-type") == "kpi" and page.input_value("#builder-y") == "amount"
+    with page.expect_navigation():
+        page.select_option("#builder-agg", "max")
+    assert page.inner_text("#chart-0") == "3"
+    with page.expect_navigation():
+        page.click("#save-chart")
+    charts = dash.load_file(path).charts
+    assert [(c.type, c.agg) for c in charts] == [("kpi", "max"), ("bar", "sum")] and page.inner_text("#chart-0") == "3"
+
+    # Remove the bar chart; its dataset stays while the KPI uses it.
+    with page.expect_navigation():
+        page.click("#chart-1-card .chart-remove")
+    board_now = dash.load_file(path)
+    assert [c.type for c in board_now.charts] == ["kpi"] and len(board_now.datasets) == 1
+    assert not v.errors, v.errors
+    v.close()
+
+    # Nobody else: no tools on the page, and their POSTs are refused (the file is unchanged).
+    admin = signin(site, site.users["admin"])
+    page_html = admin.get(f"/dashboards/{board}").text
+    assert "chart-remove" not in page_html and "chart-edit" not in page_html
+    token = csrf_of(admin.get("/sql").text)
+    assert admin.post(f"/dashboards/{board}/charts/0/remove", data={"csrf": token}).status_code == 403
+    assert admin.post(f"/dashboards/{board}/charts/0/move", data={"csrf": token, "to": "down"}).status_code == 403
+    assert admin.get(f"/dashboards/{board}/charts/0/edit").status_code == 403
+    assert admin.post("/dashboards/sales-revenue/charts/0/remove", data={"csrf": token}).status_code == 403
+    assert [c.agg for c in dash.load_file(path).charts] == ["max"]
+    # The owner without the CSRF token: refused too.
+    mine = signin(site, analyst)
+    assert mine.post(f"/dashboards/{board}/charts/0/remove", data={}).status_code == 403
+    assert dash.load_file(path).charts

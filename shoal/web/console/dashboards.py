@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -400,11 +401,92 @@ def save_chart(
             Dashboard(**data)  # the file must load as written
         except ValidationError as exc:
             raise DashboardError(definitions.describe(exc)) from None
-        folder.mkdir(parents=True, exist_ok=True)
-        text = "# Written by the console's chart builder; hand edits are kept.\n" + yaml.safe_dump(
-            data, sort_keys=False, allow_unicode=True, width=120
-        )
-        tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)  # readers see the old file or the new one, never half of it
+        _write(path, data)
     return path
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "# Written by the console's chart builder; hand edits are kept.\n" + yaml.safe_dump(
+        data, sort_keys=False, allow_unicode=True, width=120
+    )
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)  # readers see the old file or the new one, never half of it
+
+
+def builder_board(settings: Settings, owner: str, board_name: str) -> Dashboard:
+    """A dashboard `owner` built in the console (its file in `<workspace>/dashboards`, its
+    `owner` them): the only ones whose charts the console edits, removes or moves. Raises
+    DashboardError for any other (a hand-written file, the built-in ones, another's)."""
+    path = settings.workspace_dir / "dashboards" / f"{board_name}.yaml"
+    if not re.match(r"^[a-z0-9][a-z0-9_-]{0,62}$", board_name) or not path.is_file():
+        raise DashboardError(f"no dashboard {board_name} made in the console")
+    board = load_file(path)
+    boards, _ = load_all(settings)
+    if board.owner != owner or boards.get(board_name, board).source != board.source:
+        raise DashboardError(f"dashboard {board_name} is not one of yours: only its owner changes its charts")
+    return board
+
+
+def change_charts(
+    settings: Settings, owner: str, board_name: str, change: Callable[[list[dict[str, Any]]], None]
+) -> bool:
+    """Apply `change` to the chart list of a dashboard `owner` built (builder_board), drop the
+    datasets no chart or filter uses any more, and write it back; False when its last chart
+    went, and with it the dashboard (its file is removed)."""
+    with _write_lock:
+        board = builder_board(settings, owner, board_name)
+        path = Path(board.source)
+        data = board.model_dump(exclude={"source"}, exclude_defaults=True)
+        change(data["charts"])
+        if not data["charts"]:
+            path.unlink()
+            return False
+        used = {c["dataset"] for c in data["charts"]} | {f["dataset"] for f in data.get("filters", [])}
+        data["datasets"] = {k: v for k, v in data["datasets"].items() if k in used}
+        try:
+            Dashboard(**data)  # the file must load as written
+        except ValidationError as exc:
+            raise DashboardError(definitions.describe(exc)) from None
+        _write(path, data)
+    return True
+
+
+def builder_fields(chart: Chart) -> dict[str, str]:
+    """The builder's fields for a chart (the reverse of builder_chart), to edit it."""
+    fields = {"type": chart.type, "x": "", "y": "", "series": "", "title": chart.title, "agg": chart.agg}
+    fields.update(format=chart.format if chart.format in NUMBER_FORMATS else ",.0f", unit=chart.unit)
+    if chart.type == "pie":
+        fields.update(x=chart.color or "", y=chart.theta or "")
+    elif chart.type == "kpi":
+        fields["y"] = chart.value or ""
+    elif chart.type == "table":
+        columns = list(chart.columns)
+        if chart.sort and chart.sort.startswith("-") and chart.sort[1:] in columns:
+            fields["y"] = chart.sort[1:]  # the builder sorts a table by its value, largest first
+            columns.remove(fields["y"])
+        fields.update(x=columns[0] if columns else "", series=columns[1] if len(columns) > 1 else "")
+    else:
+        fields.update(x=chart.x or "", y=chart.y or "", series=chart.color or "")
+    return fields
+
+
+# Spark's simple type names: what the builder preselects x (text, dates) and y (numbers) from.
+_NUMERIC = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
+_CATEGORY = ("string", "varchar", "char", "date", "timestamp")
+
+
+def preselected(columns: list[str], types: list[str]) -> dict[str, str]:
+    """x: the first text or date column; y: the first numeric one (either may be missing)."""
+    out: dict[str, str] = {}
+    for name, kind in zip(columns, types, strict=False):
+        if "x" not in out and kind.startswith(_CATEGORY):
+            out["x"] = name
+        if "y" not in out and kind.startswith(_NUMERIC):
+            out["y"] = name
+    return out
+
+
+def numeric_columns(columns: list[str], types: list[str]) -> list[str]:
+    return [name for name, kind in zip(columns, types, strict=False) if kind.startswith(_NUMERIC)]

@@ -26,9 +26,9 @@ def governed_rows(
     try:
         result = GovernedSql(spark, settings, who).execute(sql, limit=limit)
     except (AccessDenied, ShoalError) as exc:  # refused, or the table is missing or the SQL wrong
-        return {"denied": str(exc).splitlines()[0], "rows": [], "columns": []}
+        return {"denied": str(exc).splitlines()[0], "rows": [], "columns": [], "types": []}
     rows = [{c: to_json_value(v) for c, v in zip(result.columns, r, strict=True)} for r in result.rows]
-    return {"denied": None, "rows": rows, "columns": result.columns}
+    return {"denied": None, "rows": rows, "columns": result.columns, "types": result.types}
 
 
 def highlight(text: str, spans: list[tuple[int, int, str]]) -> Markup:

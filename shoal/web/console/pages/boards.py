@@ -83,22 +83,32 @@ def _builder(
     request: Request,
     who: Principal,
     session: Any,
-    fields: dict[str, str],
+    fields: dict[str, Any],
     *,
     error: str | None = None,
     status: int = 200,
+    editing: dict[str, Any] | None = None,
 ) -> Response:
     """The builder page: pick a saved query; its columns fill the x/y/series pickers; with
-    enough fields chosen, the chart as the dashboard will draw it."""
+    enough fields chosen, the chart as the dashboard will draw it. `editing`: a chart of one of
+    the viewer's dashboards ({board, chart, dataset, sql}), its dataset in place of a saved query.
+    An x or y not chosen yet (None) is preselected from the result's types: x the first text or
+    date column, y the first numeric one."""
     history = QueryHistory(c.settings)
+    auto = {key for key in ("x", "y") if fields[key] is None}
+    fields.update({key: "" for key in auto})
     ctx: dict[str, Any] = {"fields": fields, "error": error, "columns": [], "numeric": [], "preview": None}
     ctx["saved"] = history.list_saved(who.name)
     ctx["types"] = dash.BUILDER_TYPES
     ctx["formats"] = dash.NUMBER_FORMATS
+    ctx["editing"] = editing
     boards, _ = dash.load_all(c.settings)
     ctx["mine"] = sorted(b.name for b in boards.values() if b.owner == who.name)
-    entry = history.saved_query(who.name, fields["saved"]) if fields["saved"] else None
-    if fields["saved"] and entry is None:
+    if editing is not None:
+        entry: dict[str, Any] | None = {"id": None, "name": editing["dataset"], "sql": editing["sql"]}
+    else:
+        entry = history.saved_query(who.name, fields["saved"]) if fields["saved"] else None
+    if editing is None and fields["saved"] and entry is None:
         ctx["error"] = error or "no such saved query (it was deleted, or it is another user's and not shared)"
     elif entry is not None and not is_query(entry["sql"]):
         ctx["error"] = error or f"“{entry['name']}” is not a SELECT: only a query's result can be charted"
@@ -107,10 +117,17 @@ def _builder(
         ctx["query"] = entry
         ctx["columns"] = d["columns"]
         ctx["rows"] = len(d["rows"])
-        ctx["numeric"] = [col for col in d["columns"] if any(isinstance(r.get(col), int | float) for r in d["rows"])]
+        ctx["numeric"] = dash.numeric_columns(d["columns"], d["types"]) or [
+            col for col in d["columns"] if any(isinstance(r.get(col), int | float) for r in d["rows"])
+        ]
         for key in ("x", "y", "series"):  # columns of a query chosen before this one
             if fields[key] not in d["columns"]:
+                if fields[key] and key != "series":
+                    auto.add(key)
                 fields[key] = ""
+        for key, column in dash.preselected(d["columns"], d["types"]).items():
+            if key in auto:
+                fields[key] = column
         if d["denied"]:
             ctx["error"] = error or d["denied"]
         elif fields["type"] and (fields["x"] or fields["y"]):
@@ -143,8 +160,8 @@ def chart_builder(
     request: Request,
     saved: Annotated[str, Query(max_length=64)] = "",
     type: BuilderType = "bar",
-    x: Column = "",
-    y: Column = "",
+    x: Annotated[str | None, Query(max_length=128)] = None,  # None: not chosen yet (preselected)
+    y: Annotated[str | None, Query(max_length=128)] = None,
     series: Column = "",
     title: Annotated[str, Query(max_length=200)] = "",
     agg: Annotated[str, Query(pattern="^(sum|avg|min|max|count|last)$")] = "sum",
@@ -193,6 +210,123 @@ def chart_save(
     return RedirectResponse(f"/dashboards/{quote(board.strip())}", status_code=303)
 
 
+# ---- a builder-made dashboard's charts: edit, remove, move (its owner only) ----------------
+def _editable(c: Console, who: Principal, name: str, chart: int) -> tuple[dash.Dashboard, dash.Chart]:
+    board = dash.builder_board(c.settings, who.name, name)
+    if not 0 <= chart < len(board.charts):
+        raise dash.DashboardError(f"dashboard {name} has no chart {chart + 1}")
+    return board, board.charts[chart]
+
+
+@routes.get("/dashboards/{name}/charts/{chart}/edit")
+def chart_edit(
+    c: Console,
+    request: Request,
+    name: str,
+    chart: int,
+    type: Annotated[str | None, Query(pattern="^(bar|line|area|pie|table|kpi)$")] = None,
+    x: Column = "",
+    y: Column = "",
+    series: Column = "",
+    title: Annotated[str, Query(max_length=200)] = "",
+    agg: Annotated[str, Query(pattern="^(sum|avg|min|max|count|last)$")] = "sum",
+    format: Annotated[str, Query(max_length=20)] = ",.0f",
+    unit: Annotated[str, Query(max_length=20)] = "",
+) -> Response:
+    """The builder over a chart of the viewer's dashboard: its fields as saved, or (once the
+    form is changed) as chosen; saving replaces the chart in place."""
+    who, session = c.viewer(request)
+    try:
+        board, current = _editable(c, who, name, chart)
+    except dash.DashboardError as exc:
+        return c.refuse(request, who, session, "dashboard.save", name, str(exc))
+    if type is None:
+        fields: dict[str, Any] = dash.builder_fields(current)
+    else:
+        fields = dict(type=type, x=x, y=y, series=series, title=title, agg=agg, format=format, unit=unit)
+    fields.update(saved="", board=name, board_title="")
+    editing = {"board": name, "chart": chart, "dataset": current.dataset, "sql": board.datasets[current.dataset]}
+    return _builder(c, request, who, session, fields, editing=editing)
+
+
+@routes.post("/dashboards/{name}/charts/{chart}")
+def chart_replace(
+    c: Console,
+    request: Request,
+    name: str,
+    chart: int,
+    csrf: Annotated[str, Form()] = "",
+    type: Annotated[str, Form(pattern="^(bar|line|area|pie|table|kpi)$")] = "bar",
+    x: Annotated[str, Form(max_length=128)] = "",
+    y: Annotated[str, Form(max_length=128)] = "",
+    series: Annotated[str, Form(max_length=128)] = "",
+    title: Annotated[str, Form(max_length=200)] = "",
+    agg: Annotated[str, Form(pattern="^(sum|avg|min|max|count|last)$")] = "sum",
+    format: Annotated[str, Form(max_length=20)] = ",.0f",
+    unit: Annotated[str, Form(max_length=20)] = "",
+) -> Response:
+    who, session = c.viewer(request)
+    c.check_csrf(request, session, csrf)
+    fields = dict(type=type, x=x, y=y, series=series, title=title, agg=agg, format=format, unit=unit)
+    try:
+        board, current = _editable(c, who, name, chart)
+        new = _chart(c, {**fields}, current.dataset).model_copy(update={"dataset": current.dataset})
+
+        def replace(charts: list[dict[str, Any]]) -> None:
+            charts[chart] = new.model_dump(exclude_defaults=True)
+
+        dash.change_charts(c.settings, who.name, name, replace)
+    except dash.DashboardError as exc:
+        return c.refuse(request, who, session, "dashboard.save", name, f"not saved: {exc}")
+    c.audit.record(who.name, "dashboard.save", name, True, via="console", change="edit", chart=chart + 1)
+    return RedirectResponse(f"/dashboards/{quote(name)}#chart-{chart}-card", status_code=303)
+
+
+@routes.post("/dashboards/{name}/charts/{chart}/remove")
+def chart_remove(c: Console, request: Request, name: str, chart: int, csrf: Annotated[str, Form()] = "") -> Response:
+    who, session = c.viewer(request)
+    c.check_csrf(request, session, csrf)
+    try:
+        _editable(c, who, name, chart)
+
+        def remove(charts: list[dict[str, Any]]) -> None:
+            del charts[chart]
+
+        left = dash.change_charts(c.settings, who.name, name, remove)
+    except dash.DashboardError as exc:
+        return c.refuse(request, who, session, "dashboard.save", name, str(exc))
+    c.audit.record(who.name, "dashboard.save", name, True, via="console", change="remove", chart=chart + 1)
+    return RedirectResponse(f"/dashboards/{quote(name)}" if left else "/dashboards", status_code=303)
+
+
+@routes.post("/dashboards/{name}/charts/{chart}/move")
+def chart_move(
+    c: Console,
+    request: Request,
+    name: str,
+    chart: int,
+    to: Annotated[str, Form(pattern="^(up|down)$")],
+    csrf: Annotated[str, Form()] = "",
+) -> Response:
+    """Swap a chart with the one before (up) or after (down) it."""
+    who, session = c.viewer(request)
+    c.check_csrf(request, session, csrf)
+    other = chart - 1 if to == "up" else chart + 1
+    try:
+        board, _ = _editable(c, who, name, chart)
+        if not 0 <= other < len(board.charts):
+            raise dash.DashboardError(f"chart {chart + 1} is already the {'first' if to == 'up' else 'last'}")
+
+        def swap(charts: list[dict[str, Any]]) -> None:
+            charts[chart], charts[other] = charts[other], charts[chart]
+
+        dash.change_charts(c.settings, who.name, name, swap)
+    except dash.DashboardError as exc:
+        return c.refuse(request, who, session, "dashboard.save", name, str(exc))
+    c.audit.record(who.name, "dashboard.save", name, True, via="console", change=f"move {to}", chart=chart + 1)
+    return RedirectResponse(f"/dashboards/{quote(name)}#chart-{other}-card", status_code=303)
+
+
 @routes.get("/dashboards/{name}/version")
 def dashboard_version(c: Console, request: Request, name: str) -> Response:
     c.viewer(request)
@@ -224,11 +358,16 @@ def dashboard_page(c: Console, request: Request, name: str) -> Response:
         options[f.field] = sorted({str(r.get(f.field)) for r in unfiltered["rows"] if r.get(f.field) is not None})
     charts = [draw(chart, _card_rows(c, who, board, chart, data, chosen), i) for i, chart in enumerate(board.charts)]
     c.audit.record(who.name, "dashboard.view", name, True, via="console")
+    try:
+        editable = dash.builder_board(c.settings, who.name, name).source == board.source
+    except dash.DashboardError:
+        editable = False  # deny by default: another's, hand-written or built in
     return c.page(
         request,
         "dashboard.html",
         who,
         session,
+        editable=editable,
         board=board,
         charts=charts,
         options=options,

@@ -137,6 +137,12 @@ def _sort_key(kind: str) -> Any:
     return key
 
 
+def _sorted_rows(rows: list[list[Any]], types: list[str], column: int, desc: bool) -> list[list[Any]]:
+    """The kept rows sorted by one column (stable: ties keep the order the statement gave)."""
+    key = _sort_key(types[column] if column < len(types) else "")
+    return sorted(rows, key=lambda r: key(r[column]), reverse=desc)
+
+
 def _order(value: int | None, columns: int) -> tuple[int, bool] | None:
     """`order` is a result column's 1-based position, negative for descending: (index, desc)."""
     if value is None or not 1 <= abs(value) <= columns:
@@ -270,9 +276,7 @@ def sql_page(
         # the statement was run again sorted (sql_sort) and its entry says by what.
         sort = None if entry["truncated"] else _order(order, len(kept["columns"]))
         if sort is not None:
-            types = kept.get("types") or []
-            kind = types[sort[0]] if sort[0] < len(types) else ""
-            rows = sorted(rows, key=lambda r: _sort_key(kind)(r[sort[0]]), reverse=sort[1])
+            rows = _sorted_rows(rows, kept.get("types") or [], *sort)
         elif kept.get("sort"):
             sort = (kept["sort"]["column"], kept["sort"]["desc"])
         pages = max(1, math.ceil(len(rows) / PAGE_SIZE))
@@ -418,8 +422,7 @@ def sql_csv(
     rows = kept["rows"]
     sort = None if entry["truncated"] else _order(order, len(kept["columns"]))
     if sort is not None:
-        kind = (kept.get("types") or [""] * len(kept["columns"]))[sort[0]]
-        rows = sorted(rows, key=lambda r: _sort_key(kind)(r[sort[0]]), reverse=sort[1])
+        rows = _sorted_rows(rows, kept.get("types") or [], *sort)
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow([views.csv_safe(name) for name in kept["columns"]])
