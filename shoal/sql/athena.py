@@ -29,6 +29,7 @@ from sqlglot.dialects.trino import Trino
 from sqlglot.parsers.athena import AthenaParser, AthenaTrinoParser
 
 from shoal.exceptions import SqlError
+from shoal.sql import athena_udfs as udfs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -134,6 +135,11 @@ def _numeric(t: str | None) -> bool:
     return t in _FRACTIONAL or t in _INTEGRAL or _is_decimal(t)
 
 
+def _decimal_precision(t: str) -> int:
+    m = re.fullmatch(r"decimal\((\d+),\s*\d+\)", t)
+    return int(m.group(1)) if m else 38
+
+
 def _decimal_scale(t: str) -> int | None:
     m = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", t)
     return int(m.group(2)) if m else None
@@ -184,7 +190,7 @@ _SAME = {
     exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue, exp.PercentRank, exp.CumeDist,
     exp.Ntile, exp.DayOfYear, exp.WeekOfYear, exp.Year, exp.Month, exp.Day, exp.Hour, exp.Minute,
     exp.Second, exp.Quarter, exp.DayOfMonth, exp.Bracket, exp.FromISO8601Timestamp,
-    exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone, exp.Translate,
+    exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone, exp.Translate, exp.Struct,
 }  # fmt: skip
 # Unknown to sqlglot, same name and answer in Spark.
 _SAME_ANONYMOUS = {"MAP_VALUES", "ARRAY_UNION", "ARRAYS_OVERLAP", "ZIP_WITH", "MAP_CONCAT", "MAP_FILTER",
@@ -952,10 +958,37 @@ class AthenaTranslator:
         """truncate(x): x rounded toward zero (math.md), for a DOUBLE or REAL; doubles of 2^52
         and more (and infinities) are already whole."""
         t = self.type_of(node.this)
-        if node.args.get("decimals") is not None or t not in _FRACTIONAL:
-            raise self.refuse("TRUNCATE with a scale, or of a value that is not DOUBLE or REAL", node, "truncate")
+        n = node.args.get("decimals")
+        if t is not None and _is_decimal(t) and _decimal_scale(t) is not None:
+            return self._truncate_decimal(node, t, n)
+        if n is not None and t == "double":
+            return self._udf("truncate_double", [node.this, n], "double")
+        if n is not None or t not in _FRACTIONAL:
+            raise self.refuse("TRUNCATE of a REAL with a scale, or of a value whose type Shoal cannot tell", node, "truncate")
         out = _sp(f"CAST(CASE WHEN ABS(A) >= 4503599627370496D THEN A ELSE A - A % 1 END AS {t.upper()})", A=node.this)
         return self._typed(out, t)
+
+    def _truncate_decimal(self, node: exp.Expr, t: str, n: exp.Expr | None) -> exp.Expr:
+        """truncate(decimal(p,s)) is a decimal(max(1, p-s), 0); truncate(x, n) keeps decimal(p,s)
+        with the digits after the n-th zeroed: x - x % 10^-n (the remainder has x's sign)."""
+        p, scale = _decimal_precision(t), _decimal_scale(t) or 0
+        if n is None:
+            out_type, digits = f"decimal({max(1, p - scale)},0)", 0
+        elif isinstance(n, exp.Literal) and not n.is_string and re.fullmatch(r"-?\d+", n.this):
+            out_type, digits = t, int(n.this)
+        elif isinstance(n, exp.Neg) and isinstance(n.this, exp.Literal) and re.fullmatch(r"\d+", n.this.this):
+            out_type, digits = t, -int(n.this.this)
+        else:
+            raise self.refuse("TRUNCATE of a DECIMAL to a number of places that is not a literal", node, "truncate")
+        if p > 36:
+            raise self.refuse("TRUNCATE of a DECIMAL of more than 36 digits", node, "truncate")
+        if digits >= scale:
+            return self._typed(_sp(f"CAST(A AS {out_type.upper()})", A=node.this), out_type)
+        step = exp.Literal.number(str(decimal.Decimal(1).scaleb(-digits)) if digits > 0 else str(10 ** -digits))
+        if -digits >= 38:
+            return self._typed(_sp(f"CAST(A * 0 AS {out_type.upper()})", A=node.this), out_type)
+        out = _sp(f"CAST(A - A % S AS {out_type.upper()})", A=node.this, S=step)
+        return self._typed(out, out_type)
 
     def _h_Unnest(self, node: exp.Expr) -> exp.Expr | None:
         """CROSS JOIN UNNEST(array) AS t(x) / UNNEST(map) AS t(k, v): one row per element (or
@@ -1013,9 +1046,33 @@ class AthenaTranslator:
         )
 
     def _h_StrPosition(self, node: exp.Expr) -> exp.Expr | None:
-        if node.args.get("occurrence") or node.args.get("position"):
-            raise self.refuse("STRPOS with an instance argument", node, "strpos")
+        if node.args.get("position"):
+            raise self.refuse("STRPOS with a start position", node, "strpos")
+        instance = node.args.get("occurrence")
+        if instance is None:
+            return None
+        # strpos(s, sub, instance) (string.md): the N-th from the start, or from the end when N < 0.
+        return self._udf("strpos_instance", [node.this, node.args["substr"], instance], "bigint")
+
+    def _h_If(self, node: exp.Expr) -> exp.Expr | None:
+        # if(condition, true_value) (conditional.md): NULL when the condition is not true.
+        if node.args.get("false") is None and not isinstance(node.parent, exp.Case):
+            return exp.Case(ifs=[exp.If(this=node.this, true=node.args["true"])])
         return None
+
+    def _h_DPipe(self, node: exp.Expr) -> exp.Expr | None:
+        """`||` (array.md): an element before or after an array joins it; two arrays concatenate."""
+        a, b = self.type_of(node.this), self.type_of(node.expression)
+        arrays = [t is not None and t.startswith("array") for t in (a, b)]
+        if not any(arrays):
+            return None
+        if None in (a, b):
+            raise self.refuse("|| of a value whose type (array or element) Shoal cannot tell", node)
+        left, right = (
+            x if is_array else exp.Array(expressions=[x])
+            for x, is_array in zip((node.this, node.expression), arrays, strict=True)
+        )
+        return self._typed(exp.Anonymous(this="CONCAT", expressions=[left, right]), "array")
 
     def _h_RegexpExtract(self, node: exp.Expr) -> exp.Expr:
         group = node.args.get("group") or exp.Literal.number(0)
@@ -1045,7 +1102,7 @@ class AthenaTranslator:
             A=arg,
         )
 
-    def _ordered_agg(self, node: exp.Expr, order: exp.Order) -> exp.Expr:
+    def _ordered_agg(self, node: exp.Expr, order: exp.Order, keep_nulls: bool = True) -> exp.Expr:
         """array_agg(x ORDER BY k1 [DESC], ...): NULLs kept, NULL keys last unless NULLS FIRST
         (Trino's ORDER BY), NULL for no rows; an array_sort with a comparator over the keys."""
         nodes: dict[str, exp.Expr] = {"V": order.this}
@@ -1063,9 +1120,12 @@ class AthenaTranslator:
                 f"WHEN r.k{i} IS NULL THEN {nl} WHEN l.k{i} < r.k{i} THEN {lt} WHEN l.k{i} > r.k{i} THEN {gt} "
                 f"ELSE {compare} END"
             )
+        entry = f"NAMED_STRUCT({', '.join(fields)})"
+        if not keep_nulls:  # listagg: NULL values left out
+            entry = f"CASE WHEN V IS NULL THEN NULL ELSE {entry} END"
         return self._aggregate(
             node,
-            f"CASE WHEN COUNT(1) F = 0 THEN NULL ELSE TRANSFORM(ARRAY_SORT(COLLECT_LIST(NAMED_STRUCT({', '.join(fields)})) F, "
+            f"CASE WHEN COUNT({1 if keep_nulls else 'V'}) F = 0 THEN NULL ELSE TRANSFORM(ARRAY_SORT(COLLECT_LIST({entry}) F, "
             f"(l, r) -> {compare}), e -> e.v) END",
             **nodes,
         )
@@ -1100,6 +1160,149 @@ class AthenaTranslator:
         if node.args.get("accuracy") or node.args.get("weight"):
             raise self.refuse("APPROX_PERCENTILE with a weight or accuracy", node, "approx_percentile")
         return None
+
+    # -- functions Spark spells otherwise (issue 44) ------------------------------------------------
+    def _udf(self, name: str, args: list, spark_type: str) -> exp.Expr:
+        self.uses_udfs = True
+        return self._typed(exp.Anonymous(this=f"athena_{name}", expressions=list(args)), spark_type)
+
+    def _f_hamming_distance(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("hamming_distance", self._arity(node, args, 2), "bigint")
+
+    def _f_codepoint(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # codepoint takes a varchar(1) (string.md): a one-character literal; Trino rejects a VARCHAR column.
+        arg = self._arity(node, args, 1)[0]
+        if not (isinstance(arg, exp.Literal) and arg.is_string and len(arg.this) == 1):
+            raise self.refuse("CODEPOINT of anything but a one-character literal", node, "codepoint")
+        return self._typed(exp.Literal.number(ord(arg.this)), "int")
+
+    def _f_url_encode(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("url_encode", self._arity(node, args, 1), "string")
+
+    def _f_url_decode(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("url_decode", self._arity(node, args, 1), "string")
+
+    def _f_url_extract_parameter(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("url_extract_parameter", self._arity(node, args, 2), "string")
+
+    def _url_part(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        part = node.name.lower()
+        return self._udf(part, self._arity(node, args, 1), "bigint" if part.endswith("port") else "string")
+
+    _f_url_extract_host = _f_url_extract_path = _f_url_extract_port = _url_part
+    _f_url_extract_protocol = _f_url_extract_query = _f_url_extract_fragment = _url_part
+
+    def _arity(self, node: exp.Anonymous, args: list, n: int) -> list:
+        if len(args) != n:
+            raise self.refuse(f"{node.name.upper()} with {len(args)} arguments", node, node.name)
+        return args
+
+    def _f_zip(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # array.md: rows of the M-th elements, the shorter arrays padded with NULL (arrays_zip).
+        if len(args) < 2:
+            raise self.refuse("ZIP of fewer than two arrays", node, "zip")
+        return self._typed(exp.Anonymous(this="ARRAYS_ZIP", expressions=args), "array")
+
+    def _f_map_concat(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """map.md: a key in several maps takes its value from the last (Spark refuses the
+        duplicate): each map keeps only the keys no later map has."""
+        kept = []
+        for i, m in enumerate(args):
+            later = args[i + 1 :]
+            if not later:
+                kept.append(m)
+                continue
+            hidden = exp.or_(*[_sp("MAP_CONTAINS_KEY(L, shoal_k)", L=m2) for m2 in later])
+            keep = _sp("MAP_FILTER(M, (shoal_k, shoal_v) -> NOT H)", M=m, H=hidden)
+            kept.append(keep)
+        return exp.Anonymous(this="MAP_CONCAT", expressions=kept)
+
+    def _f_multimap_from_entries(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """map.md: each key with the array of its values, in order. The entries' fields are read
+        by position (a one-entry map_from_entries); a NULL key is an error, as in Trino."""
+        entries = self._arity(node, args, 1)[0]
+        pairs = _sp(
+            "TRANSFORM(A, shoal_e -> NAMED_STRUCT('k', MAP_KEYS(MAP_FROM_ENTRIES(ARRAY(shoal_e)))[0], "
+            "'v', MAP_VALUES(MAP_FROM_ENTRIES(ARRAY(shoal_e)))[0]))",
+            A=entries,
+        )
+        return self._typed(
+            _sp(
+                "MAP_FROM_ARRAYS(ARRAY_DISTINCT(TRANSFORM(P, shoal_p -> shoal_p.k)), TRANSFORM("
+                "ARRAY_DISTINCT(TRANSFORM(P, shoal_p -> shoal_p.k)), shoal_key -> TRANSFORM("
+                "FILTER(P, shoal_p -> shoal_p.k = shoal_key), shoal_p -> shoal_p.v)))",
+                P=pairs,
+            ),
+            "map",
+        )
+
+    def _f_geometric_mean(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # aggregate.md; the mean of the logarithms: 0 among the values gives 0, a negative NaN.
+        x = self._arity(node, args, 1)[0]
+        if isinstance(node.parent, exp.Window) or not _numeric(self.type_of(x)):
+            raise self.refuse("GEOMETRIC_MEAN with OVER, or of a value whose type Shoal cannot tell", node, node.name)
+        return self._typed(
+            self._aggregate(
+                node,
+                "EXP(AVG(CASE WHEN X > 0 THEN LN(CAST(X AS DOUBLE)) WHEN X = 0 THEN CAST('-Infinity' AS DOUBLE) "
+                "WHEN X < 0 THEN CAST('NaN' AS DOUBLE) END) F)",
+                X=x,
+            ),
+            "double",
+        )
+
+    def _f_reduce_agg(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """aggregate.md: the input function folded over the non-null values from the initial
+        state (the combine function has nothing to combine in one aggregation); NULL for none."""
+        value, init, fold, _ = self._arity(node, args, 4)
+        if isinstance(node.parent, exp.Window) or not isinstance(fold, exp.Lambda):
+            raise self.refuse("REDUCE_AGG with OVER", node, node.name)
+        return self._aggregate(
+            node, "CASE WHEN COUNT(X) F = 0 THEN NULL ELSE AGGREGATE(COLLECT_LIST(X) F, I, L) END", X=value, I=init, L=fold
+        )
+
+    def _h_GroupConcat(self, node: exp.Expr) -> exp.Expr:
+        """listagg(x, sep) WITHIN GROUP (ORDER BY ...) (aggregate.md): the non-null values in that
+        order joined by sep ('' by default); NULL for none."""
+        order = node.this
+        if (
+            not isinstance(order, exp.Order)
+            or node.args.get("on_overflow")
+            or isinstance(node.parent, exp.Window)
+            or isinstance(order.this, exp.Distinct)
+        ):
+            raise self.refuse("LISTAGG without WITHIN GROUP (ORDER BY ...), or with DISTINCT, ON OVERFLOW or OVER", node, "listagg")
+        if self.type_of(order.this) != "string":
+            raise self.refuse("LISTAGG of a value that is not VARCHAR (Trino takes only VARCHAR)", node, "listagg")
+        sep = node.args.get("separator") or exp.Literal.string("")
+        joined = self._ordered_agg(node, order, keep_nulls=False)
+        return self._typed(_sp("ARRAY_JOIN(A, S)", A=joined, S=sep), "string")
+
+    def _h_Format(self, node: exp.Expr) -> exp.Expr:
+        """format(fmt, args...) (conversion.md): Java's Formatter, as Spark's format_string; the
+        arguments passed as Trino passes them (integers as BIGINT); dates, timestamps and
+        values Shoal cannot type are refused, decimals only for %f and %e."""
+        fmt, args = node.this, node.expressions
+        passed = []
+        for arg in args:
+            t = self.type_of(arg)
+            if t in _INTEGRAL:
+                arg = _sp("CAST(A AS BIGINT)", A=arg)
+            elif t is not None and _is_decimal(t) and _decimal_precision(t) <= 15 and self._float_only(fmt):
+                arg = _sp("CAST(A AS DOUBLE)", A=arg)
+            elif not (t in _FRACTIONAL or t in ("string", "boolean") or isinstance(arg, exp.Null)):
+                raise self.refuse(f"FORMAT of a value of type {t or 'Shoal cannot tell'}", node, "format")
+            passed.append(arg)
+        return self._typed(exp.Anonymous(this="FORMAT_STRING", expressions=[fmt, *passed]), "string")
+
+    @staticmethod
+    def _float_only(fmt: exp.Expr) -> bool:
+        """A literal format whose conversions are all %f/%e: a DECIMAL of up to 15 digits reads
+        the same as a DOUBLE there."""
+        if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+            return False
+        convs = re.findall(r"%(?:\d+\$)?[-#+ 0,(<]*\d*(?:\.\d+)?([a-zA-Z%])", fmt.this)
+        return all(c in "feE%n" for c in convs)
 
     # -- JSON (Athena's JSON paths, run by Python functions registered in the session) --------------
     def _json(self, node: exp.Anonymous, args: list, udf: str, arity: tuple[int, ...], path: bool = False) -> exp.Expr:
@@ -1370,6 +1573,14 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
     "athena_json_array_contains": (json_array_contains, "boolean"),
     "athena_is_json_scalar": (is_json_scalar, "boolean"),
     "athena_json_parse": (json_parse, "string"),
+    "athena_hamming_distance": (udfs.hamming_distance, "bigint"),
+    "athena_strpos_instance": (udfs.strpos_instance, "bigint"),
+    "athena_truncate_double": (udfs.truncate_double, "double"),
+    "athena_url_encode": (udfs.url_encode, "string"),
+    "athena_url_decode": (udfs.url_decode, "string"),
+    "athena_url_extract_parameter": (udfs.url_extract_parameter, "string"),
+    **{f"athena_url_extract_{p}": (getattr(udfs, f"url_extract_{p}"), "bigint" if p == "port" else "string")
+       for p in ("protocol", "host", "port", "path", "query", "fragment")},
 }
 
 # ---- the session Athena SQL runs in --------------------------------------------------------------

@@ -52,6 +52,8 @@ def same(expected: Any, actual: Any) -> bool:
         return isinstance(actual, Decimal) and actual == expected
     if isinstance(expected, list):
         return isinstance(actual, list) and len(actual) == len(expected) and all(map(same, expected, actual))
+    if isinstance(expected, tuple):  # a ROW: Spark's Row is a tuple
+        return isinstance(actual, tuple) and len(actual) == len(expected) and all(map(same, expected, actual))
     if isinstance(expected, dict):
         return (
             isinstance(actual, dict)

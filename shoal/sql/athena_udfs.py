@@ -1,0 +1,160 @@
+"""Python functions giving Trino's answers where Spark has no built-in with the same one
+(registered in the Athena session by `shoal.sql.athena.athena_session`).
+
+URLs are read the way Trino reads them (java.net.URI): a missing part is '' (the port
+NULL), text java.net.URI rejects is NULL. Only the plain URL shapes whose parts are certain
+are read; any other text is refused at run time ("not supported in Shoal: ...") rather than
+answered differently.
+"""
+
+from __future__ import annotations
+
+import decimal
+import re
+
+_REFUSED = "not supported in Shoal: "
+
+
+def hamming_distance(a: str | None, b: str | None) -> int | None:
+    """string.md: the number of positions whose characters differ; the lengths must match."""
+    if a is None or b is None:
+        return None
+    if len(a) != len(b):
+        raise ValueError("The input strings to hamming_distance function must have the same length")
+    return sum(x != y for x, y in zip(a, b, strict=True))
+
+
+def strpos_instance(s: str | None, sub: str | None, instance: int | None) -> int | None:
+    """string.md: the position (from 1) of the N-th `sub` in `s`, counted from the end when
+    N < 0; 0 if there is none. Matches may overlap (each search starts one past the last)."""
+    if s is None or sub is None or instance is None:
+        return None
+    if sub == "":
+        raise ValueError(f"{_REFUSED}STRPOS of an empty substring with an instance")
+    if instance == 0:
+        raise ValueError("'instance' must be a positive or negative number.")
+    at = -1 if instance > 0 else len(s) + 1
+    for _ in range(abs(instance)):
+        at = s.find(sub, at + 1) if instance > 0 else s.rfind(sub, 0, at - 1 + len(sub))
+        if at < 0:
+            return 0
+    return at + 1
+
+
+def truncate_double(x: float | None, n: int | None) -> float | None:
+    """math.md: x truncated to n decimal places (n < 0 zeroes digits left of the point)."""
+    if x is None or n is None:
+        return None
+    if x != x or x in (float("inf"), float("-inf")):
+        return x
+    with decimal.localcontext(decimal.Context(prec=2000)):
+        step = decimal.Decimal(1).scaleb(-n)
+        return float((decimal.Decimal(repr(x)) / step).to_integral_value(rounding=decimal.ROUND_DOWN) * step)
+
+
+# ---- URLs ----------------------------------------------------------------------------------------
+_SCHEME = r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOST = rf"(?P<host>(?:{_LABEL}\.)*{_LABEL}\.?)"
+_PCHARS = r"(?:[A-Za-z0-9\-_.!~*'();:@&=+$,/]|%[0-9A-Fa-f]{2})"
+_URL = re.compile(
+    rf"(?:{_SCHEME})?(?://{_HOST}(?::(?P<port>\d{{0,9}}))?)?(?P<path>{_PCHARS}*)"
+    rf"(?:\?(?P<query>(?:{_PCHARS}|\?)*))?(?:#(?P<fragment>(?:{_PCHARS}|\?)*))?"
+)
+
+
+def _url(url: str | None) -> dict[str, str | None] | None:
+    if url is None:
+        return None
+    m = _URL.fullmatch(url)
+    scheme = m and m.group("scheme")
+    host = m and m.group("host")
+    if (
+        m is None
+        or (scheme and not url[len(scheme) + 1 :].startswith("/"))
+        or (host and host[-1].isdigit() and not _ipv4(host))
+    ):
+        raise ValueError(f"{_REFUSED}a URL Shoal cannot read as Trino does: {url[:80]!r}")
+    return m.groupdict()
+
+
+def _ipv4(host: str) -> bool:
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isdigit() and int(p) <= 255 for p in parts)
+
+
+def _decoded(text: str | None) -> str:
+    """java.net.URI's decoded component: %XX sequences read as UTF-8."""
+    if not text:
+        return ""
+    try:
+        return re.sub(
+            r"(?:%[0-9A-Fa-f]{2})+", lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8"), text
+        )
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{_REFUSED}a URL whose escapes are not UTF-8") from exc
+
+
+def url_extract_protocol(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else parts["scheme"] or ""
+
+
+def url_extract_host(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else parts["host"] or ""
+
+
+def url_extract_port(url: str | None) -> int | None:
+    parts = _url(url)
+    return int(parts["port"]) if parts is not None and parts["port"] else None
+
+
+def url_extract_path(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else _decoded(parts["path"])
+
+
+def url_extract_query(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else _decoded(parts["query"])
+
+
+def url_extract_fragment(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else _decoded(parts["fragment"])
+
+
+def url_extract_parameter(url: str | None, name: str | None) -> str | None:
+    """The first `name=value` of the raw query, value form-decoded; '' for `name` alone."""
+    parts = _url(url)
+    if parts is None or name is None or parts["query"] is None:
+        return None
+    for arg in parts["query"].split("&"):
+        key, eq, value = arg.partition("=")
+        if key == name:
+            return url_decode(value) if eq else ""
+    return None
+
+
+def url_encode(value: str | None) -> str | None:
+    """url.md: letters, digits and `.-*_` kept, space as +, every other byte of UTF-8 as %XX."""
+    if value is None:
+        return None
+    return "".join(
+        ch
+        if (ch.isascii() and ch.isalnum()) or ch in ".-*_"
+        else "+"
+        if ch == " "
+        else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
+        for ch in value
+    )
+
+
+def url_decode(value: str | None) -> str | None:
+    """url.md: the inverse of url_encode (+ is a space); a stray % is an error, as in Trino."""
+    if value is None:
+        return None
+    if re.search(r"%(?![0-9A-Fa-f]{2})", value):
+        raise ValueError(f"URLDecoder: Illegal hex characters in escape (%) pattern: {value[:80]!r}")
+    return _decoded(value.replace("+", " "))
