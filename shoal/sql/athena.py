@@ -140,6 +140,15 @@ def _decimal_precision(t: str) -> int:
     return int(m.group(1)) if m else 38
 
 
+def _decimal_of(t: str) -> tuple[int | None, int]:
+    """(precision, scale) of a decimal or integer type as Trino coerces it to a decimal."""
+    whole = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+    if t in whole:
+        return whole[t], 0
+    m = re.fullmatch(r"decimal\((\d+)(?:,\s*(\d+))?\)", t)
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else (None, 0)
+
+
 def _decimal_scale(t: str) -> int | None:
     m = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", t)
     return int(m.group(2)) if m else None
@@ -262,6 +271,10 @@ class AthenaTranslator:
             return known
         if isinstance(node, exp.Paren | exp.Neg):
             return self.type_of(node.this)
+        if isinstance(node, exp.Identifier) or (isinstance(node, exp.Column) and not node.table):
+            is_param, t = self._param_type(node)
+            if is_param:
+                return t
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return "string"
@@ -300,6 +313,33 @@ class AthenaTranslator:
             return "double" if self.type_of(node.this) in _INTEGRAL | _FRACTIONAL else None
         if isinstance(node, exp.Min | exp.Max):
             return self.type_of(node.this)
+        return None
+
+    def _param_type(self, node: exp.Expr) -> tuple[bool, str | None]:
+        """(whether `node` names a lambda's parameter, its type): the elements' type of the array
+        that transform, filter or any_match/all_match/none_match walk; None for other lambdas."""
+        lam = node.find_ancestor(exp.Lambda)
+        while lam is not None:
+            params = [p.name for p in lam.expressions]
+            if node.name in params:
+                call = lam.parent
+                walks = isinstance(call, exp.Transform | exp.ArrayFilter) or (
+                    isinstance(call, exp.Anonymous) and call.name.upper() in ("ANY_MATCH", "ALL_MATCH", "NONE_MATCH")
+                )
+                if walks and params.index(node.name) == 0 and call is not None:
+                    array = call.expressions[0] if isinstance(call, exp.Anonymous) else call.this
+                    return True, self._element_type(array)
+                return True, None
+            lam = lam.find_ancestor(exp.Lambda)
+        return False, None
+
+    def _element_type(self, array: exp.Expr) -> str | None:
+        t = self.type_of(array)
+        if t and t.startswith("array<") and t.endswith(">"):
+            return t[6:-1]
+        if isinstance(array, exp.Array) and array.expressions:
+            types = {self.type_of(e) for e in array.expressions}
+            return types.pop() if len(types) == 1 else None
         return None
 
     def _typed(self, node: exp.Expr, spark_type: str) -> exp.Expr:
@@ -652,9 +692,10 @@ class AthenaTranslator:
         return self._cast_checked(node, what)
 
     def _decimal_literal_type(self, node: exp.Cast) -> None:
-        """DECIMAL '1.20' is a decimal(3,2) (its digits; Trino's types page), not Spark's decimal(10,0)."""
+        """DECIMAL '1.20' is a decimal(3,2): every digit written, leading zeros too (decimal.md), not
+        Spark's decimal(10,0)."""
         text = node.this.this if isinstance(node.this, exp.Literal) and node.this.is_string else None
-        m = re.fullmatch(r"\s*[+-]?0*(\d*)(?:\.(\d*))?\s*", text.replace("_", "")) if text else None
+        m = re.fullmatch(r"\s*[+-]?(\d*)(?:\.(\d*))?\s*", text.replace("_", "")) if text else None
         if m is None or not (m.group(1) or m.group(2)):
             return
         whole, frac = m.group(1), m.group(2) or ""
@@ -783,26 +824,38 @@ class AthenaTranslator:
                 B=node.expression,
             )
             return self._typed(out, "double")
-        if (
-            (_is_decimal(a) or a in _INTEGRAL)
-            and (_is_decimal(b) or b in _INTEGRAL)
-            and (_is_decimal(a) or _is_decimal(b))
-        ):
-            sa = _decimal_scale(a) if _is_decimal(a) else 0  # type: ignore[arg-type]
-            sb = _decimal_scale(b) if _is_decimal(b) else 0  # type: ignore[arg-type]
-            if sa is not None and sb is not None:
-                scale = max(sa, sb)
-                out = _sp(
-                    f"CASE WHEN B = 0 THEN RAISE_ERROR('Division by zero') ELSE ROUND(A / B, {scale}) END",
-                    A=node.this,
-                    B=node.expression,
-                )
-                return self._typed(out, f"decimal(38,{scale})")
+        if (_is_decimal(a) or _is_decimal(b)) and _numeric(a) and _numeric(b):
+            return self._decimal_div(node, a, b)  # type: ignore[arg-type]
         raise self.refuse(
             "division of values whose types Shoal cannot tell (Athena divides integers as integers): "
             "CAST one side to DOUBLE or to BIGINT",
             node,
         )
+
+    def _decimal_div(self, node: exp.Div, a: str, b: str) -> exp.Expr:
+        """decimal(p1,s1) / decimal(p2,s2) is a decimal(min(38, p1 + s2 + max(s2 - s1, 0)), max(s1, s2))
+        rounded half up (Trino's DecimalOperators; decimal.md prints the precision rule garbled).
+        Spark's quotient is rounded once more to its own scale first: refused unless that scale
+        keeps every digit that can decide the rounding (one more than s + p2)."""
+        (p1, s1), (p2, s2) = _decimal_of(a), _decimal_of(b)
+        if p1 is None or p2 is None:
+            raise self.refuse("division of a DECIMAL whose precision Shoal cannot tell", node)
+        rp, rs = min(38, p1 + s2 + max(s2 - s1, 0)), max(s1, s2)
+        spark_s = max(6, s1 + p2 + 1)
+        int_digits = p1 - s1 + s2
+        if int_digits + spark_s > 38:
+            spark_s = max(38 - int_digits, min(spark_s, 6))
+        if spark_s < rs + p2 + 1:
+            raise self.refuse(f"DECIMAL({p1},{s1}) / DECIMAL({p2},{s2}): Spark keeps too few digits to round it", node)
+        out_type = f"decimal({rp},{rs})"
+        out = _sp(
+            f"CASE WHEN B = 0 THEN RAISE_ERROR('Division by zero') "
+            f"WHEN TRY_CAST(ROUND(A / B, {rs}) AS DECIMAL({rp}, {rs})) IS NULL AND A IS NOT NULL AND B IS NOT NULL "
+            f"THEN RAISE_ERROR('Value is out of range') ELSE CAST(ROUND(A / B, {rs}) AS DECIMAL({rp}, {rs})) END",
+            A=node.this,
+            B=node.expression,
+        )
+        return self._typed(out, out_type)
 
     def _h_Bracket(self, node: exp.Bracket) -> exp.Expr | None:
         if node.args.get("safe"):

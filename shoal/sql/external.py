@@ -264,6 +264,8 @@ class SqlRunner:
         # analyses them (no job runs).
         derived = [(c.alias_or_name, c.this) for c in tree.find_all(exp.CTE)]
         derived += [(q.alias_or_name, q.this) for q in tree.find_all(exp.Subquery) if q.alias_or_name]
+        # Inline VALUES ... AS v(a, b): a query over it gives its columns' types.
+        derived += [(v.alias_or_name, exp.select("*").from_(v.copy())) for v in tree.find_all(exp.Values) if v.alias]
         for alias, query in derived:
             if not isinstance(query, exp.Query):
                 continue

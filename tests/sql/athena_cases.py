@@ -626,6 +626,24 @@ CASES: list[tuple[str, str, object]] = [
     ("aggregates", "listagg(CAST(v AS VARCHAR), '-') WITHIN GROUP (ORDER BY v DESC)", "5-3-3-2-1"),
     ("aggregates", "reduce_agg(v, 0, (a, b) -> a + b, (a, b) -> a + b)", 14),
     ("aggregates", "reduce_agg(v, 1, (a, b) -> a * b, (a, b) -> a * b)", 90),
+    # functions/lambda.md: a lambda's parameter has the type of the array's elements (here arrays).
+    ("issue44", "transform(ARRAY[ARRAY[1, 2], ARRAY[3]], x -> x[1])", [1, 3]),
+    ("issue44", "transform(ARRAY[ARRAY[1, 2], ARRAY[3]], x -> x[2])", ERROR),
+    ("issue44", "transform(ARRAY[5, 6], x -> x / 2)", [2, 3]),
+    ("issue44", "filter(ARRAY[ARRAY[1, 2], ARRAY[3]], x -> x[1] > 1)", [[3]]),
+    # functions/decimal.md: a DECIMAL literal's precision counts every digit written; x / y has the
+    # larger scale, rounded half up (its precision: Trino's DecimalOperators, p1 + s2 + max(s2 - s1, 0)).
+    ("issue44", "typeof(DECIMAL '0000012345.1234500000')", "decimal(20,10)"),
+    ("issue44", "typeof(DECIMAL '0')", "decimal(1,0)"),
+    ("issue44", "DECIMAL '10.0' / DECIMAL '3.0'", Decimal("3.3")),
+    ("issue44", "typeof(DECIMAL '10.0' / DECIMAL '3.0')", "decimal(4,1)"),
+    ("issue44", "DECIMAL '2.00' / DECIMAL '3'", Decimal("0.67")),
+    ("issue44", "typeof(DECIMAL '1.0' / DECIMAL '0.25')", "decimal(5,2)"),
+    ("issue44", "DECIMAL '1.0' / DECIMAL '0.00'", ERROR),
+    # sql/values.md: the columns of an inline VALUES have its rows' types.
+    ("issue44", "(SELECT typeof(a) FROM (VALUES (1, 'x')) AS w(a, b))", "integer"),
+    ("issue44", "(SELECT a / 2 FROM (VALUES (7, 'x')) AS w(a, b))", 3),
+    ("issue44", "(SELECT CAST(a AS INTEGER) FROM (VALUES (2.5e0)) AS w(a))", 3),
     # ---- typeof ----------------------------------------------------------------------------------
     ("typeof", "typeof(1)", "integer"),
     ("typeof", "typeof(2147483648)", "bigint"),
