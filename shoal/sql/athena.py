@@ -660,7 +660,27 @@ class AthenaTranslator:
     def _h_TryCast(self, node: exp.Cast) -> exp.Expr | None:
         return self._cast(node, "TRY_CAST")
 
+    def _h_ParseJSON(self, node: exp.Expr) -> exp.Expr:
+        # JSON '...' (json.md): a JSON value, its text canonical as json_parse prints it.
+        return self._json(node, [node.this], "athena_json_parse", (1,))  # type: ignore[arg-type]
+
+    def _json_cast(self, node: exp.Cast, what: str) -> exp.Expr:
+        """CAST(json AS ARRAY|MAP|ROW|scalar) (json.md): converted by a Python function to JSON
+        text Spark's from_json reads exactly (see athena_udfs.json_cast)."""
+        target = _json_target(node.to)
+        if what != "CAST" or target is None:
+            raise self.refuse(f"{what} of a JSON value to {node.to.sql(dialect='athena')}", node, what.lower())
+        self.uses_udfs = True
+        converted = exp.Anonymous(
+            this="athena_json_cast", expressions=[node.this, exp.Literal.string(json.dumps(target))]
+        )
+        schema = exp.Literal.string(f"STRUCT<v: {node.to.sql(dialect='spark')}>")
+        out = exp.Dot(this=exp.Anonymous(this="FROM_JSON", expressions=[converted, schema]), expression=exp.to_identifier("v"))
+        return self._typed(out, node.to.sql(dialect="spark").lower().replace(" ", ""))
+
     def _cast(self, node: exp.Cast, what: str) -> exp.Expr | None:
+        if isinstance(node.this, exp.Anonymous) and node.this.name.upper() in _JSON_VALUED:
+            return self._json_cast(node, what)
         kind = node.to.this
         if kind in (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ):
             # Spark has no time-of-day type: `TIME '01:00' - INTERVAL '3' HOUR` would be a
@@ -1403,6 +1423,33 @@ class AthenaTranslator:
         )
 
 
+# The translated calls whose value is Trino's JSON type (json_extract_scalar's is a VARCHAR).
+_JSON_VALUED = {"ATHENA_JSON_PARSE", "ATHENA_JSON_EXTRACT", "ATHENA_JSON_ARRAY_GET"}
+_JSON_SCALARS = {
+    exp.DataType.Type.TINYINT: "tinyint", exp.DataType.Type.SMALLINT: "smallint", exp.DataType.Type.INT: "integer",
+    exp.DataType.Type.BIGINT: "bigint", exp.DataType.Type.DOUBLE: "double", exp.DataType.Type.BOOLEAN: "boolean",
+    exp.DataType.Type.VARCHAR: "varchar", exp.DataType.Type.TEXT: "varchar",
+}  # fmt: skip
+
+
+def _json_target(to: exp.DataType) -> Any:
+    """The cast's target as athena_udfs.json_cast reads it; None where Shoal does not convert."""
+    params = to.expressions
+    if to.this in _JSON_SCALARS and (not params or to.this not in (exp.DataType.Type.VARCHAR,)):
+        return _JSON_SCALARS[to.this]
+    if to.this == exp.DataType.Type.ARRAY and len(params) == 1:
+        inner = _json_target(params[0])
+        return None if inner is None else ["array", inner]
+    if to.this == exp.DataType.Type.MAP and len(params) == 2 and _json_target(params[0]) == "varchar":
+        value = _json_target(params[1])
+        return None if value is None else ["map", "varchar", value]
+    if to.this == exp.DataType.Type.STRUCT and params and all(isinstance(p, exp.ColumnDef) for p in params):
+        # Trino's field names are lower case; Spark's from_json matches them as written.
+        fields = [[p.name, _json_target(p.args["kind"])] for p in params]
+        return None if any(t is None or n != n.lower() for n, t in fields) else ["row", fields]
+    return None
+
+
 _LOCAL_PART = r"^\s*(\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?)"
 # ISO text with a time of day, then an optional zone (Z, UTC, +hh:mm, GMT-08:30, Area/City).
 _ZONED_TEXT = re.compile(
@@ -1629,6 +1676,7 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
     "athena_hamming_distance": (udfs.hamming_distance, "bigint"),
     "athena_strpos_instance": (udfs.strpos_instance, "bigint"),
     "athena_truncate_double": (udfs.truncate_double, "double"),
+    "athena_json_cast": (udfs.json_cast, "string"),
     "athena_url_encode": (udfs.url_encode, "string"),
     "athena_url_decode": (udfs.url_decode, "string"),
     "athena_url_extract_parameter": (udfs.url_extract_parameter, "string"),

@@ -10,7 +10,9 @@ answered differently.
 from __future__ import annotations
 
 import decimal
+import json
 import re
+from typing import Any
 
 _REFUSED = "not supported in Shoal: "
 
@@ -158,3 +160,60 @@ def url_decode(value: str | None) -> str | None:
     if re.search(r"%(?![0-9A-Fa-f]{2})", value):
         raise ValueError(f"URLDecoder: Illegal hex characters in escape (%) pattern: {value[:80]!r}")
     return _decoded(value.replace("+", " "))
+
+
+# ---- CAST(json AS type) --------------------------------------------------------------------------
+_INT_RANGES = {"tinyint": 2**7, "smallint": 2**15, "integer": 2**31, "bigint": 2**63}
+
+
+def json_cast(text: str | None, target: str | None) -> str | None:
+    """The JSON value `text` as `target` (a type described in JSON: "bigint", ["array", t],
+    ["map", k, v], ["row", [[name, t], ...]]), as JSON text {"v": value} that Spark's from_json
+    reads exactly. Only conversions whose Trino answer is certain are made (json.md's casts:
+    numbers to integers and doubles, strings to varchar, booleans, arrays, objects to maps and
+    rows); any other is refused when it is met."""
+    if text is None or target is None:
+        return None
+    value = json.loads(text, parse_float=decimal.Decimal, parse_int=int)
+    return json.dumps({"v": _as(value, json.loads(target))}, default=_number)
+
+
+def _as(value: Any, target: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(target, str) and target in _INT_RANGES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{_REFUSED}CAST of JSON {_shown(value)} to {target.upper()}")
+        if not -_INT_RANGES[target] <= value < _INT_RANGES[target]:
+            raise ValueError(f"Cannot cast JSON {value} to {target.upper()}: out of range")
+        return value
+    if target == "double" and isinstance(value, int | decimal.Decimal) and not isinstance(value, bool):
+        return float(value)
+    if (target == "varchar" and isinstance(value, str)) or (target == "boolean" and isinstance(value, bool)):
+        return value
+    if isinstance(target, list) and target[0] == "array" and isinstance(value, list):
+        return [_as(v, target[1]) for v in value]
+    if isinstance(target, list) and target[0] == "map" and target[1] == "varchar" and isinstance(value, dict):
+        return {k: _as(v, target[2]) for k, v in value.items()}
+    if isinstance(target, list) and target[0] == "row":
+        return _as_row(value, target[1])
+    raise ValueError(f"{_REFUSED}CAST of JSON {_shown(value)} to {target}")
+
+
+def _as_row(value: Any, fields: list) -> dict[str, Any]:
+    names = [n for n, _ in fields]
+    if isinstance(value, list) and len(value) == len(fields):
+        return {n: _as(v, t) for (n, t), v in zip(fields, value, strict=True)}
+    if isinstance(value, dict) and not any(k not in names and k.lower() in names for k in value):
+        return {n: _as(value.get(n), t) for n, t in fields}
+    raise ValueError(f"{_REFUSED}CAST of JSON {_shown(value)} to ROW({', '.join(names)})")
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, default=_number)[:80]
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    raise TypeError(type(value).__name__)

@@ -644,6 +644,20 @@ CASES: list[tuple[str, str, object]] = [
     ("issue44", "(SELECT typeof(a) FROM (VALUES (1, 'x')) AS w(a, b))", "integer"),
     ("issue44", "(SELECT a / 2 FROM (VALUES (7, 'x')) AS w(a, b))", 3),
     ("issue44", "(SELECT CAST(a AS INTEGER) FROM (VALUES (2.5e0)) AS w(a))", 3),
+    # functions/json.md, casting from JSON: to ARRAY, MAP and ROW (from an object by name, an array
+    # by position); a JSON null is NULL; a number out of the type's range is an error.
+    ("issue44", "CAST(JSON '[1,23,456]' AS ARRAY(INTEGER))", [1, 23, 456]),
+    ("issue44", """CAST(JSON '{"k1":1,"k2":23,"k3":456}' AS MAP(VARCHAR, INTEGER))""", {"k1": 1, "k2": 23, "k3": 456}),
+    ("issue44", """CAST(JSON '{"v1":123,"v2":"abc","v3":true}' AS ROW(v1 BIGINT, v2 VARCHAR, v3 BOOLEAN))""", (123, "abc", True)),
+    ("issue44", """CAST(JSON '[123,"abc",true]' AS ROW(v1 BIGINT, v2 VARCHAR, v3 BOOLEAN))""", (123, "abc", True)),
+    ("issue44", "CAST(json_parse('[1,2]') AS ARRAY(INTEGER))", [1, 2]),
+    ("issue44", "CAST(json_extract(js, '$.a.b') AS ARRAY(BIGINT))", [1, 2, 3]),
+    ("issue44", "CAST(JSON '[1, null]' AS ARRAY(INTEGER))", [1, None]),
+    ("issue44", "CAST(JSON '[1.5]' AS ARRAY(DOUBLE))", [1.5]),
+    ("issue44", "CAST(JSON '[2147483648]' AS ARRAY(INTEGER))", ERROR),
+    # language/types.md, ROW: a field of a cast row is read by its name.
+    ("issue44", "CAST(ROW(1, 'a') AS ROW(a integer, b varchar)).b", "a"),
+    ("issue44", "CAST(ROW(1, 2.0e0) AS ROW(x BIGINT, y DOUBLE)).x", 1),
     # ---- typeof ----------------------------------------------------------------------------------
     ("typeof", "typeof(1)", "integer"),
     ("typeof", "typeof(2147483648)", "bigint"),
