@@ -200,6 +200,7 @@ _SAME = {
     exp.Ntile, exp.DayOfYear, exp.WeekOfYear, exp.Year, exp.Month, exp.Day, exp.Hour, exp.Minute,
     exp.Second, exp.Quarter, exp.DayOfMonth, exp.Bracket, exp.FromISO8601Timestamp,
     exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone, exp.Translate, exp.Struct,
+    exp.MapFromEntries,
 }  # fmt: skip
 # Unknown to sqlglot, same name and answer in Spark.
 _SAME_ANONYMOUS = {"MAP_VALUES", "ARRAY_UNION", "ARRAYS_OVERLAP", "ZIP_WITH", "MAP_CONCAT", "MAP_FILTER",
@@ -329,9 +330,18 @@ class AthenaTranslator:
                 if walks and params.index(node.name) == 0 and call is not None:
                     array = call.expressions[0] if isinstance(call, exp.Anonymous) else call.this
                     return True, self._element_type(array)
-                return True, None
+                return True, self._fold_param_type(call, lam, params.index(node.name))
             lam = lam.find_ancestor(exp.Lambda)
         return False, None
+
+    def _fold_param_type(self, call: exp.Expr | None, lam: exp.Lambda, index: int) -> str | None:
+        """reduce(array, s0, (s, x) -> ...) and reduce_agg(x, s0, (s, x) -> ...): the state has
+        the initial state's type, x the elements' (or the values')."""
+        if isinstance(call, exp.Reduce) and call.args.get("merge") is lam:
+            return self.type_of(call.args["initial"]) if index == 0 else self._element_type(call.this)
+        if isinstance(call, exp.Anonymous) and call.name.upper() == "REDUCE_AGG" and call.expressions[2:3] == [lam]:
+            return self.type_of(call.expressions[1 if index == 0 else 0])
+        return None
 
     def _element_type(self, array: exp.Expr) -> str | None:
         t = self.type_of(array)
@@ -659,6 +669,23 @@ class AthenaTranslator:
 
     def _h_TryCast(self, node: exp.Cast) -> exp.Expr | None:
         return self._cast(node, "TRY_CAST")
+
+    def _h_Tuple(self, node: exp.Expr) -> exp.Expr | None:
+        # ARRAY[(1, 'x'), ...] (map.md): anonymous rows; Spark writes them STRUCT(1, 'x').
+        return exp.Struct(expressions=node.expressions) if isinstance(node.parent, exp.Array) else None
+
+    def _h_JSONValue(self, node: exp.Expr) -> exp.Expr:
+        # json_value/json_query (SQL/JSON paths, lax and strict modes): no Spark equivalent.
+        raise self.refuse("JSON_VALUE", node, "json_value")
+
+    def _h_JSONExtract(self, node: exp.Expr) -> exp.Expr:
+        raise self.refuse("JSON_QUERY", node, "json_query")
+
+    def _h_Log(self, node: exp.Expr) -> exp.Expr | None:
+        # math.md has log(b, x); Spark's one-argument log is ln, which Trino does not accept.
+        if node.args.get("expression") is None:
+            raise self.refuse("LOG with one argument (Trino has log(b, x) and ln(x))", node, "log")
+        return None
 
     def _h_ParseJSON(self, node: exp.Expr) -> exp.Expr:
         # JSON '...' (json.md): a JSON value, its text canonical as json_parse prints it.
