@@ -200,7 +200,7 @@ _SAME = {
     exp.Ntile, exp.DayOfYear, exp.WeekOfYear, exp.Year, exp.Month, exp.Day, exp.Hour, exp.Minute,
     exp.Second, exp.Quarter, exp.DayOfMonth, exp.Bracket, exp.FromISO8601Timestamp,
     exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone, exp.Translate, exp.Struct,
-    exp.MapFromEntries,
+    exp.MapFromEntries, exp.CovarSamp, exp.CovarPop,
 }  # fmt: skip
 # Unknown to sqlglot, same name and answer in Spark.
 _SAME_ANONYMOUS = {"MAP_VALUES", "ARRAY_UNION", "ARRAYS_OVERLAP", "ZIP_WITH", "MAP_CONCAT", "MAP_FILTER",

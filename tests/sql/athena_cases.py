@@ -641,9 +641,9 @@ CASES: list[tuple[str, str, object]] = [
     ("issue44", "typeof(DECIMAL '1.0' / DECIMAL '0.25')", "decimal(5,2)"),
     ("issue44", "DECIMAL '1.0' / DECIMAL '0.00'", ERROR),
     # sql/values.md: the columns of an inline VALUES have its rows' types.
-    ("issue44", "(SELECT typeof(a) FROM (VALUES (1, 'x')) AS w(a, b))", "integer"),
-    ("issue44", "(SELECT a / 2 FROM (VALUES (7, 'x')) AS w(a, b))", 3),
-    ("issue44", "(SELECT CAST(a AS INTEGER) FROM (VALUES (2.5e0)) AS w(a))", 3),
+    ("issue44", "(SELECT typeof(a1) FROM (VALUES (1, 'x')) AS w1(a1, b1))", "integer"),
+    ("issue44", "(SELECT a2 / 2 FROM (VALUES (7, 'x')) AS w2(a2, b2))", 3),
+    ("issue44", "(SELECT CAST(a3 AS INTEGER) FROM (VALUES (2.5e0)) AS w3(a3))", 3),
     # functions/json.md, casting from JSON: to ARRAY, MAP and ROW (from an object by name, an array
     # by position); a JSON null is NULL; a number out of the type's range is an error.
     ("issue44", "CAST(JSON '[1,23,456]' AS ARRAY(INTEGER))", [1, 23, 456]),
