@@ -69,15 +69,18 @@ def _url(url: str | None) -> dict[str, str | None] | None:
     if url is None:
         return None
     m = _URL.fullmatch(url)
-    scheme = m and m.group("scheme")
-    host = m and m.group("host")
+    parts = m.groupdict() if m else {}
+    scheme, host, path = parts.get("scheme"), parts.get("host"), parts.get("path") or ""
+    rest = url[len(scheme) + 1 :] if scheme else url
     if (
         m is None
-        or (scheme and not url[len(scheme) + 1 :].startswith("/"))
-        or (host and host[-1].isdigit() and not _ipv4(host))
+        or (scheme and not rest.startswith("/"))  # opaque (mailto:...)
+        or (rest.startswith("//") and host is None)  # an authority this pattern does not read
+        or (host and path and not path.startswith("/"))
+        or (host and host.rstrip(".").split(".")[-1][:1].isdigit() and not _ipv4(host))
     ):
         raise ValueError(f"{_REFUSED}a URL Shoal cannot read as Trino does: {url[:80]!r}")
-    return m.groupdict()
+    return parts
 
 
 def _ipv4(host: str) -> bool:
