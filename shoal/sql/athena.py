@@ -1276,6 +1276,15 @@ class AthenaTranslator:
             raise self.refuse("CODEPOINT of anything but a one-character literal", node, "codepoint")
         return self._typed(exp.Literal.number(ord(arg.this)), "int")
 
+    def _f_format_number(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # format_number takes a BIGINT or a DOUBLE (conversion.md); other numbers are coerced.
+        arg = self._arity(node, args, 1)[0]
+        t = self.type_of(arg)
+        if not _numeric(t):
+            raise self.refuse("FORMAT_NUMBER of a value whose type Shoal cannot tell", node, node.name)
+        spark_type = "BIGINT" if t in _INTEGRAL else "DOUBLE"
+        return self._udf("format_number", [_sp(f"CAST(A AS {spark_type})", A=arg)], "string")
+
     def _f_url_encode(self, node: exp.Anonymous, args: list) -> exp.Expr:
         return self._udf("url_encode", self._arity(node, args, 1), "string")
 
@@ -1704,6 +1713,7 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
     "athena_strpos_instance": (udfs.strpos_instance, "bigint"),
     "athena_truncate_double": (udfs.truncate_double, "double"),
     "athena_json_cast": (udfs.json_cast, "string"),
+    "athena_format_number": (udfs.format_number, "string"),
     "athena_url_encode": (udfs.url_encode, "string"),
     "athena_url_decode": (udfs.url_decode, "string"),
     "athena_url_extract_parameter": (udfs.url_extract_parameter, "string"),

@@ -220,3 +220,33 @@ def _number(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):
         return float(value)
     raise TypeError(type(value).__name__)
+
+
+def format_number(value: int | float | None) -> str | None:
+    """conversion.md: the number with a unit symbol (123456 is 123K). As Trino computes it: a
+    DOUBLE truncated to a BIGINT, divided by 1000 while at least 1000 (K, M, B, T, Q), then
+    printed with up to two decimals under 10, one under 100, none above, rounded half up."""
+    if value is None:
+        return None
+    count = _to_long(value) if isinstance(value, float) else value
+    fractional, unit = float(count), ""
+    for symbol in "KMBTQ":
+        if fractional >= 1000 or fractional <= -1000:
+            fractional, unit = fractional / 1000, symbol
+    places = 2 if fractional < 10 else 1 if fractional < 100 else 0
+    exact = decimal.Decimal(fractional).quantize(decimal.Decimal(1).scaleb(-places), rounding=decimal.ROUND_HALF_UP)
+    text = format(exact.normalize(), "f") if exact else "0"
+    if text.startswith(("0.", "-0.")):
+        raise ValueError(f"{_REFUSED}format_number of a value under 1")  # never met from a BIGINT
+    return text + unit
+
+
+def _to_long(value: float) -> int:
+    """Java's (long) of a double: toward zero, NaN as 0, clamped to the BIGINT range."""
+    if value != value:
+        return 0
+    if value >= 2.0**63:
+        return 2**63 - 1
+    if value <= -(2.0**63):
+        return -(2**63)
+    return int(value)

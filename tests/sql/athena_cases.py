@@ -540,9 +540,10 @@ CASES: list[tuple[str, str, object]] = [
     ("issue44", "translate('abcd', 'a', 'zy')", "zbcd"),
     ("issue44", "translate('abcd', 'ac', 'z')", "zbd"),
     ("issue44", "translate('abcd', 'aac', 'zq')", "zbd"),
-    # functions/conversion.md: format_number(123456) is '123K', (1000000) '1M'; the page states no
-    # rule for other values (digits kept, rounding), so Shoal refuses it rather than guess.
-    ("issue44", "format_number(123456)", Unsupported("123K")),
+    # functions/conversion.md: format_number(123456) is '123K', (1000000) '1M'.
+    ("issue44", "format_number(123456)", "123K"),
+    ("issue44", "format_number(1000000)", "1M"),
+    ("issue44", "format_number(1000000e0)", "1M"),
     # functions/math.md: truncate(x) drops the digits after the decimal point; truncate(x, n) (the
     # page's examples are REAL) is refused.
     ("issue44", "truncate(x)", 2.0),
