@@ -6,6 +6,8 @@ else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import re
+
 
 class ShoalError(Exception):
     """Base class: an error with a message meant for the person at the terminal.
@@ -60,6 +62,12 @@ def first_line(exc: BaseException) -> str:
     """The reason in an exception's text (for Py4J errors, the JVM's own message)."""
     java = getattr(exc, "java_exception", None)
     text = (str(java.getMessage()) if java is not None else str(exc)).strip()
+    if "exception was thrown from the Python worker" in text:
+        # A Python function's error (e.g. Athena's functions in the session): its own message,
+        # the last `SomeError: ...` line of the worker's traceback.
+        raised = re.findall(r"^\w*(?:Error|Exception): (.+)$", text, re.M)
+        if raised:
+            return raised[-1].strip()
     return text.splitlines()[0] if text else type(exc).__name__
 
 

@@ -29,6 +29,7 @@ from sqlglot.dialects.trino import Trino
 from sqlglot.parsers.athena import AthenaParser, AthenaTrinoParser
 
 from shoal.exceptions import SqlError
+from shoal.sql import athena_udfs as udfs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -134,6 +135,20 @@ def _numeric(t: str | None) -> bool:
     return t in _FRACTIONAL or t in _INTEGRAL or _is_decimal(t)
 
 
+def _decimal_precision(t: str) -> int:
+    m = re.fullmatch(r"decimal\((\d+),\s*\d+\)", t)
+    return int(m.group(1)) if m else 38
+
+
+def _decimal_of(t: str) -> tuple[int | None, int]:
+    """(precision, scale) of a decimal or integer type as Trino coerces it to a decimal."""
+    whole = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+    if t in whole:
+        return whole[t], 0
+    m = re.fullmatch(r"decimal\((\d+)(?:,\s*(\d+))?\)", t)
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else (None, 0)
+
+
 def _decimal_scale(t: str) -> int | None:
     m = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", t)
     return int(m.group(2)) if m else None
@@ -184,7 +199,8 @@ _SAME = {
     exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue, exp.PercentRank, exp.CumeDist,
     exp.Ntile, exp.DayOfYear, exp.WeekOfYear, exp.Year, exp.Month, exp.Day, exp.Hour, exp.Minute,
     exp.Second, exp.Quarter, exp.DayOfMonth, exp.Bracket, exp.FromISO8601Timestamp,
-    exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone, exp.Translate,
+    exp.FromISO8601Date, exp.StrPosition, exp.ApproxQuantile, exp.AtTimeZone, exp.Translate, exp.Struct,
+    exp.MapFromEntries, exp.CovarSamp, exp.CovarPop,
 }  # fmt: skip
 # Unknown to sqlglot, same name and answer in Spark.
 _SAME_ANONYMOUS = {"MAP_VALUES", "ARRAY_UNION", "ARRAYS_OVERLAP", "ZIP_WITH", "MAP_CONCAT", "MAP_FILTER",
@@ -256,6 +272,10 @@ class AthenaTranslator:
             return known
         if isinstance(node, exp.Paren | exp.Neg):
             return self.type_of(node.this)
+        if isinstance(node, exp.Identifier) or (isinstance(node, exp.Column) and not node.table):
+            is_param, t = self._param_type(node)
+            if is_param:
+                return t
         if isinstance(node, exp.Literal):
             if node.is_string:
                 return "string"
@@ -294,6 +314,42 @@ class AthenaTranslator:
             return "double" if self.type_of(node.this) in _INTEGRAL | _FRACTIONAL else None
         if isinstance(node, exp.Min | exp.Max):
             return self.type_of(node.this)
+        return None
+
+    def _param_type(self, node: exp.Expr) -> tuple[bool, str | None]:
+        """(whether `node` names a lambda's parameter, its type): the elements' type of the array
+        that transform, filter or any_match/all_match/none_match walk; None for other lambdas."""
+        lam = node.find_ancestor(exp.Lambda)
+        while lam is not None:
+            params = [p.name for p in lam.expressions]
+            if node.name in params:
+                call = lam.parent
+                walks = isinstance(call, exp.Transform | exp.ArrayFilter) or (
+                    isinstance(call, exp.Anonymous) and call.name.upper() in ("ANY_MATCH", "ALL_MATCH", "NONE_MATCH")
+                )
+                if walks and params.index(node.name) == 0 and call is not None:
+                    array = call.expressions[0] if isinstance(call, exp.Anonymous) else call.this
+                    return True, self._element_type(array)
+                return True, self._fold_param_type(call, lam, params.index(node.name))
+            lam = lam.find_ancestor(exp.Lambda)
+        return False, None
+
+    def _fold_param_type(self, call: exp.Expr | None, lam: exp.Lambda, index: int) -> str | None:
+        """reduce(array, s0, (s, x) -> ...) and reduce_agg(x, s0, (s, x) -> ...): the state has
+        the initial state's type, x the elements' (or the values')."""
+        if isinstance(call, exp.Reduce) and call.args.get("merge") is lam:
+            return self.type_of(call.args["initial"]) if index == 0 else self._element_type(call.this)
+        if isinstance(call, exp.Anonymous) and call.name.upper() == "REDUCE_AGG" and call.expressions[2:3] == [lam]:
+            return self.type_of(call.expressions[1 if index == 0 else 0])
+        return None
+
+    def _element_type(self, array: exp.Expr) -> str | None:
+        t = self.type_of(array)
+        if t and t.startswith("array<") and t.endswith(">"):
+            return t[6:-1]
+        if isinstance(array, exp.Array) and array.expressions:
+            types = {self.type_of(e) for e in array.expressions}
+            return types.pop() if len(types) == 1 else None
         return None
 
     def _typed(self, node: exp.Expr, spark_type: str) -> exp.Expr:
@@ -614,7 +670,44 @@ class AthenaTranslator:
     def _h_TryCast(self, node: exp.Cast) -> exp.Expr | None:
         return self._cast(node, "TRY_CAST")
 
+    def _h_Tuple(self, node: exp.Expr) -> exp.Expr | None:
+        # ARRAY[(1, 'x'), ...] (map.md): anonymous rows; Spark writes them STRUCT(1, 'x').
+        return exp.Struct(expressions=node.expressions) if isinstance(node.parent, exp.Array) else None
+
+    def _h_JSONValue(self, node: exp.Expr) -> exp.Expr:
+        # json_value/json_query (SQL/JSON paths, lax and strict modes): no Spark equivalent.
+        raise self.refuse("JSON_VALUE", node, "json_value")
+
+    def _h_JSONExtract(self, node: exp.Expr) -> exp.Expr:
+        raise self.refuse("JSON_QUERY", node, "json_query")
+
+    def _h_Log(self, node: exp.Expr) -> exp.Expr | None:
+        # math.md has log(b, x); Spark's one-argument log is ln, which Trino does not accept.
+        if node.args.get("expression") is None:
+            raise self.refuse("LOG with one argument (Trino has log(b, x) and ln(x))", node, "log")
+        return None
+
+    def _h_ParseJSON(self, node: exp.Expr) -> exp.Expr:
+        # JSON '...' (json.md): a JSON value, its text canonical as json_parse prints it.
+        return self._json(node, [node.this], "athena_json_parse", (1,))  # type: ignore[arg-type]
+
+    def _json_cast(self, node: exp.Cast, what: str) -> exp.Expr:
+        """CAST(json AS ARRAY|MAP|ROW|scalar) (json.md): converted by a Python function to JSON
+        text Spark's from_json reads exactly (see athena_udfs.json_cast)."""
+        target = _json_target(node.to)
+        if what != "CAST" or target is None:
+            raise self.refuse(f"{what} of a JSON value to {node.to.sql(dialect='athena')}", node, what.lower())
+        self.uses_udfs = True
+        converted = exp.Anonymous(
+            this="athena_json_cast", expressions=[node.this, exp.Literal.string(json.dumps(target))]
+        )
+        schema = exp.Literal.string(f"STRUCT<v: {node.to.sql(dialect='spark')}>")
+        out = exp.Dot(this=exp.Anonymous(this="FROM_JSON", expressions=[converted, schema]), expression=exp.to_identifier("v"))
+        return self._typed(out, node.to.sql(dialect="spark").lower().replace(" ", ""))
+
     def _cast(self, node: exp.Cast, what: str) -> exp.Expr | None:
+        if isinstance(node.this, exp.Anonymous) and node.this.name.upper() in _JSON_VALUED:
+            return self._json_cast(node, what)
         kind = node.to.this
         if kind in (exp.DataType.Type.TIME, exp.DataType.Type.TIMETZ):
             # Spark has no time-of-day type: `TIME '01:00' - INTERVAL '3' HOUR` would be a
@@ -646,9 +739,10 @@ class AthenaTranslator:
         return self._cast_checked(node, what)
 
     def _decimal_literal_type(self, node: exp.Cast) -> None:
-        """DECIMAL '1.20' is a decimal(3,2) (its digits; Trino's types page), not Spark's decimal(10,0)."""
+        """DECIMAL '1.20' is a decimal(3,2): every digit written, leading zeros too (decimal.md), not
+        Spark's decimal(10,0)."""
         text = node.this.this if isinstance(node.this, exp.Literal) and node.this.is_string else None
-        m = re.fullmatch(r"\s*[+-]?0*(\d*)(?:\.(\d*))?\s*", text.replace("_", "")) if text else None
+        m = re.fullmatch(r"\s*[+-]?(\d*)(?:\.(\d*))?\s*", text.replace("_", "")) if text else None
         if m is None or not (m.group(1) or m.group(2)):
             return
         whole, frac = m.group(1), m.group(2) or ""
@@ -777,26 +871,38 @@ class AthenaTranslator:
                 B=node.expression,
             )
             return self._typed(out, "double")
-        if (
-            (_is_decimal(a) or a in _INTEGRAL)
-            and (_is_decimal(b) or b in _INTEGRAL)
-            and (_is_decimal(a) or _is_decimal(b))
-        ):
-            sa = _decimal_scale(a) if _is_decimal(a) else 0  # type: ignore[arg-type]
-            sb = _decimal_scale(b) if _is_decimal(b) else 0  # type: ignore[arg-type]
-            if sa is not None and sb is not None:
-                scale = max(sa, sb)
-                out = _sp(
-                    f"CASE WHEN B = 0 THEN RAISE_ERROR('Division by zero') ELSE ROUND(A / B, {scale}) END",
-                    A=node.this,
-                    B=node.expression,
-                )
-                return self._typed(out, f"decimal(38,{scale})")
+        if (_is_decimal(a) or _is_decimal(b)) and _numeric(a) and _numeric(b):
+            return self._decimal_div(node, a, b)  # type: ignore[arg-type]
         raise self.refuse(
             "division of values whose types Shoal cannot tell (Athena divides integers as integers): "
             "CAST one side to DOUBLE or to BIGINT",
             node,
         )
+
+    def _decimal_div(self, node: exp.Div, a: str, b: str) -> exp.Expr:
+        """decimal(p1,s1) / decimal(p2,s2) is a decimal(min(38, p1 + s2 + max(s2 - s1, 0)), max(s1, s2))
+        rounded half up (Trino's DecimalOperators; decimal.md prints the precision rule garbled).
+        Spark's quotient is rounded once more to its own scale first: refused unless that scale
+        keeps every digit that can decide the rounding (one more than s + p2)."""
+        (p1, s1), (p2, s2) = _decimal_of(a), _decimal_of(b)
+        if p1 is None or p2 is None:
+            raise self.refuse("division of a DECIMAL whose precision Shoal cannot tell", node)
+        rp, rs = min(38, p1 + s2 + max(s2 - s1, 0)), max(s1, s2)
+        spark_s = max(6, s1 + p2 + 1)
+        int_digits = p1 - s1 + s2
+        if int_digits + spark_s > 38:
+            spark_s = max(38 - int_digits, min(spark_s, 6))
+        if spark_s < rs + p2 + 1:
+            raise self.refuse(f"DECIMAL({p1},{s1}) / DECIMAL({p2},{s2}): Spark keeps too few digits to round it", node)
+        out_type = f"decimal({rp},{rs})"
+        out = _sp(
+            f"CASE WHEN B = 0 THEN RAISE_ERROR('Division by zero') "
+            f"WHEN TRY_CAST(ROUND(A / B, {rs}) AS DECIMAL({rp}, {rs})) IS NULL AND A IS NOT NULL AND B IS NOT NULL "
+            f"THEN RAISE_ERROR('Value is out of range') ELSE CAST(ROUND(A / B, {rs}) AS DECIMAL({rp}, {rs})) END",
+            A=node.this,
+            B=node.expression,
+        )
+        return self._typed(out, out_type)
 
     def _h_Bracket(self, node: exp.Bracket) -> exp.Expr | None:
         if node.args.get("safe"):
@@ -952,10 +1058,37 @@ class AthenaTranslator:
         """truncate(x): x rounded toward zero (math.md), for a DOUBLE or REAL; doubles of 2^52
         and more (and infinities) are already whole."""
         t = self.type_of(node.this)
-        if node.args.get("decimals") is not None or t not in _FRACTIONAL:
-            raise self.refuse("TRUNCATE with a scale, or of a value that is not DOUBLE or REAL", node, "truncate")
+        n = node.args.get("decimals")
+        if t is not None and _is_decimal(t) and _decimal_scale(t) is not None:
+            return self._truncate_decimal(node, t, n)
+        if n is not None and t == "double":
+            return self._udf("truncate_double", [node.this, n], "double")
+        if n is not None or t not in _FRACTIONAL:
+            raise self.refuse("TRUNCATE of a REAL with a scale, or of a value whose type Shoal cannot tell", node, "truncate")
         out = _sp(f"CAST(CASE WHEN ABS(A) >= 4503599627370496D THEN A ELSE A - A % 1 END AS {t.upper()})", A=node.this)
         return self._typed(out, t)
+
+    def _truncate_decimal(self, node: exp.Expr, t: str, n: exp.Expr | None) -> exp.Expr:
+        """truncate(decimal(p,s)) is a decimal(max(1, p-s), 0); truncate(x, n) keeps decimal(p,s)
+        with the digits after the n-th zeroed: x - x % 10^-n (the remainder has x's sign)."""
+        p, scale = _decimal_precision(t), _decimal_scale(t) or 0
+        if n is None:
+            out_type, digits = f"decimal({max(1, p - scale)},0)", 0
+        elif isinstance(n, exp.Literal) and not n.is_string and re.fullmatch(r"-?\d+", n.this):
+            out_type, digits = t, int(n.this)
+        elif isinstance(n, exp.Neg) and isinstance(n.this, exp.Literal) and re.fullmatch(r"\d+", n.this.this):
+            out_type, digits = t, -int(n.this.this)
+        else:
+            raise self.refuse("TRUNCATE of a DECIMAL to a number of places that is not a literal", node, "truncate")
+        if p > 36:
+            raise self.refuse("TRUNCATE of a DECIMAL of more than 36 digits", node, "truncate")
+        if digits >= scale:
+            return self._typed(_sp(f"CAST(A AS {out_type.upper()})", A=node.this), out_type)
+        step = exp.Literal.number(str(decimal.Decimal(1).scaleb(-digits)) if digits > 0 else str(10 ** -digits))
+        if -digits >= 38:
+            return self._typed(_sp(f"CAST(A * 0 AS {out_type.upper()})", A=node.this), out_type)
+        out = _sp(f"CAST(A - A % S AS {out_type.upper()})", A=node.this, S=step)
+        return self._typed(out, out_type)
 
     def _h_Unnest(self, node: exp.Expr) -> exp.Expr | None:
         """CROSS JOIN UNNEST(array) AS t(x) / UNNEST(map) AS t(k, v): one row per element (or
@@ -1013,9 +1146,33 @@ class AthenaTranslator:
         )
 
     def _h_StrPosition(self, node: exp.Expr) -> exp.Expr | None:
-        if node.args.get("occurrence") or node.args.get("position"):
-            raise self.refuse("STRPOS with an instance argument", node, "strpos")
+        if node.args.get("position"):
+            raise self.refuse("STRPOS with a start position", node, "strpos")
+        instance = node.args.get("occurrence")
+        if instance is None:
+            return None
+        # strpos(s, sub, instance) (string.md): the N-th from the start, or from the end when N < 0.
+        return self._udf("strpos_instance", [node.this, node.args["substr"], instance], "bigint")
+
+    def _h_If(self, node: exp.Expr) -> exp.Expr | None:
+        # if(condition, true_value) (conditional.md): NULL when the condition is not true.
+        if node.args.get("false") is None and not isinstance(node.parent, exp.Case):
+            return exp.Case(ifs=[exp.If(this=node.this, true=node.args["true"])])
         return None
+
+    def _h_DPipe(self, node: exp.Expr) -> exp.Expr | None:
+        """`||` (array.md): an element before or after an array joins it; two arrays concatenate."""
+        a, b = self.type_of(node.this), self.type_of(node.expression)
+        arrays = [t is not None and t.startswith("array") for t in (a, b)]
+        if not any(arrays):
+            return None
+        if None in (a, b):
+            raise self.refuse("|| of a value whose type (array or element) Shoal cannot tell", node)
+        left, right = (
+            x if is_array else exp.Array(expressions=[x])
+            for x, is_array in zip((node.this, node.expression), arrays, strict=True)
+        )
+        return self._typed(exp.Anonymous(this="CONCAT", expressions=[left, right]), "array")
 
     def _h_RegexpExtract(self, node: exp.Expr) -> exp.Expr:
         group = node.args.get("group") or exp.Literal.number(0)
@@ -1045,7 +1202,7 @@ class AthenaTranslator:
             A=arg,
         )
 
-    def _ordered_agg(self, node: exp.Expr, order: exp.Order) -> exp.Expr:
+    def _ordered_agg(self, node: exp.Expr, order: exp.Order, keep_nulls: bool = True) -> exp.Expr:
         """array_agg(x ORDER BY k1 [DESC], ...): NULLs kept, NULL keys last unless NULLS FIRST
         (Trino's ORDER BY), NULL for no rows; an array_sort with a comparator over the keys."""
         nodes: dict[str, exp.Expr] = {"V": order.this}
@@ -1063,9 +1220,12 @@ class AthenaTranslator:
                 f"WHEN r.k{i} IS NULL THEN {nl} WHEN l.k{i} < r.k{i} THEN {lt} WHEN l.k{i} > r.k{i} THEN {gt} "
                 f"ELSE {compare} END"
             )
+        entry = f"NAMED_STRUCT({', '.join(fields)})"
+        if not keep_nulls:  # listagg: NULL values left out
+            entry = f"CASE WHEN V IS NULL THEN NULL ELSE {entry} END"
         return self._aggregate(
             node,
-            f"CASE WHEN COUNT(1) F = 0 THEN NULL ELSE TRANSFORM(ARRAY_SORT(COLLECT_LIST(NAMED_STRUCT({', '.join(fields)})) F, "
+            f"CASE WHEN COUNT({1 if keep_nulls else 'V'}) F = 0 THEN NULL ELSE TRANSFORM(ARRAY_SORT(COLLECT_LIST({entry}) F, "
             f"(l, r) -> {compare}), e -> e.v) END",
             **nodes,
         )
@@ -1100,6 +1260,158 @@ class AthenaTranslator:
         if node.args.get("accuracy") or node.args.get("weight"):
             raise self.refuse("APPROX_PERCENTILE with a weight or accuracy", node, "approx_percentile")
         return None
+
+    # -- functions Spark spells otherwise (issue 44) ------------------------------------------------
+    def _udf(self, name: str, args: list, spark_type: str) -> exp.Expr:
+        self.uses_udfs = True
+        return self._typed(exp.Anonymous(this=f"athena_{name}", expressions=list(args)), spark_type)
+
+    def _f_hamming_distance(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("hamming_distance", self._arity(node, args, 2), "bigint")
+
+    def _f_codepoint(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # codepoint takes a varchar(1) (string.md): a one-character literal; Trino rejects a VARCHAR column.
+        arg = self._arity(node, args, 1)[0]
+        if not (isinstance(arg, exp.Literal) and arg.is_string and len(arg.this) == 1):
+            raise self.refuse("CODEPOINT of anything but a one-character literal", node, "codepoint")
+        return self._typed(exp.Literal.number(ord(arg.this)), "int")
+
+    def _f_format_number(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # format_number takes a BIGINT or a DOUBLE (conversion.md); other numbers are coerced.
+        arg = self._arity(node, args, 1)[0]
+        t = self.type_of(arg)
+        if not _numeric(t):
+            raise self.refuse("FORMAT_NUMBER of a value whose type Shoal cannot tell", node, node.name)
+        spark_type = "BIGINT" if t in _INTEGRAL else "DOUBLE"
+        return self._udf("format_number", [_sp(f"CAST(A AS {spark_type})", A=arg)], "string")
+
+    def _f_url_encode(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("url_encode", self._arity(node, args, 1), "string")
+
+    def _f_url_decode(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("url_decode", self._arity(node, args, 1), "string")
+
+    def _f_url_extract_parameter(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("url_extract_parameter", self._arity(node, args, 2), "string")
+
+    def _url_part(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        part = node.name.lower()
+        return self._udf(part, self._arity(node, args, 1), "bigint" if part.endswith("port") else "string")
+
+    _f_url_extract_host = _f_url_extract_path = _f_url_extract_port = _url_part
+    _f_url_extract_protocol = _f_url_extract_query = _f_url_extract_fragment = _url_part
+
+    def _arity(self, node: exp.Anonymous, args: list, n: int) -> list:
+        if len(args) != n:
+            raise self.refuse(f"{node.name.upper()} with {len(args)} arguments", node, node.name)
+        return args
+
+    def _f_zip(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # array.md: rows of the M-th elements, the shorter arrays padded with NULL (arrays_zip).
+        if len(args) < 2:
+            raise self.refuse("ZIP of fewer than two arrays", node, "zip")
+        return self._typed(exp.Anonymous(this="ARRAYS_ZIP", expressions=args), "array")
+
+    def _f_map_concat(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """map.md: a key in several maps takes its value from the last (Spark refuses the
+        duplicate): each map keeps only the keys no later map has."""
+        kept = []
+        for i, m in enumerate(args):
+            later = args[i + 1 :]
+            if not later:
+                kept.append(m)
+                continue
+            hidden = exp.or_(*[_sp("MAP_CONTAINS_KEY(L, shoal_k)", L=m2) for m2 in later])
+            keep = _sp("MAP_FILTER(M, (shoal_k, shoal_v) -> NOT H)", M=m, H=hidden)
+            kept.append(keep)
+        return exp.Anonymous(this="MAP_CONCAT", expressions=kept)
+
+    def _f_multimap_from_entries(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """map.md: each key with the array of its values, in order. The entries' fields are read
+        by position (a one-entry map_from_entries); a NULL key is an error, as in Trino."""
+        entries = self._arity(node, args, 1)[0]
+        pairs = _sp(
+            "TRANSFORM(A, shoal_e -> NAMED_STRUCT('k', MAP_KEYS(MAP_FROM_ENTRIES(ARRAY(shoal_e)))[0], "
+            "'v', MAP_VALUES(MAP_FROM_ENTRIES(ARRAY(shoal_e)))[0]))",
+            A=entries,
+        )
+        return self._typed(
+            _sp(
+                "MAP_FROM_ARRAYS(ARRAY_DISTINCT(TRANSFORM(P, shoal_p -> shoal_p.k)), TRANSFORM("
+                "ARRAY_DISTINCT(TRANSFORM(P, shoal_p -> shoal_p.k)), shoal_key -> TRANSFORM("
+                "FILTER(P, shoal_p -> shoal_p.k = shoal_key), shoal_p -> shoal_p.v)))",
+                P=pairs,
+            ),
+            "map",
+        )
+
+    def _f_geometric_mean(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # aggregate.md; the mean of the logarithms: 0 among the values gives 0, a negative NaN.
+        x = self._arity(node, args, 1)[0]
+        if isinstance(node.parent, exp.Window) or not _numeric(self.type_of(x)):
+            raise self.refuse("GEOMETRIC_MEAN with OVER, or of a value whose type Shoal cannot tell", node, node.name)
+        return self._typed(
+            self._aggregate(
+                node,
+                "EXP(AVG(CASE WHEN X > 0 THEN LN(CAST(X AS DOUBLE)) WHEN X = 0 THEN CAST('-Infinity' AS DOUBLE) "
+                "WHEN X < 0 THEN CAST('NaN' AS DOUBLE) END) F)",
+                X=x,
+            ),
+            "double",
+        )
+
+    def _f_reduce_agg(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """aggregate.md: the input function folded over the non-null values from the initial
+        state (the combine function has nothing to combine in one aggregation); NULL for none."""
+        value, init, fold, _ = self._arity(node, args, 4)
+        if isinstance(node.parent, exp.Window) or not isinstance(fold, exp.Lambda):
+            raise self.refuse("REDUCE_AGG with OVER", node, node.name)
+        return self._aggregate(
+            node, "CASE WHEN COUNT(X) F = 0 THEN NULL ELSE AGGREGATE(COLLECT_LIST(X) F, I, L) END", X=value, I=init, L=fold
+        )
+
+    def _h_GroupConcat(self, node: exp.Expr) -> exp.Expr:
+        """listagg(x, sep) WITHIN GROUP (ORDER BY ...) (aggregate.md): the non-null values in that
+        order joined by sep ('' by default); NULL for none."""
+        order = node.this
+        if (
+            not isinstance(order, exp.Order)
+            or node.args.get("on_overflow")
+            or isinstance(node.parent, exp.Window)
+            or isinstance(order.this, exp.Distinct)
+        ):
+            raise self.refuse("LISTAGG without WITHIN GROUP (ORDER BY ...), or with DISTINCT, ON OVERFLOW or OVER", node, "listagg")
+        if self.type_of(order.this) != "string":
+            raise self.refuse("LISTAGG of a value that is not VARCHAR (Trino takes only VARCHAR)", node, "listagg")
+        sep = node.args.get("separator") or exp.Literal.string("")
+        joined = self._ordered_agg(node, order, keep_nulls=False)
+        return self._typed(_sp("ARRAY_JOIN(A, S)", A=joined, S=sep), "string")
+
+    def _h_Format(self, node: exp.Expr) -> exp.Expr:
+        """format(fmt, args...) (conversion.md): Java's Formatter, as Spark's format_string; the
+        arguments passed as Trino passes them (integers as BIGINT); dates, timestamps and
+        values Shoal cannot type are refused, decimals only for %f and %e."""
+        fmt, args = node.this, node.expressions
+        passed = []
+        for arg in args:
+            t = self.type_of(arg)
+            if t in _INTEGRAL:
+                arg = _sp("CAST(A AS BIGINT)", A=arg)
+            elif t is not None and _is_decimal(t) and _decimal_precision(t) <= 15 and self._float_only(fmt):
+                arg = _sp("CAST(A AS DOUBLE)", A=arg)
+            elif not (t in _FRACTIONAL or t in ("string", "boolean") or isinstance(arg, exp.Null)):
+                raise self.refuse(f"FORMAT of a value of type {t or 'Shoal cannot tell'}", node, "format")
+            passed.append(arg)
+        return self._typed(exp.Anonymous(this="FORMAT_STRING", expressions=[fmt, *passed]), "string")
+
+    @staticmethod
+    def _float_only(fmt: exp.Expr) -> bool:
+        """A literal format whose conversions are all %f/%e: a DECIMAL of up to 15 digits reads
+        the same as a DOUBLE there."""
+        if not (isinstance(fmt, exp.Literal) and fmt.is_string):
+            return False
+        convs = re.findall(r"%(?:\d+\$)?[-#+ 0,(<]*\d*(?:\.\d+)?([a-zA-Z%])", fmt.this)
+        return all(c in "feE%n" for c in convs)
 
     # -- JSON (Athena's JSON paths, run by Python functions registered in the session) --------------
     def _json(self, node: exp.Anonymous, args: list, udf: str, arity: tuple[int, ...], path: bool = False) -> exp.Expr:
@@ -1145,6 +1457,33 @@ class AthenaTranslator:
         return exp.Anonymous(
             this="athena_json_array_contains", expressions=[args[0], _sp("TO_JSON(ARRAY(A))", A=value)]
         )
+
+
+# The translated calls whose value is Trino's JSON type (json_extract_scalar's is a VARCHAR).
+_JSON_VALUED = {"ATHENA_JSON_PARSE", "ATHENA_JSON_EXTRACT", "ATHENA_JSON_ARRAY_GET"}
+_JSON_SCALARS = {
+    exp.DataType.Type.TINYINT: "tinyint", exp.DataType.Type.SMALLINT: "smallint", exp.DataType.Type.INT: "integer",
+    exp.DataType.Type.BIGINT: "bigint", exp.DataType.Type.DOUBLE: "double", exp.DataType.Type.BOOLEAN: "boolean",
+    exp.DataType.Type.VARCHAR: "varchar", exp.DataType.Type.TEXT: "varchar",
+}  # fmt: skip
+
+
+def _json_target(to: exp.DataType) -> Any:
+    """The cast's target as athena_udfs.json_cast reads it; None where Shoal does not convert."""
+    params = to.expressions
+    if to.this in _JSON_SCALARS and (not params or to.this not in (exp.DataType.Type.VARCHAR,)):
+        return _JSON_SCALARS[to.this]
+    if to.this == exp.DataType.Type.ARRAY and len(params) == 1:
+        inner = _json_target(params[0])
+        return None if inner is None else ["array", inner]
+    if to.this == exp.DataType.Type.MAP and len(params) == 2 and _json_target(params[0]) == "varchar":
+        value = _json_target(params[1])
+        return None if value is None else ["map", "varchar", value]
+    if to.this == exp.DataType.Type.STRUCT and params and all(isinstance(p, exp.ColumnDef) for p in params):
+        # Trino's field names are lower case; Spark's from_json matches them as written.
+        fields = [[p.name, _json_target(p.args["kind"])] for p in params]
+        return None if any(t is None or n != n.lower() for n, t in fields) else ["row", fields]
+    return None
 
 
 _LOCAL_PART = r"^\s*(\d{4}-\d{2}-\d{2}(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?)?)"
@@ -1370,6 +1709,16 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
     "athena_json_array_contains": (json_array_contains, "boolean"),
     "athena_is_json_scalar": (is_json_scalar, "boolean"),
     "athena_json_parse": (json_parse, "string"),
+    "athena_hamming_distance": (udfs.hamming_distance, "bigint"),
+    "athena_strpos_instance": (udfs.strpos_instance, "bigint"),
+    "athena_truncate_double": (udfs.truncate_double, "double"),
+    "athena_json_cast": (udfs.json_cast, "string"),
+    "athena_format_number": (udfs.format_number, "string"),
+    "athena_url_encode": (udfs.url_encode, "string"),
+    "athena_url_decode": (udfs.url_decode, "string"),
+    "athena_url_extract_parameter": (udfs.url_extract_parameter, "string"),
+    **{f"athena_url_extract_{p}": (getattr(udfs, f"url_extract_{p}"), "bigint" if p == "port" else "string")
+       for p in ("protocol", "host", "port", "path", "query", "fragment")},
 }
 
 # ---- the session Athena SQL runs in --------------------------------------------------------------

@@ -143,6 +143,8 @@ class SqlRunner:
             if self.athena:
                 raise self._parse_error(exc) from exc
             tree = None
+        if self.athena and isinstance(tree, exp.Create):
+            self._athena_create_form(tree, sql)
         if isinstance(tree, exp.Create) and self._is_iceberg_create(tree):
             return self._create_iceberg(tree)
         if isinstance(tree, exp.Create) and self._is_external_create(tree):
@@ -264,6 +266,8 @@ class SqlRunner:
         # analyses them (no job runs).
         derived = [(c.alias_or_name, c.this) for c in tree.find_all(exp.CTE)]
         derived += [(q.alias_or_name, q.this) for q in tree.find_all(exp.Subquery) if q.alias_or_name]
+        # Inline VALUES ... AS v(a, b): a query over it gives its columns' types.
+        derived += [(v.alias_or_name, exp.select("*").from_(v.copy())) for v in tree.find_all(exp.Values) if v.alias]
         for alias, query in derived:
             if not isinstance(query, exp.Query):
                 continue
@@ -308,6 +312,39 @@ class SqlRunner:
         self.spark.sql(table.spark_ddl())
         if table.repaired and table.partition_columns:
             self.spark.sql(f"MSCK REPAIR TABLE {table.spark_name}")
+
+    def _athena_create_form(self, tree: exp.Create, sql: str) -> None:
+        """CREATE TABLE forms Athena rejects fail here, naming the clause and where, before
+        anything is created: a CTAS with a LOCATION clause (Athena's CTAS names its location in
+        WITH), and a table with columns that is neither EXTERNAL nor an Iceberg table."""
+        if (tree.args.get("kind") or "").upper() != "TABLE":
+            return
+        props = (tree.args.get("properties") or exp.Properties(expressions=[])).expressions
+        clause = re.search(r"\bLOCATION\s+'", sql, re.I)  # the clause, not WITH (location = '...')
+        if isinstance(tree.expression, exp.Query) and clause is not None:
+            raise SqlError(
+                "CREATE TABLE ... LOCATION '...' AS SELECT is not Athena SQL"
+                + athena_position(self._script, clause.start(), self._offset),
+                hint="name it in WITH (table_type = 'ICEBERG', location = '...') or WITH (external_location = '...')",
+            )
+        spark_iceberg = any(isinstance(p, exp.FileFormatProperty) and p.name.upper() == "ICEBERG" for p in props)
+        if (
+            tree.expression is None
+            and isinstance(tree.this, exp.Schema)
+            and not self._is_iceberg_create(tree)
+            and not spark_iceberg
+            and not any(isinstance(p, exp.ExternalProperty) for p in props)
+        ):
+            raise SqlError(
+                f"CREATE TABLE {tree.this.this.sql(dialect='athena')}: Athena creates only EXTERNAL tables and "
+                "Iceberg tables (TBLPROPERTIES ('table_type'='ICEBERG'))" + self._word_at(sql, "CREATE"),
+                hint="write CREATE EXTERNAL TABLE, or add TBLPROPERTIES ('table_type'='ICEBERG')",
+            )
+
+    def _word_at(self, sql: str, word: str) -> str:
+        """' (line L, column C)' of the first `word` in the statement, in the user's script."""
+        m = re.search(rf"\b{word}\b", sql, re.I)
+        return athena_position(self._script, m.start(), self._offset) if m else ""
 
     @staticmethod
     def _is_iceberg_create(tree: exp.Create) -> bool:

@@ -143,3 +143,19 @@ def test_a_spark_ctas_using_iceberg_keeps_the_default_file_format(spark, setting
     assert rows(runner, f"SELECT count(*) FROM {db}.pair") == [(10,)]
     props = dict(spark.sql(f"SHOW TBLPROPERTIES {db}.pair").collect())
     assert props.get("write.format.default", "parquet") == "parquet"
+
+
+def test_create_table_forms_athena_rejects_are_clear_errors(athena, db, tmp_path, spark):
+    """Athena's CTAS takes its location only in WITH (external_location|location = ...), and a
+    CREATE TABLE with columns is EXTERNAL or an Iceberg table (table_type = 'ICEBERG'): the other
+    forms are errors naming the clause and where it is, and create nothing."""
+    location = tmp_path / "ctas_loc"
+    with pytest.raises(SqlError, match=r"LOCATION .*AS SELECT.*\(line 1, column 23\)"):
+        athena.execute(f"CREATE TABLE ctas_loc LOCATION '{location}' AS SELECT 1 AS x")
+    with pytest.raises(SqlError, match=r"CREATE TABLE plain_loc: .*EXTERNAL.*ICEBERG.*\(line 2, column 1\)"):
+        athena.execute(f"SELECT 1;\nCREATE TABLE plain_loc (a int) LOCATION '{location}'")
+    assert not spark.catalog.tableExists(f"{db}.ctas_loc") and not spark.catalog.tableExists(f"{db}.plain_loc")
+    assert not location.exists()
+    # The WITH form Athena documents makes the table.
+    athena.execute(f"CREATE TABLE ctas_with WITH (table_type = 'ICEBERG', location = '{location}') AS SELECT 1 AS x")
+    assert rows(athena, "SELECT x FROM ctas_with") == [(1,)]

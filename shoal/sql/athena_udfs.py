@@ -1,0 +1,252 @@
+"""Python functions giving Trino's answers where Spark has no built-in with the same one
+(registered in the Athena session by `shoal.sql.athena.athena_session`).
+
+URLs are read the way Trino reads them (java.net.URI): a missing part is '' (the port
+NULL), text java.net.URI rejects is NULL. Only the plain URL shapes whose parts are certain
+are read; any other text is refused at run time ("not supported in Shoal: ...") rather than
+answered differently.
+"""
+
+from __future__ import annotations
+
+import decimal
+import json
+import re
+from typing import Any
+
+_REFUSED = "not supported in Shoal: "
+
+
+def hamming_distance(a: str | None, b: str | None) -> int | None:
+    """string.md: the number of positions whose characters differ; the lengths must match."""
+    if a is None or b is None:
+        return None
+    if len(a) != len(b):
+        raise ValueError("The input strings to hamming_distance function must have the same length")
+    return sum(x != y for x, y in zip(a, b, strict=True))
+
+
+def strpos_instance(s: str | None, sub: str | None, instance: int | None) -> int | None:
+    """string.md: the position (from 1) of the N-th `sub` in `s`, counted from the end when
+    N < 0; 0 if there is none. Matches may overlap (each search starts one past the last)."""
+    if s is None or sub is None or instance is None:
+        return None
+    if sub == "":
+        raise ValueError(f"{_REFUSED}STRPOS of an empty substring with an instance")
+    if instance == 0:
+        raise ValueError("'instance' must be a positive or negative number.")
+    at = -1 if instance > 0 else len(s) + 1
+    for _ in range(abs(instance)):
+        at = s.find(sub, at + 1) if instance > 0 else s.rfind(sub, 0, at - 1 + len(sub))
+        if at < 0:
+            return 0
+    return at + 1
+
+
+def truncate_double(x: float | None, n: int | None) -> float | None:
+    """math.md: x truncated to n decimal places (n < 0 zeroes digits left of the point)."""
+    if x is None or n is None:
+        return None
+    if x != x or x in (float("inf"), float("-inf")):
+        return x
+    with decimal.localcontext(decimal.Context(prec=2000)):
+        step = decimal.Decimal(1).scaleb(-n)
+        return float((decimal.Decimal(repr(x)) / step).to_integral_value(rounding=decimal.ROUND_DOWN) * step)
+
+
+# ---- URLs ----------------------------------------------------------------------------------------
+_SCHEME = r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOST = rf"(?P<host>(?:{_LABEL}\.)*{_LABEL}\.?)"
+_PCHARS = r"(?:[A-Za-z0-9\-_.!~*'();:@&=+$,/]|%[0-9A-Fa-f]{2})"
+_URL = re.compile(
+    rf"(?:{_SCHEME})?(?://{_HOST}(?::(?P<port>\d{{0,9}}))?)?(?P<path>{_PCHARS}*)"
+    rf"(?:\?(?P<query>(?:{_PCHARS}|\?)*))?(?:#(?P<fragment>(?:{_PCHARS}|\?)*))?"
+)
+
+
+def _url(url: str | None) -> dict[str, str | None] | None:
+    if url is None:
+        return None
+    m = _URL.fullmatch(url)
+    parts = m.groupdict() if m else {}
+    scheme, host, path = parts.get("scheme"), parts.get("host"), parts.get("path") or ""
+    rest = url[len(scheme) + 1 :] if scheme else url
+    if (
+        m is None
+        or (scheme and not rest.startswith("/"))  # opaque (mailto:...)
+        or (rest.startswith("//") and host is None)  # an authority this pattern does not read
+        or (host and path and not path.startswith("/"))
+        or (host and host.rstrip(".").split(".")[-1][:1].isdigit() and not _ipv4(host))
+    ):
+        raise ValueError(f"{_REFUSED}a URL Shoal cannot read as Trino does: {url[:80]!r}")
+    return parts
+
+
+def _ipv4(host: str) -> bool:
+    parts = host.split(".")
+    return len(parts) == 4 and all(p.isdigit() and int(p) <= 255 for p in parts)
+
+
+def _decoded(text: str | None) -> str:
+    """java.net.URI's decoded component: %XX sequences read as UTF-8."""
+    if not text:
+        return ""
+    try:
+        return re.sub(
+            r"(?:%[0-9A-Fa-f]{2})+", lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode("utf-8"), text
+        )
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{_REFUSED}a URL whose escapes are not UTF-8") from exc
+
+
+def url_extract_protocol(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else parts["scheme"] or ""
+
+
+def url_extract_host(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else parts["host"] or ""
+
+
+def url_extract_port(url: str | None) -> int | None:
+    parts = _url(url)
+    return int(parts["port"]) if parts is not None and parts["port"] else None
+
+
+def url_extract_path(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else _decoded(parts["path"])
+
+
+def url_extract_query(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else _decoded(parts["query"])
+
+
+def url_extract_fragment(url: str | None) -> str | None:
+    parts = _url(url)
+    return None if parts is None else _decoded(parts["fragment"])
+
+
+def url_extract_parameter(url: str | None, name: str | None) -> str | None:
+    """The first `name=value` of the raw query, value form-decoded; '' for `name` alone."""
+    parts = _url(url)
+    if parts is None or name is None or parts["query"] is None:
+        return None
+    for arg in parts["query"].split("&"):
+        key, eq, value = arg.partition("=")
+        if key == name:
+            return url_decode(value) if eq else ""
+    return None
+
+
+def url_encode(value: str | None) -> str | None:
+    """url.md: letters, digits and `.-*_` kept, space as +, every other byte of UTF-8 as %XX."""
+    if value is None:
+        return None
+    return "".join(
+        ch
+        if (ch.isascii() and ch.isalnum()) or ch in ".-*_"
+        else "+"
+        if ch == " "
+        else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
+        for ch in value
+    )
+
+
+def url_decode(value: str | None) -> str | None:
+    """url.md: the inverse of url_encode (+ is a space); a stray % is an error, as in Trino."""
+    if value is None:
+        return None
+    if re.search(r"%(?![0-9A-Fa-f]{2})", value):
+        raise ValueError(f"URLDecoder: Illegal hex characters in escape (%) pattern: {value[:80]!r}")
+    return _decoded(value.replace("+", " "))
+
+
+# ---- CAST(json AS type) --------------------------------------------------------------------------
+_INT_RANGES = {"tinyint": 2**7, "smallint": 2**15, "integer": 2**31, "bigint": 2**63}
+
+
+def json_cast(text: str | None, target: str | None) -> str | None:
+    """The JSON value `text` as `target` (a type described in JSON: "bigint", ["array", t],
+    ["map", k, v], ["row", [[name, t], ...]]), as JSON text {"v": value} that Spark's from_json
+    reads exactly. Only conversions whose Trino answer is certain are made (json.md's casts:
+    numbers to integers and doubles, strings to varchar, booleans, arrays, objects to maps and
+    rows); any other is refused when it is met."""
+    if text is None or target is None:
+        return None
+    value = json.loads(text, parse_float=decimal.Decimal, parse_int=int)
+    return json.dumps({"v": _as(value, json.loads(target))}, default=_number)
+
+
+def _as(value: Any, target: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(target, str) and target in _INT_RANGES:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{_REFUSED}CAST of JSON {_shown(value)} to {target.upper()}")
+        if not -_INT_RANGES[target] <= value < _INT_RANGES[target]:
+            raise ValueError(f"Cannot cast JSON {value} to {target.upper()}: out of range")
+        return value
+    if target == "double" and isinstance(value, int | decimal.Decimal) and not isinstance(value, bool):
+        return float(value)
+    if (target == "varchar" and isinstance(value, str)) or (target == "boolean" and isinstance(value, bool)):
+        return value
+    if isinstance(target, list) and target[0] == "array" and isinstance(value, list):
+        return [_as(v, target[1]) for v in value]
+    if isinstance(target, list) and target[0] == "map" and target[1] == "varchar" and isinstance(value, dict):
+        return {k: _as(v, target[2]) for k, v in value.items()}
+    if isinstance(target, list) and target[0] == "row":
+        return _as_row(value, target[1])
+    raise ValueError(f"{_REFUSED}CAST of JSON {_shown(value)} to {target}")
+
+
+def _as_row(value: Any, fields: list) -> dict[str, Any]:
+    names = [n for n, _ in fields]
+    if isinstance(value, list) and len(value) == len(fields):
+        return {n: _as(v, t) for (n, t), v in zip(fields, value, strict=True)}
+    if isinstance(value, dict) and not any(k not in names and k.lower() in names for k in value):
+        return {n: _as(value.get(n), t) for n, t in fields}
+    raise ValueError(f"{_REFUSED}CAST of JSON {_shown(value)} to ROW({', '.join(names)})")
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, default=_number)[:80]
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    raise TypeError(type(value).__name__)
+
+
+def format_number(value: int | float | None) -> str | None:
+    """conversion.md: the number with a unit symbol (123456 is 123K). As Trino computes it: a
+    DOUBLE truncated to a BIGINT, divided by 1000 while at least 1000 (K, M, B, T, Q), then
+    printed with up to two decimals under 10, one under 100, none above, rounded half up."""
+    if value is None:
+        return None
+    count = _to_long(value) if isinstance(value, float) else value
+    fractional, unit = float(count), ""
+    for symbol in "KMBTQ":
+        if fractional >= 1000 or fractional <= -1000:
+            fractional, unit = fractional / 1000, symbol
+    places = 2 if fractional < 10 else 1 if fractional < 100 else 0
+    exact = decimal.Decimal(fractional).quantize(decimal.Decimal(1).scaleb(-places), rounding=decimal.ROUND_HALF_UP)
+    text = format(exact.normalize(), "f") if exact else "0"
+    if text.startswith(("0.", "-0.")):
+        raise ValueError(f"{_REFUSED}format_number of a value under 1")  # never met from a BIGINT
+    return text + unit
+
+
+def _to_long(value: float) -> int:
+    """Java's (long) of a double: toward zero, NaN as 0, clamped to the BIGINT range."""
+    if value != value:
+        return 0
+    if value >= 2.0**63:
+        return 2**63 - 1
+    if value <= -(2.0**63):
+        return -(2**63)
+    return int(value)
