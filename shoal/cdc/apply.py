@@ -182,6 +182,10 @@ class _Batch:
         # Set when the batch commits as a row-delta: the snapshot the classification read.
         self._base_snapshot: int | None = None
         self._carried: list[str] = []
+        # On the row-delta path: the read snapshot's data files (path -> spec id, partition)
+        # and each path's 64-bit hash (None: carry the paths themselves).
+        self._data_files: dict[str, tuple[int, Any]] = {}
+        self._file_ids: dict[int, str] | None = None
         # The sequence column: as given, or (empty) the one the files' format carries.
         self.sequence = options.sequence
         self._file_types: dict[str, str] = {}
@@ -235,7 +239,8 @@ class _Batch:
         # the MERGE. Bad rows are read again only when there are some.
         observation = Observation("shoal_cdc_rows")
         observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"), F.count(ERROR_COL).alias("bad"))
-        good = observed.where(F.col(ERROR_COL).isNull()).drop(RAW_COL, ERROR_COL)
+        # The change file's name is needed only for bad rows (re-read below): not shuffled.
+        good = observed.where(F.col(ERROR_COL).isNull()).drop(RAW_COL, ERROR_COL, FILE_COL)
         keys = [self._name(k, columns) for k in self.opt.keys]
         seq = self._name(self.sequence, columns)
         latest = latest_events(good, keys, seq)
@@ -325,7 +330,15 @@ class _Batch:
             return self.spark.table(self.table.sql)
         self._base_snapshot = int(snapshot.snapshotId())
         kept = [c for c in table_cols if c not in columns]
-        self._carried = [*kept, "_file", "_pos"]
+        # Each row's data file travels through the comparison's shuffle as a 64-bit hash of
+        # its path (8 bytes instead of a path of ~150: the path was most of the shuffled
+        # bytes); the commit maps the hashes of the deleted rows back to the snapshot's paths.
+        # If two of the snapshot's files share a hash (never seen: ~n^2/2^65), the path is
+        # carried as before.
+        self._data_files = rowdelta.data_files(jtable, self._base_snapshot)
+        self._file_ids = rowdelta.file_ids(self.spark, self._data_files)
+        position = rowdelta.FILE_ID_COL if self._file_ids is not None else "_file"
+        self._carried = [*kept, position, "_pos"]
         pinned = f"{self.table.sql} VERSION AS OF {self._base_snapshot}"
         # The pinned snapshot reads with its own schema: a column the table lacks there (the
         # sequence column a Debezium batch brings to a table loaded otherwise, or one added
@@ -334,7 +347,8 @@ class _Batch:
         wanted = ", ".join(
             quote(c) if c.lower() in present else f"NULL AS {quote(c)}" for c in dict.fromkeys([*keys, seq, *kept])
         )
-        return self.spark.sql(f"SELECT {wanted}, _file, _pos FROM {pinned}")
+        file_col = f"xxhash64(_file) AS {rowdelta.FILE_ID_COL}" if self._file_ids is not None else "_file"
+        return self.spark.sql(f"SELECT {wanted}, {file_col}, _pos FROM {pinned}")
 
     def _narrow(
         self, latest: DataFrame, target: DataFrame, tombstones: DataFrame | None, keys: list[str]
@@ -610,9 +624,13 @@ class _Batch:
             rows = self._new_rows(classified, columns)
             commit_with_properties(self.spark, props, lambda: rows.writeTo(self.table.sql).append())
         elif (r.updated or r.deleted) and self._base_snapshot is not None:
-            deletes = classified.where(F.col(ACTION_COL).isin("update", "delete")).select(
-                F.col(TARGET_PREFIX + "_file").alias("file_path"), F.col(TARGET_PREFIX + "_pos").alias("pos")
-            )
+            touched = classified.where(F.col(ACTION_COL).isin("update", "delete"))
+            pos = F.col(TARGET_PREFIX + "_pos").alias("pos")
+            if self._file_ids is None:
+                deletes = touched.select(F.col(TARGET_PREFIX + "_file").alias("file_path"), pos)
+            else:
+                by_id = touched.select(F.col(TARGET_PREFIX + rowdelta.FILE_ID_COL).alias(rowdelta.FILE_ID_COL), pos)
+                deletes = rowdelta.with_paths(self.spark, by_id, self._file_ids)
             rowdelta.commit(
                 self.spark,
                 self.table,
@@ -623,6 +641,7 @@ class _Batch:
                 props,
                 self.batch_id,
                 self.say,
+                data_files=self._data_files,
             )
         elif r.updated or r.deleted:
             view = f"shoal_cdc_{self.batch_id}"
