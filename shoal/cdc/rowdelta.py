@@ -94,9 +94,7 @@ def commit(
             say("writing new row versions")
         added = _stage_rows(spark, jtable, table, rows, branch, base_snapshot) if rows is not None else []
         say("writing position deletes")
-        delete_files, referenced = _write_position_deletes(
-            spark, jtable, base_snapshot, deletes, batch_id, data_files
-        )
+        delete_files, referenced = _write_position_deletes(spark, jtable, base_snapshot, deletes, batch_id, data_files)
         say("committing one row-delta")
         jvm = spark.sparkContext._jvm
         assert jvm is not None
