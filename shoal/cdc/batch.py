@@ -25,6 +25,10 @@ TOMB_SEQ_COL = "_tombstone_seq"
 TARGET_PREFIX = "_target__"
 ACTIONS = ("insert", "update", "delete", "stale", "missing_delete")
 APPLIED_ACTIONS = ("insert", "update", "delete")
+# The comparison builds its hash table from the batch (one row per key) and streams the
+# table's rows through it (a shuffled hash join), so the table's rows are not sorted; a
+# sort-merge join sorted every table row by key after the shuffle. False: Spark chooses.
+HASH_JOIN_ON_BATCH = True
 
 
 def latest_events(events: DataFrame, keys: list[str], sequence: str) -> DataFrame:
@@ -53,6 +57,8 @@ def _left_join_seq(
         *[F.col(quote(c)).alias(TARGET_PREFIX + c) for c in carry],
     )
     cond = [F.col(quote(k)) == F.col(f"_r_{i}") for i, k in enumerate(keys)]
+    if HASH_JOIN_ON_BATCH:
+        left = left.hint("shuffle_hash")
     return left.join(r, on=cond, how="left").drop(*[f"_r_{i}" for i in range(len(keys))])
 
 
