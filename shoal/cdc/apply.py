@@ -247,9 +247,15 @@ class _Batch:
         target = self._target(keys, seq, columns, table_cols) if exists else None
         tomb = self.table.sibling(TOMBSTONES_SUFFIX)
         tombstones = self.spark.table(tomb.sql) if exists and table_exists(self.spark, tomb) else None
+        n_keys: int | None = None
         if target is not None:
-            latest, target, tombstones = self._narrow(latest, target, tombstones, keys)
-        classified = self._cache(classify(latest, target, keys, seq, tombstones, carry=self._carried))
+            latest, target, tombstones, n_keys = self._narrow(latest, target, tombstones, keys)
+        # Spark's hash join does not spill: only for batches whose keys were counted and are
+        # no more than `[cdc] broadcast_keys` (the driver holds that many for narrowing too).
+        hash_join = n_keys is not None and n_keys <= self.settings.cdc.broadcast_keys
+        classified = self._cache(
+            classify(latest, target, keys, seq, tombstones, carry=self._carried, hash_join=hash_join)
+        )
         counts = {r[ACTION_COL]: int(r["count"]) for r in classified.groupBy(ACTION_COL).count().collect()}
         if latest.is_cached:
             latest.unpersist()  # classified holds all it is needed for
@@ -352,8 +358,9 @@ class _Batch:
 
     def _narrow(
         self, latest: DataFrame, target: DataFrame, tombstones: DataFrame | None, keys: list[str]
-    ) -> tuple[DataFrame, DataFrame, DataFrame | None]:
-        """The table (and tombstones) cut to the rows whose key is in the batch.
+    ) -> tuple[DataFrame, DataFrame, DataFrame | None, int | None]:
+        """The table (and tombstones) cut to the rows whose key is in the batch, and the
+        batch's key count (None: not counted).
 
         Left as they are, the comparison shuffles every table row to meet the batch's; a
         left-semi join with the batch's keys broadcast drops the others where they are
@@ -365,18 +372,18 @@ class _Batch:
         """
         limit = self.settings.cdc.broadcast_keys
         if limit == 0:
-            return latest, target, tombstones
+            return latest, target, tombstones, None
         latest = self._cache(latest)
         n = latest.count()  # one row per key: latest_events kept one event per key
         table_rows = self._table_rows()
         if n > limit or (table_rows is not None and table_rows < NARROW_MIN_RATIO * n):
-            return latest, target, tombstones
+            return latest, target, tombstones, n
         batch_keys = F.broadcast(latest.select(*[quote(k) for k in keys]))
 
         def semi(df: DataFrame) -> DataFrame:
             return df.join(batch_keys, on=keys, how="left_semi")
 
-        return latest, semi(target), semi(tombstones) if tombstones is not None else None
+        return latest, semi(target), semi(tombstones) if tombstones is not None else None, n
 
     def _table_rows(self) -> int | None:
         """Rows in the table's current snapshot, from its summary (None: not recorded)."""
