@@ -182,6 +182,10 @@ class _Batch:
         # Set when the batch commits as a row-delta: the snapshot the classification read.
         self._base_snapshot: int | None = None
         self._carried: list[str] = []
+        # On the row-delta path: the read snapshot's data files (path -> spec id, partition)
+        # and each path's 64-bit hash (None: carry the paths themselves).
+        self._data_files: dict[str, tuple[int, Any]] = {}
+        self._file_ids: dict[int, str] | None = None
         # The sequence column: as given, or (empty) the one the files' format carries.
         self.sequence = options.sequence
         self._file_types: dict[str, str] = {}
@@ -235,16 +239,23 @@ class _Batch:
         # the MERGE. Bad rows are read again only when there are some.
         observation = Observation("shoal_cdc_rows")
         observed = typed.observe(observation, F.count(F.lit(1)).alias("rows"), F.count(ERROR_COL).alias("bad"))
-        good = observed.where(F.col(ERROR_COL).isNull()).drop(RAW_COL, ERROR_COL)
+        # The change file's name is needed only for bad rows (re-read below): not shuffled.
+        good = observed.where(F.col(ERROR_COL).isNull()).drop(RAW_COL, ERROR_COL, FILE_COL)
         keys = [self._name(k, columns) for k in self.opt.keys]
         seq = self._name(self.sequence, columns)
         latest = latest_events(good, keys, seq)
         target = self._target(keys, seq, columns, table_cols) if exists else None
         tomb = self.table.sibling(TOMBSTONES_SUFFIX)
         tombstones = self.spark.table(tomb.sql) if exists and table_exists(self.spark, tomb) else None
+        n_keys: int | None = None
         if target is not None:
-            latest, target, tombstones = self._narrow(latest, target, tombstones, keys)
-        classified = self._cache(classify(latest, target, keys, seq, tombstones, carry=self._carried))
+            latest, target, tombstones, n_keys = self._narrow(latest, target, tombstones, keys)
+        # Spark's hash join does not spill: only for batches whose keys were counted and are
+        # no more than `[cdc] broadcast_keys` (the driver holds that many for narrowing too).
+        hash_join = n_keys is not None and n_keys <= self.settings.cdc.broadcast_keys
+        classified = self._cache(
+            classify(latest, target, keys, seq, tombstones, carry=self._carried, hash_join=hash_join)
+        )
         counts = {r[ACTION_COL]: int(r["count"]) for r in classified.groupBy(ACTION_COL).count().collect()}
         if latest.is_cached:
             latest.unpersist()  # classified holds all it is needed for
@@ -325,7 +336,15 @@ class _Batch:
             return self.spark.table(self.table.sql)
         self._base_snapshot = int(snapshot.snapshotId())
         kept = [c for c in table_cols if c not in columns]
-        self._carried = [*kept, "_file", "_pos"]
+        # Each row's data file travels through the comparison's shuffle as a 64-bit hash of
+        # its path (8 bytes instead of a path of ~150: the path was most of the shuffled
+        # bytes); the commit maps the hashes of the deleted rows back to the snapshot's paths.
+        # If two of the snapshot's files share a hash (never seen: ~n^2/2^65), the path is
+        # carried as before.
+        self._data_files = rowdelta.data_files(jtable, self._base_snapshot)
+        self._file_ids = rowdelta.file_ids(self.spark, self._data_files)
+        position = rowdelta.FILE_ID_COL if self._file_ids is not None else "_file"
+        self._carried = [*kept, position, "_pos"]
         pinned = f"{self.table.sql} VERSION AS OF {self._base_snapshot}"
         # The pinned snapshot reads with its own schema: a column the table lacks there (the
         # sequence column a Debezium batch brings to a table loaded otherwise, or one added
@@ -334,12 +353,14 @@ class _Batch:
         wanted = ", ".join(
             quote(c) if c.lower() in present else f"NULL AS {quote(c)}" for c in dict.fromkeys([*keys, seq, *kept])
         )
-        return self.spark.sql(f"SELECT {wanted}, _file, _pos FROM {pinned}")
+        file_col = f"xxhash64(_file) AS {rowdelta.FILE_ID_COL}" if self._file_ids is not None else "_file"
+        return self.spark.sql(f"SELECT {wanted}, {file_col}, _pos FROM {pinned}")
 
     def _narrow(
         self, latest: DataFrame, target: DataFrame, tombstones: DataFrame | None, keys: list[str]
-    ) -> tuple[DataFrame, DataFrame, DataFrame | None]:
-        """The table (and tombstones) cut to the rows whose key is in the batch.
+    ) -> tuple[DataFrame, DataFrame, DataFrame | None, int | None]:
+        """The table (and tombstones) cut to the rows whose key is in the batch, and the
+        batch's key count (None: not counted).
 
         Left as they are, the comparison shuffles every table row to meet the batch's; a
         left-semi join with the batch's keys broadcast drops the others where they are
@@ -351,18 +372,18 @@ class _Batch:
         """
         limit = self.settings.cdc.broadcast_keys
         if limit == 0:
-            return latest, target, tombstones
+            return latest, target, tombstones, None
         latest = self._cache(latest)
         n = latest.count()  # one row per key: latest_events kept one event per key
         table_rows = self._table_rows()
         if n > limit or (table_rows is not None and table_rows < NARROW_MIN_RATIO * n):
-            return latest, target, tombstones
+            return latest, target, tombstones, n
         batch_keys = F.broadcast(latest.select(*[quote(k) for k in keys]))
 
         def semi(df: DataFrame) -> DataFrame:
             return df.join(batch_keys, on=keys, how="left_semi")
 
-        return latest, semi(target), semi(tombstones) if tombstones is not None else None
+        return latest, semi(target), semi(tombstones) if tombstones is not None else None, n
 
     def _table_rows(self) -> int | None:
         """Rows in the table's current snapshot, from its summary (None: not recorded)."""
@@ -610,9 +631,13 @@ class _Batch:
             rows = self._new_rows(classified, columns)
             commit_with_properties(self.spark, props, lambda: rows.writeTo(self.table.sql).append())
         elif (r.updated or r.deleted) and self._base_snapshot is not None:
-            deletes = classified.where(F.col(ACTION_COL).isin("update", "delete")).select(
-                F.col(TARGET_PREFIX + "_file").alias("file_path"), F.col(TARGET_PREFIX + "_pos").alias("pos")
-            )
+            touched = classified.where(F.col(ACTION_COL).isin("update", "delete"))
+            pos = F.col(TARGET_PREFIX + "_pos").alias("pos")
+            if self._file_ids is None:
+                deletes = touched.select(F.col(TARGET_PREFIX + "_file").alias("file_path"), pos)
+            else:
+                by_id = touched.select(F.col(TARGET_PREFIX + rowdelta.FILE_ID_COL).alias(rowdelta.FILE_ID_COL), pos)
+                deletes = rowdelta.with_paths(self.spark, by_id, self._file_ids)
             rowdelta.commit(
                 self.spark,
                 self.table,
@@ -623,6 +648,7 @@ class _Batch:
                 props,
                 self.batch_id,
                 self.say,
+                data_files=self._data_files,
             )
         elif r.updated or r.deleted:
             view = f"shoal_cdc_{self.batch_id}"

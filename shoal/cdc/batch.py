@@ -25,6 +25,12 @@ TOMB_SEQ_COL = "_tombstone_seq"
 TARGET_PREFIX = "_target__"
 ACTIONS = ("insert", "update", "delete", "stale", "missing_delete")
 APPLIED_ACTIONS = ("insert", "update", "delete")
+# The comparison may build its hash table from the batch (one row per key) and stream the
+# table's rows through it (a shuffled hash join), so the table's rows are not sorted; a
+# sort-merge join sorts every table row by key after the shuffle. Spark's hash join does
+# not spill, so the caller asks for it only for batches of known, bounded size.
+# False here: never (Spark chooses).
+HASH_JOIN_ON_BATCH = True
 
 
 def latest_events(events: DataFrame, keys: list[str], sequence: str) -> DataFrame:
@@ -43,6 +49,7 @@ def _left_join_seq(
     seq_col: str,
     flag_col: str,
     carry: Sequence[str] = (),
+    hash_join: bool = False,
 ) -> DataFrame:
     """Left-join `right`'s sequence value (as seq_col), a presence flag and the `carry`
     columns (as TARGET_PREFIX + name) onto `left` by key."""
@@ -53,6 +60,8 @@ def _left_join_seq(
         *[F.col(quote(c)).alias(TARGET_PREFIX + c) for c in carry],
     )
     cond = [F.col(quote(k)) == F.col(f"_r_{i}") for i, k in enumerate(keys)]
+    if hash_join and HASH_JOIN_ON_BATCH:
+        left = left.hint("shuffle_hash")
     return left.join(r, on=cond, how="left").drop(*[f"_r_{i}" for i in range(len(keys))])
 
 
@@ -63,6 +72,7 @@ def classify(
     sequence: str,
     tombstones: DataFrame | None = None,
     carry: Sequence[str] = (),
+    hash_join: bool = False,
 ) -> DataFrame:
     """Attach ACTION_COL to each latest event by comparing it with the table's current row.
 
@@ -70,6 +80,7 @@ def classify(
     sequence value of its delete, so that an older event arriving after the delete stays
     deleted instead of bringing the row back. The target's `carry` columns (such as its
     row position, `_file`/`_pos`) come along as TARGET_PREFIX + name, null without a match.
+    `hash_join`: build the joins' hash tables from `latest` (see HASH_JOIN_ON_BATCH).
     """
     joined = latest
     for df, seq_col, flag_col in ((target, TARGET_SEQ_COL, TARGET_PRESENT_COL), (tombstones, TOMB_SEQ_COL, None)):
@@ -81,7 +92,7 @@ def classify(
                     joined = joined.withColumn(TARGET_PREFIX + c, F.lit(None))
         else:
             extra = carry if df is target else ()
-            joined = _left_join_seq(joined, df, keys, sequence, seq_col, flag_col or "_tomb_present", extra)
+            joined = _left_join_seq(joined, df, keys, sequence, seq_col, flag_col or "_tomb_present", extra, hash_join)
     present = F.coalesce(F.col(TARGET_PRESENT_COL), F.lit(False))
     seq, tseq, dseq, op = F.col(quote(sequence)), F.col(TARGET_SEQ_COL), F.col(TOMB_SEQ_COL), F.col(OP_COL)
     action = (

@@ -39,6 +39,8 @@ from shoal.lake import TableName
 from shoal.progress import Say
 
 BRANCH_PREFIX = "shoal_cdc_"
+# The comparison carries a data file as Spark's xxhash64 of its path (see file_ids).
+FILE_ID_COL = "_file_id"
 # Iceberg's reserved field ids of a position-delete file's columns (MetadataColumns).
 DELETE_FILE_PATH_ID = 2147483546
 DELETE_POS_ID = 2147483545
@@ -77,6 +79,7 @@ def commit(
     properties: dict[str, str],
     batch_id: str,
     say: Say = lambda _msg: None,
+    data_files: dict[str, tuple[int, Any]] | None = None,
 ) -> None:
     """Append `rows` and delete the (file_path, pos) rows of `deletes` in one snapshot.
 
@@ -91,7 +94,7 @@ def commit(
             say("writing new row versions")
         added = _stage_rows(spark, jtable, table, rows, branch, base_snapshot) if rows is not None else []
         say("writing position deletes")
-        delete_files, referenced = _write_position_deletes(spark, jtable, base_snapshot, deletes, batch_id)
+        delete_files, referenced = _write_position_deletes(spark, jtable, base_snapshot, deletes, batch_id, data_files)
         say("committing one row-delta")
         jvm = spark.sparkContext._jvm
         assert jvm is not None
@@ -124,7 +127,12 @@ def _stage_rows(
 
 
 def _write_position_deletes(
-    spark: SparkSession, jtable: Any, base_snapshot: int, deletes: DataFrame, batch_id: str
+    spark: SparkSession,
+    jtable: Any,
+    base_snapshot: int,
+    deletes: DataFrame,
+    batch_id: str,
+    known: dict[str, tuple[int, Any]] | None = None,
 ) -> tuple[list[Any], list[str]]:
     """Write one position-delete file per data file named in `deletes` (file_path, pos).
 
@@ -134,9 +142,13 @@ def _write_position_deletes(
     file-per-data-file Spark write, its counting job and listing were most of this step).
     """
     out = str(jtable.locationProvider().newDataLocation(f"shoal-cdc-deletes-{batch_id}"))
+    # An explicit partition count: adaptive execution coalesces a column-only repartition of
+    # so few bytes (positions compress to ~1 MB per 200k) into one task, and the pyarrow
+    # writers then ran one after another on one core (seen: 1 task, 14 s, at 200k changes).
+    tasks = max(spark.sparkContext.defaultParallelism, 1)
     written = (
         deletes.select("file_path", F.col("pos").cast("bigint").alias("pos"))
-        .repartition("file_path")
+        .repartition(tasks, "file_path")
         .sortWithinPartitions("file_path", "pos")
         .mapInArrow(partial(write_delete_files, out=out), _WRITTEN_SCHEMA)
         .collect()
@@ -147,7 +159,7 @@ def _write_position_deletes(
     if len(by_path) != len(written):
         raise ShoalError(f"internal: two position-delete files for one data file under {out}")
     paths = sorted(by_path)
-    data_files = _data_files(jtable, base_snapshot, set(paths))
+    data_files = known if known is not None else data_files_of(jtable, base_snapshot, set(paths))
     missing = [p for p in paths if p not in data_files]
     if missing:
         raise ShoalError(f"internal: rows to delete point at files outside the read snapshot: {missing[:3]}")
@@ -243,8 +255,37 @@ def write_delete_files(batches: Iterator[pa.RecordBatch], out: str) -> Iterator[
         yield pa.RecordBatch.from_pydict(done, schema=_WRITTEN_ARROW)
 
 
-def _data_files(jtable: Any, snapshot: int, wanted: set[str]) -> dict[str, tuple[int, Any]]:
-    """(spec id, partition) of the wanted data files in `snapshot`."""
+def data_files(jtable: Any, snapshot: int) -> dict[str, tuple[int, Any]]:
+    """path -> (spec id, partition) of every data file in `snapshot`."""
+    return data_files_of(jtable, snapshot, None)
+
+
+def file_ids(spark: SparkSession, files: dict[str, tuple[int, Any]]) -> dict[int, str] | None:
+    """Spark's xxhash64 of each data file's path -> the path; None if two paths share one."""
+    if not files:
+        return {}
+    hashed = (
+        spark.createDataFrame([(p,) for p in files], "file_path string")
+        .select(F.xxhash64("file_path").alias("id"), "file_path")
+        .collect()
+    )
+    ids = {int(r.id): str(r.file_path) for r in hashed}
+    return ids if len(ids) == len(files) else None
+
+
+# Above this many data files the id -> path map is joined with a shuffle, not broadcast.
+BROADCAST_FILES = 200_000
+
+
+def with_paths(spark: SparkSession, deletes: DataFrame, ids: dict[int, str]) -> DataFrame:
+    """(FILE_ID_COL, pos) rows -> (file_path, pos): each hash mapped back to its path."""
+    paths = spark.createDataFrame(list(ids.items()), f"{FILE_ID_COL} bigint, file_path string")
+    paths = F.broadcast(paths) if len(ids) <= BROADCAST_FILES else paths
+    return deletes.join(paths, on=FILE_ID_COL, how="inner").select("file_path", "pos")
+
+
+def data_files_of(jtable: Any, snapshot: int, wanted: set[str] | None) -> dict[str, tuple[int, Any]]:
+    """(spec id, partition) of the wanted data files (None: all) in `snapshot`."""
     found: dict[str, tuple[int, Any]] = {}
     tasks = jtable.newScan().useSnapshot(snapshot).ignoreResiduals().planFiles()
     try:
@@ -252,7 +293,7 @@ def _data_files(jtable: Any, snapshot: int, wanted: set[str]) -> dict[str, tuple
         while it.hasNext():
             data_file = it.next().file()
             path = str(data_file.location())
-            if path in wanted:
+            if wanted is None or path in wanted:
                 found[path] = (int(data_file.specId()), data_file.partition())
     finally:
         tasks.close()

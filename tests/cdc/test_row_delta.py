@@ -171,6 +171,28 @@ def test_the_whole_table_join_when_not_narrowing_gives_the_same_result(
     assert product_state(spark, table_name) == narrowed_state == want
 
 
+def test_carrying_data_file_paths_when_their_hashes_collide_gives_the_same_result(
+    spark, settings, source, table_name, monkeypatch, narrowed_run
+) -> None:
+    """The comparison carries each row's data file as a 64-bit hash of its path; were two of
+    the snapshot's paths to share one, the paths themselves are carried (as before issue 45)."""
+    assert rowdelta.file_ids(spark, {"a": (0, None), "b": (0, None)}) is not None
+    monkeypatch.setattr(rowdelta, "file_ids", lambda *_a, **_k: None)
+    full_load(source, table_name, settings)
+    assert _apply_batches(settings, source, table_name) == narrowed_run[0]
+    assert product_state(spark, table_name) == narrowed_run[1]
+
+
+def test_file_ids_map_spark_hashes_back_to_paths(spark) -> None:
+    paths = [f"file:/lake/t/data/part-{i}.parquet" for i in range(50)]
+    ids = rowdelta.file_ids(spark, {p: (0, None) for p in paths})
+    assert ids is not None and sorted(ids.values()) == sorted(paths)
+    got = spark.sql(f"SELECT xxhash64('{paths[7]}') AS h").first()
+    assert got is not None and ids[int(got.h)] == paths[7]
+    deletes = spark.createDataFrame([(int(got.h), 3)], f"{rowdelta.FILE_ID_COL} bigint, pos bigint")
+    assert [tuple(r) for r in rowdelta.with_paths(spark, deletes, ids).collect()] == [(paths[7], 3)]
+
+
 def test_delete_files_are_one_per_data_file_across_arrow_batches(tmp_path) -> None:
     """The task-side writer: runs of one data file's positions, split over several Arrow
     batches, end up in one Parquet file carrying Iceberg's reserved field ids."""
