@@ -31,6 +31,7 @@ from shoal.exceptions import SqlError, first_line
 from shoal.governance.audit import AuditLog
 from shoal.governance.errors import AccessDenied, GovernanceError
 from shoal.governance.grants import IDENTIFIER, Governance, TableAccess, forbidden_function, table_key
+from shoal.governance import point_lookup
 from shoal.governance.masks import register_mask_functions
 from shoal.governance.principals import Principal
 from shoal.sql import QueryResult, run, split_statements
@@ -175,6 +176,9 @@ class GovernedSql:
         self.catalog = settings.catalog.name.lower()
         self._ctes = itertools.count(1)
         self._listings: dict[tuple[str, ...], set[str]] = {}
+        # The engine that ran the last query (point_lookup.ENGINE_*), and how many ran without Spark.
+        self.engine: str | None = None
+        self.fast_lookups = 0
         register_mask_functions(spark, settings)
 
     def execute(self, sql: str, *, limit: int | None = None, stream: bool = False) -> QueryResult:
@@ -288,13 +292,26 @@ class GovernedSql:
             # Audited as what ran (select, insert, create...), like anyone's statement; that an
             # admin ran it is the row's principal.
             return _statement_action(tree), lambda: run(self.spark, sql, limit=limit, stream=stream)
+        explain = isinstance(tree, exp.Command) and str(tree.this).upper() == "EXPLAIN"
+        if explain:  # EXPLAIN <query>: which engine would run it (issue 43); nothing runs
+            try:
+                tree = sqlglot.parse_one(str(tree.expression.this), read="spark")
+            except sqlglot.errors.ParseError as exc:
+                raise AccessDenied(f"cannot parse the statement, so it is not run: {parse_error(exc)}") from exc
+            if not isinstance(tree, exp.Query):
+                raise AccessDenied(f"EXPLAIN of a {type(tree).__name__.upper()} statement is not allowed")
         self._forbid(tree)
         if isinstance(tree, exp.Query):
             governed_tree = self.govern(tree, tables)
             _verify_covered(governed_tree)
             governed = governed_tree.sql(dialect="spark")
-            self._analyze(governed)
-            return "select", lambda: self._run(governed, limit, stream)
+            # After the rewrite, from its tree: the fast path reads what governance chose.
+            fast = point_lookup.plan(self.settings, governed_tree, self.catalog, _GOVERNED)
+            if fast is None:
+                self._analyze(governed)
+            if explain:
+                return "explain", lambda: self._explain(fast)
+            return "select", lambda: self._select(fast, governed, limit, stream)
         if isinstance(tree, exp.Describe):
             target = self._describable(tree, tables)
             return "describe", lambda: self._describe(target)
@@ -380,6 +397,27 @@ class GovernedSql:
         tree.set("expression", governed_source)
         self._qualify(target, name)
         return tree.sql(dialect="spark")
+
+    def _select(
+        self, fast: Callable[..., QueryResult | None] | None, governed: str, limit: int | None, stream: bool
+    ) -> QueryResult:
+        """A governed query: without Spark where point_lookup can answer it exactly, else Spark."""
+        result = fast() if fast is not None else None
+        if result is None:
+            self.engine = point_lookup.ENGINE_SPARK
+            if fast is not None:
+                self._analyze(governed)  # delete files or a large read: Spark, checked as always
+            return self._run(governed, limit, stream)
+        self.engine = point_lookup.ENGINE_ARROW
+        self.fast_lookups += 1
+        rows = result.rows[:limit] if limit else result.rows
+        if stream:
+            return QueryResult(result.columns, result.types, [], stream=iter(rows))
+        return QueryResult(result.columns, result.types, rows)
+
+    def _explain(self, fast: Callable[..., QueryResult | None] | None) -> QueryResult:
+        result = fast(dry=True) if fast is not None else None
+        return result or QueryResult(["plan"], ["string"], [(f"engine: {point_lookup.ENGINE_SPARK}",)])
 
     def _run(self, sql: str, limit: int | None, stream: bool = False) -> QueryResult:
         try:
