@@ -152,8 +152,12 @@ def _literal(node: exp.Expr, spark_type: str) -> Any:
     if spark_type.startswith("decimal("):
         if not (isinstance(node, exp.Literal) and not node.is_string and _DECIMAL.match(node.this)):
             raise NotNarrow("not a decimal literal")
+        precision, scale = (int(x) for x in spark_type[len("decimal(") : -1].split(","))
         value = decimal.Decimal(node.this)
-        return -value if negative else value
+        exact = value.quantize(decimal.Decimal(1).scaleb(-scale))
+        if exact != value or len(exact.as_tuple().digits) > precision:
+            raise NotNarrow("a decimal literal the column cannot hold")  # Spark widens; not copied
+        return -exact if negative else exact
     if negative:
         raise NotNarrow("negated non-number")
     if spark_type == "string":
@@ -231,7 +235,7 @@ class Lookup:
     namespace: str
     table: str
     outputs: list[tuple[str, str]]  # (output name, column name as in the table)
-    pred: Pred | None
+    visible: list[str]  # the governed projection's columns
 
 
 def shape(
@@ -262,7 +266,9 @@ def shape(
     if table.catalog.lower() != catalog:
         raise NotNarrow("not the lake catalog")
     names: list[str] = []
+    where = inner.args.get("where")
     for item in inner.expressions:
+        item = _filtered_column(item, where)
         if not isinstance(item, exp.Column) or item.table or not isinstance(item.this, exp.Identifier):
             raise NotNarrow("a masked or computed column")  # masks are CASE ... END AS `c`
         names.append(item.name)
@@ -271,9 +277,26 @@ def shape(
         namespace=table.db,
         table=table.name,
         outputs=_outputs(tree.expressions, names, qualifiers),
-        pred=None,
+        visible=names,
     )
     return lookup, inner.args.get("where"), tree.args.get("where"), qualifiers
+
+
+def _filtered_column(item: exp.Expr, where: exp.Where | None) -> exp.Expr:
+    """`CASE WHEN <the row filter> THEN `c` END AS `c``, the rewrite's column under a grant with a
+    row filter, is `c` itself on every row the same filter lets through: the column. Only when
+    the condition is the whole WHERE, node for node; anything else (other grants' filters, masks,
+    ELSE branches) stays a computed column."""
+    if not (isinstance(item, exp.Alias) and isinstance(item.this, exp.Case) and where is not None):
+        return item
+    case = item.this
+    ifs = case.args.get("ifs") or []
+    if case.this is not None or case.args.get("default") is not None or len(ifs) != 1:
+        return item
+    then = ifs[0].args.get("true")
+    if ifs[0].this != where.this or not isinstance(then, exp.Column) or then.name != item.alias:
+        return item
+    return then
 
 
 def _only(select: exp.Select, allowed: set[str]) -> None:
@@ -461,7 +484,7 @@ def plan(
         if inner_where is not None:  # the row filter, over the table's own columns
             preds.append(predicate(inner_where.this, {n: types[n] for n in inner_names}, {lookup.table.lower()}))
         if outer_where is not None:  # the query's WHERE, over the governed projection only
-            visible = {n: types[n] for n in _visible(tree, types)}
+            visible = {n.lower(): types[n.lower()] for n in lookup.visible if n.lower() in types}
             preds.append(predicate(outer_where.this, visible, qualifiers))
     except NotNarrow as exc:
         log.debug("point lookup: Spark runs it (%s)", exc)
@@ -469,7 +492,3 @@ def plan(
     pred: Pred | None = preds[0] if len(preds) == 1 else (Bool("and", tuple(preds)) if preds else None)
     return functools.partial(read, settings, table, lookup, pred, types)
 
-
-def _visible(tree: exp.Expr, types: dict[str, str]) -> list[str]:
-    inner = tree.args["from_"].this.this
-    return [item.name.lower() for item in inner.expressions if item.name.lower() in types]

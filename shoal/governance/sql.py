@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from shoal.sql.positions import parse_error, without_positions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 FILE_SOURCES = {
     "parquet",
@@ -402,7 +405,12 @@ class GovernedSql:
         self, fast: Callable[..., QueryResult | None] | None, governed: str, limit: int | None, stream: bool
     ) -> QueryResult:
         """A governed query: without Spark where point_lookup can answer it exactly, else Spark."""
-        result = fast() if fast is not None else None
+        result = None
+        if fast is not None:
+            try:
+                result = fast()
+            except Exception:  # noqa: BLE001 - the fast path never fails a query Spark can answer
+                log.warning("point lookup failed; Spark runs the query", exc_info=True)
         if result is None:
             self.engine = point_lookup.ENGINE_SPARK
             if fast is not None:
