@@ -153,9 +153,9 @@ def _literal(node: exp.Expr, spark_type: str) -> Any:
         if not (isinstance(node, exp.Literal) and not node.is_string and _DECIMAL.match(node.this)):
             raise NotNarrow("not a decimal literal")
         precision, scale = (int(x) for x in spark_type[len("decimal(") : -1].split(","))
-        value = decimal.Decimal(node.this)
-        exact = value.quantize(decimal.Decimal(1).scaleb(-scale))
-        if exact != value or len(exact.as_tuple().digits) > precision:
+        number = decimal.Decimal(node.this)
+        exact = number.quantize(decimal.Decimal(1).scaleb(-scale))
+        if exact != number or len(exact.as_tuple().digits) > precision:
             raise NotNarrow("a decimal literal the column cannot hold")  # Spark widens; not copied
         return -exact if negative else exact
     if negative:
@@ -172,12 +172,12 @@ def _literal(node: exp.Expr, spark_type: str) -> Any:
         kind, text = node.to.this, node.this.this
         if spark_type == "date" and kind == exp.DataType.Type.DATE and _DATE.match(text):
             return dt.date.fromisoformat(text)
-        if spark_type in ("timestamp", "timestamp_ntz") and _TIMESTAMP.match(text):
-            if kind in _TIMESTAMP_TYPES or kind == exp.DataType.Type.TIMESTAMPNTZ:
-                # Spark's session time zone is UTC (shoal.spark): a zoned literal is that wall time
-                # in UTC, and a zone-less column compares by wall time.
-                naive = dt.datetime.fromisoformat(text.replace("T", " "))
-                return naive.replace(tzinfo=dt.UTC) if spark_type == "timestamp" else naive
+        timestamp_kind = kind in _TIMESTAMP_TYPES or kind == exp.DataType.Type.TIMESTAMPNTZ
+        if spark_type in ("timestamp", "timestamp_ntz") and _TIMESTAMP.match(text) and timestamp_kind:
+            # Spark's session time zone is UTC (shoal.spark): a zoned literal is that wall time
+            # in UTC, and a zone-less column compares by wall time.
+            naive = dt.datetime.fromisoformat(text.replace("T", " "))
+            return naive.replace(tzinfo=dt.UTC) if spark_type == "timestamp" else naive
     raise NotNarrow("not a literal of the column's kind")
 
 
@@ -197,9 +197,10 @@ def predicate(node: exp.Expr, columns: dict[str, str], qualifiers: set[str]) -> 
             raise NotNarrow("IN over a query")
         name = _column(node.this, columns, qualifiers)
         return Compare(name, "in", tuple(_literal(v, columns[name]) for v in node.expressions))
-    op = _COMPARISONS.get(type(node))
-    if op is None:
+    found = _COMPARISONS.get(type(node))
+    if found is None:
         raise NotNarrow(f"{type(node).__name__} in WHERE")
+    op = found
     left, right = node.this, node.expression
     if not isinstance(left, exp.Column):
         left, right, op = right, left, _FLIPPED[op]
@@ -312,7 +313,7 @@ def _outputs(items: list[exp.Expr], names: list[str], qualifiers: set[str]) -> l
         if isinstance(item, exp.Star):
             out += [(n, n) for n in names]
             continue
-        shown = None
+        shown: str | None = None
         if isinstance(item, exp.Alias):
             shown, item = item.alias, item.this
         if not isinstance(item, exp.Column) or not isinstance(item.this, exp.Identifier):
@@ -348,7 +349,9 @@ def _catalog(settings: Settings) -> Any:
 
 
 def _to_iceberg(pred: Pred, types: dict[str, str]) -> Any:
-    from pyiceberg import expressions as ie
+    from pyiceberg import expressions
+
+    ie: Any = expressions  # the classes take a column name where their stubs say a term
 
     if isinstance(pred, Bool):
         parts = [_to_iceberg(p, types) for p in pred.parts]
@@ -491,4 +494,3 @@ def plan(
         return None
     pred: Pred | None = preds[0] if len(preds) == 1 else (Bool("and", tuple(preds)) if preds else None)
     return functools.partial(read, settings, table, lookup, pred, types)
-

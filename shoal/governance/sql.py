@@ -29,10 +29,10 @@ from sqlglot import exp
 
 from shoal.config import Settings
 from shoal.exceptions import SqlError, first_line
+from shoal.governance import point_lookup
 from shoal.governance.audit import AuditLog
 from shoal.governance.errors import AccessDenied, GovernanceError
 from shoal.governance.grants import IDENTIFIER, Governance, TableAccess, forbidden_function, table_key
-from shoal.governance import point_lookup
 from shoal.governance.masks import register_mask_functions
 from shoal.governance.principals import Principal
 from shoal.sql import QueryResult, run, split_statements
@@ -297,24 +297,10 @@ class GovernedSql:
             return _statement_action(tree), lambda: run(self.spark, sql, limit=limit, stream=stream)
         explain = isinstance(tree, exp.Command) and str(tree.this).upper() == "EXPLAIN"
         if explain:  # EXPLAIN <query>: which engine would run it (issue 43); nothing runs
-            try:
-                tree = sqlglot.parse_one(str(tree.expression.this), read="spark")
-            except sqlglot.errors.ParseError as exc:
-                raise AccessDenied(f"cannot parse the statement, so it is not run: {parse_error(exc)}") from exc
-            if not isinstance(tree, exp.Query):
-                raise AccessDenied(f"EXPLAIN of a {type(tree).__name__.upper()} statement is not allowed")
+            tree = _explained(tree)
         self._forbid(tree)
         if isinstance(tree, exp.Query):
-            governed_tree = self.govern(tree, tables)
-            _verify_covered(governed_tree)
-            governed = governed_tree.sql(dialect="spark")
-            # After the rewrite, from its tree: the fast path reads what governance chose.
-            fast = point_lookup.plan(self.settings, governed_tree, self.catalog, _GOVERNED)
-            if fast is None:
-                self._analyze(governed)
-            if explain:
-                return "explain", lambda: self._explain(fast)
-            return "select", lambda: self._select(fast, governed, limit, stream)
+            return self._query(tree, tables, explain, limit, stream)
         if isinstance(tree, exp.Describe):
             target = self._describable(tree, tables)
             return "describe", lambda: self._describe(target)
@@ -401,6 +387,20 @@ class GovernedSql:
         self._qualify(target, name)
         return tree.sql(dialect="spark")
 
+    def _query(
+        self, tree: exp.Query, tables: list[str], explain: bool, limit: int | None, stream: bool
+    ) -> tuple[str, Callable[[], QueryResult]]:
+        governed_tree = self.govern(tree, tables)
+        _verify_covered(governed_tree)
+        governed = governed_tree.sql(dialect="spark")
+        # After the rewrite, from its tree: the fast path reads what governance chose.
+        fast = point_lookup.plan(self.settings, governed_tree, self.catalog, _GOVERNED)
+        if fast is None:
+            self._analyze(governed)
+        if explain:
+            return "explain", lambda: self._explain(fast)
+        return "select", lambda: self._select(fast, governed, limit, stream)
+
     def _select(
         self, fast: Callable[..., QueryResult | None] | None, governed: str, limit: int | None, stream: bool
     ) -> QueryResult:
@@ -409,7 +409,7 @@ class GovernedSql:
         if fast is not None:
             try:
                 result = fast()
-            except Exception:  # noqa: BLE001 - the fast path never fails a query Spark can answer
+            except Exception:  # the fast path never fails a query Spark can answer
                 log.warning("point lookup failed; Spark runs the query", exc_info=True)
         if result is None:
             self.engine = point_lookup.ENGINE_SPARK
@@ -798,6 +798,17 @@ class _Plan:
     @property
     def resource(self) -> str | None:
         return ",".join(dict.fromkeys(self.writes + self.reads)) or None
+
+
+def _explained(tree: exp.Expr) -> exp.Query:
+    """The query of `EXPLAIN <query>` (sqlglot leaves EXPLAIN a command holding the text)."""
+    try:
+        inner = sqlglot.parse_one(str(tree.expression.this), read="spark")
+    except sqlglot.errors.ParseError as exc:
+        raise AccessDenied(f"cannot parse the statement, so it is not run: {parse_error(exc)}") from exc
+    if not isinstance(inner, exp.Query):
+        raise AccessDenied(f"EXPLAIN of a {type(inner).__name__.upper()} statement is not allowed")
+    return inner
 
 
 def _nesting(sql: str) -> int:

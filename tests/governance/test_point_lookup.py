@@ -14,9 +14,9 @@ from decimal import Decimal
 
 import pytest
 
+from shoal.exceptions import SqlError
 from shoal.governance import AccessDenied, AuditLog, Governance, GovernedSql, Principals
 from shoal.governance.point_lookup import ENGINE_ARROW, ENGINE_SPARK
-from shoal.exceptions import SqlError
 
 COLS = "id bigint, k int, s string, amount decimal(10,2), day date, ts timestamp, ntz timestamp_ntz, flag boolean, f double, raw binary"
 ROWS = [
