@@ -457,16 +457,33 @@ def _pred_columns(pred: Pred | None) -> list[str]:
     return [pred.column]
 
 
+def load(settings: Settings, namespace: str, name: str) -> Any | None:
+    """The PyIceberg table at its current metadata; None where PyIceberg cannot load it (no
+    PyIceberg, a view, no such table): the caller asks Spark."""
+    try:
+        return _catalog(settings).load_table((namespace, name))
+    except Exception as exc:  # noqa: BLE001 - Spark gives the answer, or the error, as before
+        log.debug("point lookup: PyIceberg cannot load %s.%s (%s)", namespace, name, exc)
+        return None
+
+
 def plan(
-    settings: Settings, tree: exp.Expr, catalog: str, governed_mark: str
-) -> Callable[[], QueryResult | None] | None:
+    settings: Settings,
+    tree: exp.Expr,
+    catalog: str,
+    governed_mark: str,
+    loaded: dict[tuple[str, str], Any] | None = None,
+) -> Callable[..., QueryResult | None] | None:
     """What answers the governed `tree` without Spark, or None (Spark runs it). Called after the
-    governed rewrite, with its tree; decides nothing about access."""
+    governed rewrite, with its tree; decides nothing about access. `loaded`: tables this statement
+    has loaded already (namespace, name -> PyIceberg table)."""
     if not settings.sql.point_lookup:
         return None
     try:
         lookup, inner_where, outer_where, qualifiers = shape(tree, catalog, governed_mark)
-        table = _catalog(settings).load_table((lookup.namespace, lookup.table))
+        table = (loaded or {}).get((lookup.namespace, lookup.table)) or _catalog(settings).load_table(
+            (lookup.namespace, lookup.table)
+        )
     except NotNarrow as exc:
         log.debug("point lookup: Spark runs it (%s)", exc)
         return None

@@ -181,6 +181,7 @@ class GovernedSql:
         self._listings: dict[tuple[str, ...], set[str]] = {}
         # The engine that ran the last query (point_lookup.ENGINE_*), and how many ran without Spark.
         self.engine: str | None = None
+        self._iceberg: dict[tuple[str, str], Any] = {}  # PyIceberg tables this statement loaded
         self.fast_lookups = 0
         register_mask_functions(spark, settings)
 
@@ -257,6 +258,7 @@ class GovernedSql:
     def _planned(self, sql: str, limit: int | None, stream: bool = False) -> _Plan:
         plan = _Plan(sql)
         self._listings.clear()  # the catalog as it is now, for this statement's names
+        self._iceberg.clear()
         try:
             try:
                 if _nesting(sql) > MAX_NESTING:
@@ -392,29 +394,36 @@ class GovernedSql:
     ) -> tuple[str, Callable[[], QueryResult]]:
         governed_tree = self.govern(tree, tables)
         _verify_covered(governed_tree)
-        governed = governed_tree.sql(dialect="spark")
         # After the rewrite, from its tree: the fast path reads what governance chose.
-        fast = point_lookup.plan(self.settings, governed_tree, self.catalog, _GOVERNED)
+        fast = point_lookup.plan(self.settings, governed_tree, self.catalog, _GOVERNED, dict(self._iceberg))
         if fast is None:
+            governed = governed_tree.sql(dialect="spark")
             self._analyze(governed)
+            if explain:
+                return "explain", lambda: self._explain(None)
+            return "select", lambda: self._run(self._ran_on_spark(governed), limit, stream)
         if explain:
             return "explain", lambda: self._explain(fast)
-        return "select", lambda: self._select(fast, governed, limit, stream)
+        return "select", lambda: self._select(fast, governed_tree, limit, stream)
+
+    def _ran_on_spark(self, governed: str) -> str:
+        self.engine = point_lookup.ENGINE_SPARK
+        return governed
 
     def _select(
-        self, fast: Callable[..., QueryResult | None] | None, governed: str, limit: int | None, stream: bool
+        self, fast: Callable[..., QueryResult | None], governed_tree: exp.Expr, limit: int | None, stream: bool
     ) -> QueryResult:
-        """A governed query: without Spark where point_lookup can answer it exactly, else Spark."""
+        """A governed query of the point-lookup shape: without Spark where point_lookup can read
+        it (no delete files, a small read), else on Spark as any other."""
         result = None
-        if fast is not None:
-            try:
-                result = fast()
-            except Exception:  # the fast path never fails a query Spark can answer
-                log.warning("point lookup failed; Spark runs the query", exc_info=True)
+        try:
+            result = fast()
+        except Exception:  # the fast path never fails a query Spark can answer
+            log.warning("point lookup failed; Spark runs the query", exc_info=True)
         if result is None:
             self.engine = point_lookup.ENGINE_SPARK
-            if fast is not None:
-                self._analyze(governed)  # delete files or a large read: Spark, checked as always
+            governed = governed_tree.sql(dialect="spark")
+            self._analyze(governed)  # checked as always before Spark runs it
             return self._run(governed, limit, stream)
         self.engine = point_lookup.ENGINE_ARROW
         self.fast_lookups += 1
@@ -600,6 +609,13 @@ class GovernedSql:
 
     def _columns(self, full: str) -> list[str] | None:
         db, name = full.split(".")
+        if self.settings.sql.point_lookup:
+            # The same Iceberg schema Spark would read, without a trip to the JVM; the table is
+            # kept for this statement's point lookup. A view, or no PyIceberg: Spark's answer.
+            table = point_lookup.load(self.settings, db, name)
+            if table is not None:
+                self._iceberg[(db, name)] = table
+                return [f.name for f in table.schema().fields]
         try:
             return [f.name for f in self.spark.table(f"{self.catalog}.`{db}`.`{name}`").schema.fields]
         except Exception:  # noqa: BLE001 - a missing table reads as "not granted or does not exist"
