@@ -414,12 +414,13 @@ def read(
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
 
-    wanted = list(dict.fromkeys([c for _, c in lookup.outputs] + _pred_columns(pred)))
-    schema_names = {f.name for f in table.schema().fields}
-    if not set(wanted) <= schema_names:
+    actual = {f.name.lower(): f.name for f in table.schema().fields}  # the predicate's names are lower case
+    needed = [c.lower() for _, c in lookup.outputs] + _pred_columns(pred)
+    if not set(needed) <= set(actual):
         return None  # the schema moved since the rewrite read it: Spark decides
+    wanted = list(dict.fromkeys(actual[c] for c in needed))
     row_filter = _to_iceberg(pred, types) if pred is not None else AlwaysTrue()
-    scan = table.scan(row_filter=row_filter, selected_fields=tuple(wanted), case_sensitive=True)
+    scan = table.scan(row_filter=row_filter, selected_fields=tuple(wanted), case_sensitive=False)
     tasks = list(scan.plan_files())
     if any(t.delete_files for t in tasks):
         return None
@@ -433,7 +434,7 @@ def read(
             f"filtering, snapshot {snapshot.snapshot_id if snapshot else 'none'})"
         )
         return QueryResult(["plan"], ["string"], [(line,)])
-    arrow = ArrowScan(table.metadata, table.io, scan.projection(), row_filter, case_sensitive=True).to_table(tasks)
+    arrow = ArrowScan(table.metadata, table.io, scan.projection(), row_filter, case_sensitive=False).to_table(tasks)
     cols = {name: arrow.column(name).to_pylist() for name in wanted}
     rows: list[tuple[Any, ...]] = []
     converters = [_converter(types[c.lower()]) for _, c in lookup.outputs]

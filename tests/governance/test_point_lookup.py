@@ -234,3 +234,14 @@ def test_explain_names_the_engine(w: World) -> None:
     assert off.execute(f"EXPLAIN SELECT id FROM {w.t} WHERE id = 1").rows[0][0] == f"engine: {ENGINE_SPARK}"
     with pytest.raises(AccessDenied):
         gs.execute(f"EXPLAIN SELECT id FROM {w.db}.nothing WHERE id = 1")
+
+
+def test_mixed_case_column_names(w: World) -> None:
+    t = f"{w.db}.cased"
+    w.spark.sql(f"CREATE TABLE {t} (Id bigint, Region string) USING iceberg")
+    w.spark.sql(f"INSERT INTO {t} VALUES (1, 'eu'), (2, 'us'), (3, NULL)")
+    w.g.grant(w.admin, "SELECT", "TABLE", t, w.names["filtered"], row_filter="Region = 'eu' OR Id > 2", table_columns=["Id", "Region"])  # fmt: skip
+    for sql in (f"SELECT Id, Region FROM {t} WHERE Id IN (1, 2, 3)", f"SELECT * FROM {t} WHERE id >= 1"):
+        spark_side, fast_side = w.both("filtered", sql)
+        _same(spark_side, fast_side)
+        assert fast_side[3] == ENGINE_ARROW and fast_side[2] == [(1, "eu"), (3, None)], sql
