@@ -64,6 +64,11 @@ _FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
+# Lookups answered without Spark in this process (tests and operators read it; never reset).
+answered = 0
+_answered_lock = threading.Lock()
+
+
 class NotNarrow(Exception):
     """The statement is outside the shape this module can answer exactly: Spark runs it."""
 
@@ -438,6 +443,9 @@ def read(
         if pred is not None and evaluate(pred, row) is not True:
             continue  # Arrow's filter is checked again: never a row SQL would drop
         rows.append(tuple(conv(row[c.lower()]) for conv, (_, c) in zip(converters, lookup.outputs, strict=True)))
+    global answered
+    with _answered_lock:
+        answered += 1
     return QueryResult(
         columns=[shown for shown, _ in lookup.outputs],
         types=[types[c.lower()] for _, c in lookup.outputs],
