@@ -331,7 +331,7 @@ class SqlSettings(Section):
     point_lookup: bool = True
     # Route to Spark when the files the key predicate leaves hold more rows than this (Iceberg
     # manifests' record counts, before row filtering).
-    point_lookup_max_rows: int = Field(default=1_000_000, ge=0)
+    point_lookup_max_rows: int = Field(default=100_000, ge=0)
 
 
 class SearchSettings(Section):
