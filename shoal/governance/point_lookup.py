@@ -461,6 +461,17 @@ def _pred_columns(pred: Pred | None) -> list[str]:
     return [pred.column]
 
 
+def warm(settings: Settings) -> None:
+    """Import PyIceberg's Arrow reader and open the catalog (a server calls it at start, so the
+    first lookup does not pay for them)."""
+    try:
+        import pyiceberg.io.pyarrow  # noqa: F401
+
+        _catalog(settings)
+    except Exception as exc:  # noqa: BLE001 - no PyIceberg: every query runs on Spark
+        log.info("point lookups without Spark are unavailable: %s", exc)
+
+
 def load(settings: Settings, namespace: str, name: str) -> Any | None:
     """The PyIceberg table at its current metadata; None where PyIceberg cannot load it (no
     PyIceberg, a view, no such table): the caller asks Spark."""
