@@ -10,7 +10,9 @@ Phases, each for --seconds on both servers:
   mixed      80% point lookups, 10% a GROUP BY, 10% a 10k-row range scan, with 4 and 32 clients
 then the time to pull the analyst's whole result (about 2/3 of --rows) and a LIMIT 10 through psql.
 
-    python benchmarks/pg_load.py [--rows 100000] [--seconds 15] [--json]
+    python benchmarks/pg_load.py [--rows 100000] [--seconds 15] [--point-lookup both] [--json]
+
+--point-lookup both (the default) measures Shoal twice, with `[sql] point_lookup` on and off.
 
 Issue 43's targets: point lookup p50 <= 50 ms with one client, >= 40 point lookups/s at 16
 clients, point-lookup p99 <= 1 s under the mixed load at 32 clients, the whole result within 3x
@@ -174,6 +176,7 @@ def run(args) -> dict:
 
     from tests.support.servers import free_port, postgres, wait_port
 
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="shoal-pgload-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SHOAL_")}
         env["SHOAL_WORKSPACE"] = str(Path(tmp) / "ws")
@@ -182,21 +185,25 @@ def run(args) -> dict:
         env["SHOAL_SERVER__PG_MAX_CONNECTIONS_PER_PRINCIPAL"] = "40"
         env["SHOAL_SERVER__PG_MAX_CONNECTIONS"] = "64"
         token = load_shoal(env, args.rows)
-        pg_port = free_port()
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "shoal.cli.console", "serve", "--pg-only", "--pg-port", str(pg_port)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            wait_port(pg_port, 300, serve)
-            sdsn = {"host": "127.0.0.1", "port": pg_port, "user": "analyst", "password": token, "dbname": "lake"}
-            shoal_side = measure(
-                "shoal", lambda: psycopg.connect(**sdsn, autocommit=True), "bench.items",
-                f"host=127.0.0.1 port={pg_port} user=analyst dbname=lake", token, args,
+        shoal_sides = []
+        modes = {"on": ["on"], "off": ["off"], "both": ["on", "off"]}[args.point_lookup]
+        for mode in modes:  # `[sql] point_lookup` (issue 43): Spark-free point lookups on or off
+            env["SHOAL_SQL__POINT_LOOKUP"] = "true" if mode == "on" else "false"
+            pg_port = free_port()
+            serve = subprocess.Popen(
+                [sys.executable, "-m", "shoal.cli.console", "serve", "--pg-only", "--pg-port", str(pg_port)],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
-        finally:
-            serve.terminate()
-            serve.wait(60)
+            try:
+                wait_port(pg_port, 300, serve)
+                sdsn = {"host": "127.0.0.1", "port": pg_port, "user": "analyst", "password": token, "dbname": "lake"}
+                shoal_sides.append(measure(
+                    f"shoal/{mode}", lambda sdsn=sdsn: psycopg.connect(**sdsn, autocommit=True), "bench.items",
+                    f"host=127.0.0.1 port={pg_port} user=analyst dbname=lake", token, args,
+                ))  # fmt: skip
+            finally:
+                serve.terminate()
+                serve.wait(60)
         (Path(tmp) / "pg").mkdir()
         with postgres(Path(tmp) / "pg") as pg:
             pdsn = {
@@ -215,29 +222,37 @@ def run(args) -> dict:
         "rows": args.rows,
         "seconds_per_phase": args.seconds,
         "load": os.getloadavg(),
-        "runs": [shoal_side, pg_side],
+        "load_before": load_before,
+        "runs": [*shoal_sides, pg_side],
     }
 
 
 def report(result: dict) -> None:
-    shoal_side, pg_side = result["runs"]
-    print(f"{result['rows']:,} rows, {result['seconds_per_phase']:g} s per phase, load {result['load'][0]:.1f}")
+    *shoal_sides, pg_side = result["runs"]
     print(
-        f"{'phase':8s} {'clients':>7s} | {'server':10s} {'q/s':>7s} {'point p50':>10s} {'point p99':>10s} {'errors':>6s}"
+        f"{result['rows']:,} rows, {result['seconds_per_phase']:g} s per phase, "
+        f"load {result['load_before'][0]:.1f} before, {result['load'][0]:.1f} after"
     )
-    for s, p in zip(shoal_side["phases"], pg_side["phases"], strict=True):
-        for side, run_ in (("shoal", s), ("postgresql", p)):
+    print(
+        f"{'phase':8s} {'clients':>7s} | {'server':12s} {'q/s':>7s} {'point p50':>10s} {'point p99':>10s} {'errors':>6s}"
+    )
+    for i in range(len(pg_side["phases"])):
+        for side in (*shoal_sides, pg_side):
+            run_ = side["phases"][i]
             pt = run_.get("point", {})
             print(
-                f"{run_['phase']:8s} {run_['clients']:7d} | {side:10s} {run_['queries_per_s']:7.1f} "
+                f"{run_['phase']:8s} {run_['clients']:7d} | {side['server']:12s} {run_['queries_per_s']:7.1f} "
                 f"{pt.get('p50_ms', float('nan')):8.1f}ms {pt.get('p99_ms', float('nan')):8.1f}ms {len(run_['errors']):6d}"
             )
-    for run_ in (*shoal_side["phases"], *pg_side["phases"]):
-        for error in sorted(set(run_["errors"]))[:3]:
-            print(f"error ({run_['phase']}, {run_['clients']} clients): {error}")
+    for side in (*shoal_sides, pg_side):
+        for run_ in side["phases"]:
+            for error in sorted(set(run_["errors"]))[:3]:
+                print(f"error ({side['server']}, {run_['phase']}, {run_['clients']} clients): {error}")
     for key in ("all_rows_s", "limit_10_s"):
-        a, b = shoal_side["psql"][key], pg_side["psql"][key]
-        print(f"psql {key:11s}: shoal {a:.2f} s, postgresql {b:.2f} s, x{a / b:.1f}")
+        b = pg_side["psql"][key]
+        for side in shoal_sides:
+            a = side["psql"][key]
+            print(f"psql {key:11s}: {side['server']} {a:.2f} s, postgresql {b:.2f} s, x{a / b:.1f}")
 
 
 def main() -> None:
@@ -245,6 +260,10 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--seconds", type=float, default=15)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--point-lookup", choices=("on", "off", "both"), default="both",
+        help="Shoal's [sql] point_lookup (Spark-free point lookups): measured on, off, or both in one run",
+    )  # fmt: skip
     args = ap.parse_args()
     result = run(args)
     if args.json:

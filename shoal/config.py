@@ -321,6 +321,19 @@ class GovernanceSettings(Section):
     throttle_lockout_max_s: int = Field(default=3600, ge=1)
 
 
+class SqlSettings(Section):
+    """Governed SQL's engines (docs/bi.md, "Point lookups without Spark")."""
+
+    # Point lookups without Spark: a governed query of the narrow shape (one lake table, plain
+    # columns, a WHERE of column-to-literal comparisons, the principal's row filter of the same
+    # shape, no masks, no delete files) is read by PyIceberg + Arrow from the table's current
+    # snapshot after the governed rewrite; anything else runs on Spark as before.
+    point_lookup: bool = True
+    # Route to Spark when the files the key predicate leaves hold more rows than this (Iceberg
+    # manifests' record counts, before row filtering).
+    point_lookup_max_rows: int = Field(default=100_000, ge=0)
+
+
 class SearchSettings(Section):
     """Semantic search: the embedding model and how text is cut into chunks."""
 
@@ -511,6 +524,7 @@ class Settings(BaseSettings):
     notify: NotifySettings = Field(default_factory=NotifySettings)
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     search: SearchSettings = Field(default_factory=SearchSettings)
+    sql: SqlSettings = Field(default_factory=SqlSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     cluster: ClusterSettings = Field(default_factory=ClusterSettings)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from sqlglot import exp
 
 from shoal.config import Settings
 from shoal.exceptions import SqlError, first_line
+from shoal.governance import point_lookup
 from shoal.governance.audit import AuditLog
 from shoal.governance.errors import AccessDenied, GovernanceError
 from shoal.governance.grants import IDENTIFIER, Governance, TableAccess, forbidden_function, table_key
@@ -38,6 +40,8 @@ from shoal.sql.positions import parse_error, without_positions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 FILE_SOURCES = {
     "parquet",
@@ -175,6 +179,10 @@ class GovernedSql:
         self.catalog = settings.catalog.name.lower()
         self._ctes = itertools.count(1)
         self._listings: dict[tuple[str, ...], set[str]] = {}
+        # The engine that ran the last query (point_lookup.ENGINE_*), and how many ran without Spark.
+        self.engine: str | None = None
+        self._iceberg: dict[tuple[str, str], Any] = {}  # PyIceberg tables this statement loaded
+        self.fast_lookups = 0
         register_mask_functions(spark, settings)
 
     def execute(self, sql: str, *, limit: int | None = None, stream: bool = False) -> QueryResult:
@@ -250,6 +258,7 @@ class GovernedSql:
     def _planned(self, sql: str, limit: int | None, stream: bool = False) -> _Plan:
         plan = _Plan(sql)
         self._listings.clear()  # the catalog as it is now, for this statement's names
+        self._iceberg.clear()
         try:
             try:
                 if _nesting(sql) > MAX_NESTING:
@@ -288,13 +297,12 @@ class GovernedSql:
             # Audited as what ran (select, insert, create...), like anyone's statement; that an
             # admin ran it is the row's principal.
             return _statement_action(tree), lambda: run(self.spark, sql, limit=limit, stream=stream)
+        explain = isinstance(tree, exp.Command) and str(tree.this).upper() == "EXPLAIN"
+        if explain:  # EXPLAIN <query>: which engine would run it (issue 43); nothing runs
+            tree = _explained(tree)
         self._forbid(tree)
         if isinstance(tree, exp.Query):
-            governed_tree = self.govern(tree, tables)
-            _verify_covered(governed_tree)
-            governed = governed_tree.sql(dialect="spark")
-            self._analyze(governed)
-            return "select", lambda: self._run(governed, limit, stream)
+            return self._query(tree, tables, explain, limit, stream)
         if isinstance(tree, exp.Describe):
             target = self._describable(tree, tables)
             return "describe", lambda: self._describe(target)
@@ -380,6 +388,53 @@ class GovernedSql:
         tree.set("expression", governed_source)
         self._qualify(target, name)
         return tree.sql(dialect="spark")
+
+    def _query(
+        self, tree: exp.Query, tables: list[str], explain: bool, limit: int | None, stream: bool
+    ) -> tuple[str, Callable[[], QueryResult]]:
+        governed_tree = self.govern(tree, tables)
+        _verify_covered(governed_tree)
+        # After the rewrite, from its tree: the fast path reads what governance chose.
+        fast = point_lookup.plan(self.settings, governed_tree, self.catalog, _GOVERNED, dict(self._iceberg))
+        if fast is None:
+            governed = governed_tree.sql(dialect="spark")
+            self._analyze(governed)
+            if explain:
+                return "explain", lambda: self._explain(None)
+            return "select", lambda: self._run(self._ran_on_spark(governed), limit, stream)
+        if explain:
+            return "explain", lambda: self._explain(fast)
+        return "select", lambda: self._select(fast, governed_tree, limit, stream)
+
+    def _ran_on_spark(self, governed: str) -> str:
+        self.engine = point_lookup.ENGINE_SPARK
+        return governed
+
+    def _select(
+        self, fast: Callable[..., QueryResult | None], governed_tree: exp.Expr, limit: int | None, stream: bool
+    ) -> QueryResult:
+        """A governed query of the point-lookup shape: without Spark where point_lookup can read
+        it (no delete files, a small read), else on Spark as any other."""
+        result = None
+        try:
+            result = fast()
+        except Exception:  # the fast path never fails a query Spark can answer
+            log.warning("point lookup failed; Spark runs the query", exc_info=True)
+        if result is None:
+            self.engine = point_lookup.ENGINE_SPARK
+            governed = governed_tree.sql(dialect="spark")
+            self._analyze(governed)  # checked as always before Spark runs it
+            return self._run(governed, limit, stream)
+        self.engine = point_lookup.ENGINE_ARROW
+        self.fast_lookups += 1
+        rows = result.rows[:limit] if limit else result.rows
+        if stream:
+            return QueryResult(result.columns, result.types, [], stream=iter(rows))
+        return QueryResult(result.columns, result.types, rows)
+
+    def _explain(self, fast: Callable[..., QueryResult | None] | None) -> QueryResult:
+        result = fast(dry=True) if fast is not None else None
+        return result or QueryResult(["plan"], ["string"], [(f"engine: {point_lookup.ENGINE_SPARK}",)])
 
     def _run(self, sql: str, limit: int | None, stream: bool = False) -> QueryResult:
         try:
@@ -554,6 +609,13 @@ class GovernedSql:
 
     def _columns(self, full: str) -> list[str] | None:
         db, name = full.split(".")
+        if self.settings.sql.point_lookup:
+            # The same Iceberg schema Spark would read, without a trip to the JVM; the table is
+            # kept for this statement's point lookup. A view, or no PyIceberg: Spark's answer.
+            table = point_lookup.load(self.settings, db, name)
+            if table is not None:
+                self._iceberg[(db, name)] = table
+                return [f.name for f in table.schema().fields]
         try:
             return [f.name for f in self.spark.table(f"{self.catalog}.`{db}`.`{name}`").schema.fields]
         except Exception:  # noqa: BLE001 - a missing table reads as "not granted or does not exist"
@@ -752,6 +814,17 @@ class _Plan:
     @property
     def resource(self) -> str | None:
         return ",".join(dict.fromkeys(self.writes + self.reads)) or None
+
+
+def _explained(tree: exp.Expr) -> exp.Query:
+    """The query of `EXPLAIN <query>` (sqlglot leaves EXPLAIN a command holding the text)."""
+    try:
+        inner = sqlglot.parse_one(str(tree.expression.this), read="spark")
+    except sqlglot.errors.ParseError as exc:
+        raise AccessDenied(f"cannot parse the statement, so it is not run: {parse_error(exc)}") from exc
+    if not isinstance(inner, exp.Query):
+        raise AccessDenied(f"EXPLAIN of a {type(inner).__name__.upper()} statement is not allowed")
+    return inner
 
 
 def _nesting(sql: str) -> int:

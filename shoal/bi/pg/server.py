@@ -90,6 +90,10 @@ class PgServer:
         return str(host), int(port)
 
     def start(self) -> PgServer:
+        if self.settings.sql.point_lookup:  # PyIceberg and Arrow imported before the first lookup
+            from shoal.governance import point_lookup
+
+            threading.Thread(target=point_lookup.warm, args=(self.settings,), name="shoal-pg-warm", daemon=True).start()
         self._thread = threading.Thread(target=self.serve_forever, name="shoal-pg", daemon=True)
         self._thread.start()
         self._started.wait(10)
