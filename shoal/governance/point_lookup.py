@@ -316,6 +316,8 @@ def _outputs(items: list[exp.Expr], names: list[str], qualifiers: set[str]) -> l
     out: list[tuple[str, str]] = []
     for item in items:
         if isinstance(item, exp.Star):
+            if any(item.args.values()):
+                raise NotNarrow("* with EXCEPT or REPLACE")  # Spark's answer (or error), not copied
             out += [(n, n) for n in names]
             continue
         shown: str | None = None
@@ -339,12 +341,13 @@ def _outputs(items: list[exp.Expr], names: list[str], qualifiers: set[str]) -> l
 
 
 # ---- reading ------------------------------------------------------------------------------------
-_CATALOGS: dict[tuple[str, str], Any] = {}
+_CATALOGS: dict[tuple[str, ...], Any] = {}
 _CATALOGS_LOCK = threading.Lock()
 
 
 def _catalog(settings: Settings) -> Any:
-    key = (settings.catalog_sqlalchemy_uri, settings.warehouse_uri)
+    # Everything open_catalog reads (held in memory only, never logged).
+    key = (settings.catalog_sqlalchemy_uri, settings.warehouse_uri, repr(settings.catalog), repr(settings.storage))
     with _CATALOGS_LOCK:
         if key not in _CATALOGS:
             from shoal.iceberg_rest.app import open_catalog
@@ -419,6 +422,9 @@ def read(
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
 
+    # The snapshot current when it runs, as Spark reads it: a script plans all its statements
+    # before running any, so an earlier INSERT of the same script is seen.
+    table = table.refresh()
     actual = {f.name.lower(): f.name for f in table.schema().fields}  # the predicate's names are lower case
     needed = [c.lower() for _, c in lookup.outputs] + _pred_columns(pred)
     if not set(needed) <= set(actual):
@@ -482,6 +488,22 @@ def load(settings: Settings, namespace: str, name: str) -> Any | None:
         return None
 
 
+# Session settings under which Spark would read or compare differently from this module (which
+# assumes Shoal's defaults: UTC, case-insensitive names, the main branch): Spark runs everything.
+_SPARK_DEFAULTS = {
+    "spark.sql.session.timezone": "utc",
+    "spark.sql.casesensitive": "false",
+    "spark.wap.branch": None,
+    "spark.wap.id": None,
+    "spark.sql.ansi.enabled": "false",
+}
+
+
+def _spark_reads_otherwise(settings: Settings) -> bool:
+    conf = {k.lower(): str(v).strip().lower() for k, v in settings.spark.conf.items()}
+    return any(k in conf and conf[k] != v for k, v in _SPARK_DEFAULTS.items())
+
+
 def plan(
     settings: Settings,
     tree: exp.Expr,
@@ -492,7 +514,7 @@ def plan(
     """What answers the governed `tree` without Spark, or None (Spark runs it). Called after the
     governed rewrite, with its tree; decides nothing about access. `loaded`: tables this statement
     has loaded already (namespace, name -> PyIceberg table)."""
-    if not settings.sql.point_lookup:
+    if not settings.sql.point_lookup or _spark_reads_otherwise(settings):
         return None
     try:
         lookup, inner_where, outer_where, qualifiers = shape(tree, catalog, governed_mark)
@@ -521,7 +543,7 @@ def plan(
         if outer_where is not None:  # the query's WHERE, over the governed projection only
             visible = {n.lower(): types[n.lower()] for n in lookup.visible if n.lower() in types}
             preds.append(predicate(outer_where.this, visible, qualifiers))
-    except NotNarrow as exc:
+    except Exception as exc:  # noqa: BLE001 - NotNarrow, or a literal Python cannot read (DATE '2024-13-45'): Spark's answer
         log.debug("point lookup: Spark runs it (%s)", exc)
         return None
     pred: Pred | None = preds[0] if len(preds) == 1 else (Bool("and", tuple(preds)) if preds else None)

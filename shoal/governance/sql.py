@@ -433,7 +433,12 @@ class GovernedSql:
         return QueryResult(result.columns, result.types, rows)
 
     def _explain(self, fast: Callable[..., QueryResult | None] | None) -> QueryResult:
-        result = fast(dry=True) if fast is not None else None
+        result = None
+        if fast is not None:
+            try:
+                result = fast(dry=True)
+            except Exception:  # e.g. delete files PyIceberg cannot plan: Spark would run it
+                log.debug("point lookup: EXPLAIN falls back to Spark", exc_info=True)
         return result or QueryResult(["plan"], ["string"], [(f"engine: {point_lookup.ENGINE_SPARK}",)])
 
     def _run(self, sql: str, limit: int | None, stream: bool = False) -> QueryResult:

@@ -73,6 +73,8 @@ OUTSIDE = [
     "WITH c AS (SELECT id FROM {t}) SELECT id FROM c WHERE id = 1",
     "SELECT id FROM {t} WHERE id = 1 UNION ALL SELECT id FROM {t} WHERE id = 2",
     "SELECT id FROM (SELECT id FROM {t}) x WHERE id = 1",
+    "SELECT * EXCEPT (s) FROM {t} WHERE id = 1",
+    "SELECT id FROM {t} WHERE day = DATE '2024-13-45'",
 ]
 
 
@@ -246,3 +248,41 @@ def test_mixed_case_column_names(w: World) -> None:
         spark_side, fast_side = w.both("filtered", sql)
         _same(spark_side, fast_side)
         assert fast_side[2] == [(1, "eu"), (3, None)], sql  # either engine: the same rows
+
+
+def test_an_invalid_literal_is_spark_s_answer_and_audited(w: World) -> None:
+    """A DATE Python cannot read (Spark, ANSI off: NULL, no rows) goes to Spark, audited once."""
+    audit = AuditLog(w.settings)
+    name = w.names["reader"]
+    before = len(audit.list(principal=name, limit=10_000))
+    cols, _types, rows, engine = w.run("reader", "SELECT id FROM {t} WHERE day = DATE '2024-13-45'", fast=True)
+    assert (cols, rows, engine) == (["id"], [], ENGINE_SPARK)
+    assert len(audit.list(principal=name, limit=10_000)) == before + 1
+
+
+def test_a_script_sees_its_own_earlier_insert(spark, settings) -> None:
+    """Every statement of a script is planned before any runs: the lookup reads the snapshot
+    current when it runs, as Spark does (the INSERT's row is seen)."""
+    w = World(spark, settings)
+    w.g.grant(w.admin, "INSERT", "TABLE", w.t, w.names["reader"])
+    reader = GovernedSql(spark, w.on, w.p.principal(w.names["reader"]))
+    assert reader.execute(f"SELECT id, s FROM {w.t} WHERE id = 101").rows == []
+    assert reader.engine == ENGINE_ARROW  # the table is loaded (and cached) before the script
+    script = f"INSERT INTO {w.t} VALUES (101, 1, 'new', {', '.join(['NULL'] * 7)}); SELECT id, s FROM {w.t} WHERE id = 101"
+    assert reader.execute(script).rows == [(101, "new")]
+    assert reader.engine == ENGINE_ARROW
+
+
+def test_spark_settings_it_does_not_copy_send_it_to_spark(w: World) -> None:
+    """An operator's session time zone (or case-sensitive names, a write-audit branch) changes
+    what Spark compares and reads: every query runs on Spark then."""
+    zoned = w.on.model_copy(deep=True)
+    zoned.spark.conf["spark.sql.session.timeZone"] = "America/New_York"
+    gs = GovernedSql(w.spark, zoned, w.p.principal(w.names["reader"]))
+    gs.execute(f"SELECT id FROM {w.t} WHERE id = 1")
+    assert gs.engine == ENGINE_SPARK
+    utc = w.on.model_copy(deep=True)
+    utc.spark.conf["spark.sql.session.timeZone"] = "UTC"
+    gs = GovernedSql(w.spark, utc, w.p.principal(w.names["reader"]))
+    gs.execute(f"SELECT id FROM {w.t} WHERE id = 1")
+    assert gs.engine == ENGINE_ARROW
