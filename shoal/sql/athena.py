@@ -702,7 +702,9 @@ class AthenaTranslator:
             this="athena_json_cast", expressions=[node.this, exp.Literal.string(json.dumps(target))]
         )
         schema = exp.Literal.string(f"STRUCT<v: {node.to.sql(dialect='spark')}>")
-        out = exp.Dot(this=exp.Anonymous(this="FROM_JSON", expressions=[converted, schema]), expression=exp.to_identifier("v"))
+        out = exp.Dot(
+            this=exp.Anonymous(this="FROM_JSON", expressions=[converted, schema]), expression=exp.to_identifier("v")
+        )
         return self._typed(out, node.to.sql(dialect="spark").lower().replace(" ", ""))
 
     def _cast(self, node: exp.Cast, what: str) -> exp.Expr | None:
@@ -1064,7 +1066,9 @@ class AthenaTranslator:
         if n is not None and t == "double":
             return self._udf("truncate_double", [node.this, n], "double")
         if n is not None or t not in _FRACTIONAL:
-            raise self.refuse("TRUNCATE of a REAL with a scale, or of a value whose type Shoal cannot tell", node, "truncate")
+            raise self.refuse(
+                "TRUNCATE of a REAL with a scale, or of a value whose type Shoal cannot tell", node, "truncate"
+            )
         out = _sp(f"CAST(CASE WHEN ABS(A) >= 4503599627370496D THEN A ELSE A - A % 1 END AS {t.upper()})", A=node.this)
         return self._typed(out, t)
 
@@ -1084,7 +1088,7 @@ class AthenaTranslator:
             raise self.refuse("TRUNCATE of a DECIMAL of more than 36 digits", node, "truncate")
         if digits >= scale:
             return self._typed(_sp(f"CAST(A AS {out_type.upper()})", A=node.this), out_type)
-        step = exp.Literal.number(str(decimal.Decimal(1).scaleb(-digits)) if digits > 0 else str(10 ** -digits))
+        step = exp.Literal.number(str(decimal.Decimal(1).scaleb(-digits)) if digits > 0 else str(10**-digits))
         if -digits >= 38:
             return self._typed(_sp(f"CAST(A * 0 AS {out_type.upper()})", A=node.this), out_type)
         out = _sp(f"CAST(A - A % S AS {out_type.upper()})", A=node.this, S=step)
@@ -1367,7 +1371,11 @@ class AthenaTranslator:
         if isinstance(node.parent, exp.Window) or not isinstance(fold, exp.Lambda):
             raise self.refuse("REDUCE_AGG with OVER", node, node.name)
         return self._aggregate(
-            node, "CASE WHEN COUNT(X) F = 0 THEN NULL ELSE AGGREGATE(COLLECT_LIST(X) F, I, L) END", X=value, I=init, L=fold
+            node,
+            "CASE WHEN COUNT(X) F = 0 THEN NULL ELSE AGGREGATE(COLLECT_LIST(X) F, I, L) END",
+            X=value,
+            I=init,
+            L=fold,
         )
 
     def _h_GroupConcat(self, node: exp.Expr) -> exp.Expr:
@@ -1380,7 +1388,9 @@ class AthenaTranslator:
             or isinstance(node.parent, exp.Window)
             or isinstance(order.this, exp.Distinct)
         ):
-            raise self.refuse("LISTAGG without WITHIN GROUP (ORDER BY ...), or with DISTINCT, ON OVERFLOW or OVER", node, "listagg")
+            raise self.refuse(
+                "LISTAGG without WITHIN GROUP (ORDER BY ...), or with DISTINCT, ON OVERFLOW or OVER", node, "listagg"
+            )
         if self.type_of(order.this) != "string":
             raise self.refuse("LISTAGG of a value that is not VARCHAR (Trino takes only VARCHAR)", node, "listagg")
         sep = node.args.get("separator") or exp.Literal.string("")
@@ -1717,8 +1727,10 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
     "athena_url_encode": (udfs.url_encode, "string"),
     "athena_url_decode": (udfs.url_decode, "string"),
     "athena_url_extract_parameter": (udfs.url_extract_parameter, "string"),
-    **{f"athena_url_extract_{p}": (getattr(udfs, f"url_extract_{p}"), "bigint" if p == "port" else "string")
-       for p in ("protocol", "host", "port", "path", "query", "fragment")},
+    **{
+        f"athena_url_extract_{p}": (getattr(udfs, f"url_extract_{p}"), "bigint" if p == "port" else "string")
+        for p in ("protocol", "host", "port", "path", "query", "fragment")
+    },
 }
 
 # ---- the session Athena SQL runs in --------------------------------------------------------------

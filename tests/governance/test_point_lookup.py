@@ -268,7 +268,9 @@ def test_a_script_sees_its_own_earlier_insert(spark, settings) -> None:
     reader = GovernedSql(spark, w.on, w.p.principal(w.names["reader"]))
     assert reader.execute(f"SELECT id, s FROM {w.t} WHERE id = 101").rows == []
     assert reader.engine == ENGINE_ARROW  # the table is loaded (and cached) before the script
-    script = f"INSERT INTO {w.t} VALUES (101, 1, 'new', {', '.join(['NULL'] * 7)}); SELECT id, s FROM {w.t} WHERE id = 101"
+    script = (
+        f"INSERT INTO {w.t} VALUES (101, 1, 'new', {', '.join(['NULL'] * 7)}); SELECT id, s FROM {w.t} WHERE id = 101"
+    )
     assert reader.execute(script).rows == [(101, "new")]
     assert reader.engine == ENGINE_ARROW
 

@@ -653,7 +653,11 @@ CASES: list[tuple[str, str, object]] = [
     # by position); a JSON null is NULL; a number out of the type's range is an error.
     ("issue44", "CAST(JSON '[1,23,456]' AS ARRAY(INTEGER))", [1, 23, 456]),
     ("issue44", """CAST(JSON '{"k1":1,"k2":23,"k3":456}' AS MAP(VARCHAR, INTEGER))""", {"k1": 1, "k2": 23, "k3": 456}),
-    ("issue44", """CAST(JSON '{"v1":123,"v2":"abc","v3":true}' AS ROW(v1 BIGINT, v2 VARCHAR, v3 BOOLEAN))""", (123, "abc", True)),
+    (
+        "issue44",
+        """CAST(JSON '{"v1":123,"v2":"abc","v3":true}' AS ROW(v1 BIGINT, v2 VARCHAR, v3 BOOLEAN))""",
+        (123, "abc", True),
+    ),
     ("issue44", """CAST(JSON '[123,"abc",true]' AS ROW(v1 BIGINT, v2 VARCHAR, v3 BOOLEAN))""", (123, "abc", True)),
     ("issue44", "CAST(json_parse('[1,2]') AS ARRAY(INTEGER))", [1, 2]),
     ("issue44", "CAST(json_extract(js, '$.a.b') AS ARRAY(BIGINT))", [1, 2, 3]),
