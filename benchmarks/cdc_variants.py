@@ -5,7 +5,7 @@
 Variants (the same code, two of its choices switched off in this process only):
 - `path`: the comparison carries each table row's data file path (the code before issue 45);
 - `hash`: it carries a 64-bit hash of the path instead (mapped back at the commit);
-- `shj`: `hash` plus shuffled hash joins built on the batch (the default).
+- `shj`: `hash` plus shuffled hash joins built on the batch (off by default: no gain measured).
 
 Interleave the variants (and repeat them): on a shared machine the load moves absolute times
 3-4x; each line prints the append and apply of that round, their ratio, the comparison step
