@@ -350,7 +350,7 @@ def _catalog(settings: Settings) -> Any:
     key = (settings.catalog_sqlalchemy_uri, settings.warehouse_uri, repr(settings.catalog), repr(settings.storage))
     with _CATALOGS_LOCK:
         if key not in _CATALOGS:
-            from shoal.iceberg_rest.app import open_catalog
+            from shoal.pyiceberg_catalog import open_catalog
 
             _CATALOGS[key] = open_catalog(settings)
         return _CATALOGS[key]

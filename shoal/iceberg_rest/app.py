@@ -23,33 +23,10 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from shoal.config import Settings
-from shoal.exceptions import DependencyError
-from shoal.iceberg_rest.common import RestError, error_response, storage_props
+from shoal.iceberg_rest.common import RestError, error_response
 from shoal.iceberg_rest.context import Rest
 from shoal.iceberg_rest.resources import auth, commits, namespaces, tables
-
-
-def open_catalog(settings: Settings) -> Any:
-    """PyIceberg's SqlCatalog over the lake's catalog database (same name as Spark's catalog)."""
-    try:
-        from pyiceberg.catalog.sql import SqlCatalog
-    except ModuleNotFoundError as exc:
-        raise DependencyError(
-            "the Iceberg REST catalog needs PyIceberg", hint="pip install 'shoal[iceberg-rest]'"
-        ) from exc
-
-    class GovernedSqlCatalog(SqlCatalog):
-        """FileIO from the catalog's own properties only: a table's properties (`py-io-impl`,
-        `s3.endpoint`, keys) never choose the class the server imports or where it connects."""
-
-        def _load_file_io(self, properties: Any = None, location: str | None = None) -> Any:
-            from pyiceberg.io import load_file_io
-
-            return load_file_io(dict(self.properties), location)
-
-    props = {"uri": settings.catalog_sqlalchemy_uri, "warehouse": settings.warehouse_uri}
-    props.update(storage_props(settings, secrets=True))
-    return GovernedSqlCatalog(settings.catalog.name, **props)
+from shoal.pyiceberg_catalog import open_catalog
 
 
 def create_app(settings: Settings, *, catalog: Any | None = None) -> FastAPI:

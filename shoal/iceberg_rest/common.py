@@ -10,8 +10,6 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter, ValidationError
 
-from shoal.config import Settings
-
 VIA = "iceberg-rest"
 MAX_JSON_DEPTH = 100  # deeper is refused (a schema of ~30 nested structs fits)
 PG_POINTER = (
@@ -44,22 +42,6 @@ class RestError(Exception):
 
 def error_response(code: int, kind: str, message: str) -> JSONResponse:
     return JSONResponse({"error": {"message": message, "type": kind, "code": code}}, status_code=code)
-
-
-def storage_props(settings: Settings, *, secrets: bool) -> dict[str, str]:
-    """FileIO settings for an S3 warehouse; `secrets` adds the server's own keys (never sent)."""
-    if not settings.warehouse_uri.startswith(("s3://", "s3a://")):
-        return {}
-    st = settings.storage
-    out = {"s3.region": st.region, "client.region": st.region}
-    if st.endpoint:
-        out["s3.endpoint"] = st.endpoint
-    out["s3.path-style-access"] = "true" if st.path_style else "false"
-    out["s3.force-virtual-addressing"] = "false" if st.path_style else "true"
-    if secrets and st.access_key and st.secret_key:
-        out["s3.access-key-id"] = st.access_key.get_secret_value()
-        out["s3.secret-access-key"] = st.secret_key.get_secret_value()
-    return out
 
 
 def namespace_of(raw: str) -> tuple[str, ...]:

@@ -15,7 +15,8 @@ from shoal.governance import AuditLog, AuthError, Governance, GovernanceError, P
 from shoal.governance.grants import IDENTIFIER
 from shoal.governance.throttle import Throttled
 from shoal.iceberg_rest import bearer
-from shoal.iceberg_rest.common import PG_POINTER, VIA, RestError, storage_props
+from shoal.iceberg_rest.common import PG_POINTER, VIA, RestError
+from shoal.pyiceberg_catalog import storage_props
 
 log = logging.getLogger("shoal.iceberg_rest.app")
 
