@@ -397,15 +397,16 @@ def save_chart(
             name = f"{base}_{n}"
         datasets[name] = sql
         data["charts"].append(chart.model_copy(update={"dataset": name}).model_dump(exclude_defaults=True))
-        try:
-            Dashboard(**data)  # the file must load as written
-        except ValidationError as exc:
-            raise DashboardError(definitions.describe(exc)) from None
         _write(path, data)
     return path
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
+    """Write a dashboard file the console built, refused unless it loads as written."""
+    try:
+        Dashboard(**data)
+    except ValidationError as exc:
+        raise DashboardError(definitions.describe(exc)) from None
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "# Written by the console's chart builder; hand edits are kept.\n" + yaml.safe_dump(
         data, sort_keys=False, allow_unicode=True, width=120
@@ -445,10 +446,6 @@ def change_charts(
             return False
         used = {c["dataset"] for c in data["charts"]} | {f["dataset"] for f in data.get("filters", [])}
         data["datasets"] = {k: v for k, v in data["datasets"].items() if k in used}
-        try:
-            Dashboard(**data)  # the file must load as written
-        except ValidationError as exc:
-            raise DashboardError(definitions.describe(exc)) from None
         _write(path, data)
     return True
 
