@@ -781,10 +781,18 @@ def test_deciding_a_request_reveals_nothing_to_those_who_may_not(settings):
     assert refusal(stranger, made["id"]) == refusal(stranger, missing_id)
 
 
+def _mode_if_present(path) -> int | None:
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return None
+
+
 def test_spark_scratch_files_stay_private_inside_the_workspace(spark, settings):
     """Shuffle, spill and broadcast files hold table rows: they live under the 0700 workspace,
     owner-only, and none of this session's scratch goes to the shared system temp folder. (The
     folder itself is not compared before and after: other processes use it too.)"""
+    import os
     from pathlib import Path
 
     ws = settings.workspace_dir
@@ -797,10 +805,14 @@ def test_spark_scratch_files_stay_private_inside_the_workspace(spark, settings):
     assert block_dirs and all(d.resolve().is_relative_to(local.resolve()) for d in block_dirs)
     assert Path(spark.sparkContext._temp_dir).resolve().is_relative_to(local.resolve())  # PySpark's own
     assert Path(spark._jvm.System.getProperty("java.io.tmpdir")).resolve().is_relative_to(ws)
-    files = [local, *local.rglob("*")]
+    # os.walk, unlike rglob, skips a folder removed mid-walk instead of raising.
+    files = [local, *(Path(top) / n for top, dirs, names in os.walk(local) for n in dirs + names)]
     assert any(f.name.startswith("shuffle_") for f in files), "the shuffle wrote elsewhere"
     # Nothing readable or writable by group or others. (Spark itself adds a+x to the jars it
     # copies to userFiles-*: execute-only, inside the 0700 folder, reveals nothing.)
-    loose = [f"{oct(f.stat().st_mode & 0o777)} {f}" for f in files if f.stat().st_mode & 0o066]
+    # Spark's context cleaner deletes earlier shuffles' files while this walks: a file gone
+    # between the listing and its stat is no longer there to leak.
+    modes = {f: m for f in files if (m := _mode_if_present(f)) is not None}
+    loose = [f"{oct(m)} {f}" for f, m in modes.items() if m & 0o066]
     assert not loose, loose
     assert ws.stat().st_mode & 0o777 == 0o700 and (ws / "tmp").stat().st_mode & 0o777 == 0o700
