@@ -3,6 +3,8 @@ point lookups read (one opener, below both, so neither imports the other)."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from shoal.config import Settings
@@ -25,6 +27,34 @@ def storage_props(settings: Settings, *, secrets: bool) -> dict[str, str]:
     return out
 
 
+# Parsed metadata files kept per opened catalog (a few MB at most for ordinary tables).
+_PARSED_METADATA_KEPT = 64
+
+
+class _MetadataCache:
+    """Parsed table metadata by metadata-file location, least recently used out first; shared
+    by a server's threads."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, location: str) -> Any | None:
+        with self._lock:
+            found = self._items.get(location)
+            if found is not None:
+                self._items.move_to_end(location)
+            return found
+
+    def put(self, location: str, metadata: Any) -> None:
+        with self._lock:
+            self._items[location] = metadata
+            self._items.move_to_end(location)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
 def open_catalog(settings: Settings) -> Any:
     """PyIceberg's SqlCatalog over the lake's catalog database (same name as Spark's catalog)."""
     try:
@@ -42,6 +72,29 @@ def open_catalog(settings: Settings) -> Any:
             from pyiceberg.io import load_file_io
 
             return load_file_io(dict(self.properties), location)
+
+        def _convert_orm_to_iceberg(self, orm_table: Any) -> Any:
+            """The table from its metadata file, parsed once per file: a commit always writes a
+            new file, so a location names one immutable metadata. Every load (each point lookup
+            loads and refreshes its table, each REST request loads one) then costs the catalog
+            row's query, not a read and parse of a JSON that grows with the table's history."""
+            from pyiceberg.table import Table
+
+            location = orm_table.metadata_location
+            metadata = _parsed.get(location) if location else None
+            if metadata is None:
+                table = super()._convert_orm_to_iceberg(orm_table)
+                _parsed.put(location, table.metadata)
+                return table
+            return Table(
+                identifier=(*self.identifier_to_tuple(orm_table.table_namespace), orm_table.table_name),
+                metadata=metadata,
+                metadata_location=location,
+                io=self._load_file_io(metadata.properties, location),
+                catalog=self,
+            )
+
+    _parsed = _MetadataCache(_PARSED_METADATA_KEPT)
 
     props = {"uri": settings.catalog_sqlalchemy_uri, "warehouse": settings.warehouse_uri}
     props.update(storage_props(settings, secrets=True))

@@ -288,3 +288,33 @@ def test_spark_settings_it_does_not_copy_send_it_to_spark(w: World) -> None:
     gs = GovernedSql(w.spark, utc, w.p.principal(w.names["reader"]))
     gs.execute(f"SELECT id FROM {w.t} WHERE id = 1")
     assert gs.engine == ENGINE_ARROW
+
+
+def test_each_metadata_file_is_parsed_once_and_every_commit_is_seen(spark, settings, monkeypatch) -> None:
+    """Loads reuse a metadata file already parsed (a commit always writes a new one), and a
+    commit's new file is read: the lookup after an INSERT sees its row."""
+    w = World(spark, settings)
+    import pyiceberg.catalog.sql as sql_catalog
+
+    from shoal.pyiceberg_catalog import open_catalog
+
+    parsed: list[str] = []
+    real = sql_catalog.FromInputFile.table_metadata
+
+    class Counting:
+        @staticmethod
+        def table_metadata(file, *args, **kwargs):
+            parsed.append(file.location)
+            return real(file, *args, **kwargs)
+
+    monkeypatch.setattr(sql_catalog, "FromInputFile", Counting)
+    catalog = open_catalog(w.settings)
+    ident = tuple(w.t.split(".")[-2:])
+    first, again = catalog.load_table(ident), catalog.load_table(ident).refresh()
+    assert len(parsed) == 1 and first.metadata_location == again.metadata_location
+    assert again.metadata == first.metadata and again.scan().to_arrow().num_rows == len(ROWS)
+    w.spark.sql(f"INSERT INTO {w.t} VALUES (102, 1, 'after', {', '.join(['NULL'] * 7)})")
+    after = catalog.load_table(ident)
+    assert len(parsed) == 2 and after.metadata_location != first.metadata_location
+    assert 102 in after.scan().to_arrow().column("id").to_pylist()
+    assert w.run("reader", "SELECT id, s FROM {t} WHERE id = 102", fast=True)[2:4] == ([(102, "after")], ENGINE_ARROW)
