@@ -52,7 +52,22 @@ def lake(spark, settings, tmp_path_factory):
     second = ingest(spark, settings, str(two), source_name=src2, tags={"paths": U})
     status = {f.source_path: f.status for f in first.files + second.files}
     oid = next(f.object_id for f in first.files if f.source_path == "a.txt")
-    return {"one": one, "two": two, "src1": src1, "src2": src2, "status": status, "oid": oid}
+    first_rows = _sources(spark, oid)
+    # Then source two again, one of its copies changed: every test reads the lake after both
+    # runs, whatever order they run in.
+    time.sleep(0.01)
+    (two / "copies" / "a-copy.txt").write_text(SHARED + "Amended: the second finding is closed.\n")
+    again = ingest(spark, settings, str(two), source_name=src2)
+    return {
+        "one": one,
+        "two": two,
+        "src1": src1,
+        "src2": src2,
+        "status": status,
+        "oid": oid,
+        "first_rows": first_rows,
+        "again": again,
+    }
 
 
 def test_duplicate_content_keeps_every_path(spark, lake):
@@ -63,7 +78,7 @@ def test_duplicate_content_keeps_every_path(spark, lake):
         "other.txt": "new",
         "again.txt": "duplicate",
     }
-    rows = _sources(spark, lake["oid"])
+    rows = lake["first_rows"]  # after the first run of each source
     assert [(r[0], r[1]) for r in rows] == [
         (lake["src1"], "a.txt"),
         (lake["src2"], ODD_NAME),
@@ -78,11 +93,9 @@ def test_duplicate_content_keeps_every_path(spark, lake):
     assert count == 1
 
 
-def test_reingest_moves_last_seen_and_a_changed_path_to_the_new_object(spark, settings, lake):
-    before = {r[1]: r for r in _sources(spark, lake["oid"]) if r[0] == lake["src2"]}
-    time.sleep(0.01)
-    (lake["two"] / "copies" / "a-copy.txt").write_text(SHARED + "Amended: the second finding is closed.\n")
-    again = ingest(spark, settings, str(lake["two"]), source_name=lake["src2"])
+def test_reingest_moves_last_seen_and_a_changed_path_to_the_new_object(spark, lake):
+    before = {r[1]: r for r in lake["first_rows"] if r[0] == lake["src2"]}
+    again = lake["again"]
     status = {f.source_path: f.status for f in again.files}
     # A path seen before only as a duplicate has no version of its own yet: new, not new_version.
     assert status == {"again.txt": "duplicate", ODD_NAME: "duplicate", "copies/a-copy.txt": "new"}
@@ -157,12 +170,25 @@ def test_object_sources_is_governed_in_sql_and_the_inventory(spark, settings, la
     assert len(next(r for r in boss if r["object_id"] == lake["oid"])["paths"]) == 3
 
 
-def test_search_hits_carry_paths_governed(spark, settings, lake, people):
+@pytest.fixture(scope="module")
+def text_readers(spark, settings, lake, people):
+    """The lake's text extracted; nogrant and reader may also read object_index and text (not
+    object_sources)."""
     from shoal.extract import run_extract
+
+    run_extract(spark, settings, only=["text/plain"])
+    g, admin = Governance(settings), Principals(settings).principal("admin")
+    for table in ("object_index", "text"):
+        cols = [f.name for f in spark.table(metadata.table(table).sql).schema.fields]
+        for name in ("nogrant", "reader"):
+            g.grant(admin, "SELECT", "TABLE", f"shoal.{table}", people[name].name, table_columns=cols)
+    return people
+
+
+def test_search_hits_carry_paths_governed(spark, settings, lake, people, text_readers):
     from shoal.search.index import SearchIndex
     from shoal.search.query import search
 
-    run_extract(spark, settings, only=["text/plain"])
     SearchIndex(settings).update(spark, model=settings.search.model, size=400, overlap=80)
     query = "harbour crane inspection findings"
     # The operator's Spark-free search reads the index's copy of object_sources.
@@ -175,12 +201,6 @@ def test_search_hits_carry_paths_governed(spark, settings, lake, people):
     admin_hits = search(settings, query, k=10, tags={"paths": U}, principal=people["boss"], spark=spark)
     assert len(next(h for h in admin_hits if h.object_id == lake["oid"]).paths) == 3
     # A principal who may read the text but not object_sources gets the hit without paths.
-    g, p = Governance(settings), Principals(settings)
-    admin = p.principal("admin")
-    for table in ("object_index", "text"):
-        cols = [f.name for f in spark.table(metadata.table(table).sql).schema.fields]
-        for name in ("nogrant", "reader"):
-            g.grant(admin, "SELECT", "TABLE", f"shoal.{table}", people[name].name, table_columns=cols)
     nogrant = search(settings, query, k=10, tags={"paths": U}, principal=people["nogrant"], spark=spark)
     hit = next(h for h in nogrant if h.object_id == lake["oid"])
     assert hit.paths == [] and "copies/a-copy.txt" not in json.dumps([h.to_dict() for h in nogrant])
@@ -197,7 +217,7 @@ def server(settings):
         yield base
 
 
-def test_console_and_api_show_paths_only_with_a_grant(settings, lake, people, server):
+def test_console_and_api_show_paths_only_with_a_grant(settings, lake, people, text_readers, server):
     def console(who) -> str:
         cookie, _ = Sessions(settings).create(who.name)
         r = httpx.get(f"{server}/objects/{lake['oid']}", cookies={"shoal_session": cookie}, timeout=120)
