@@ -9,9 +9,13 @@ answered differently.
 
 from __future__ import annotations
 
+import base64
 import decimal
+import hmac
+import itertools
 import json
 import re
+import struct
 from typing import Any
 
 _REFUSED = "not supported in Shoal: "
@@ -250,3 +254,206 @@ def _to_long(value: float) -> int:
     if value <= -(2.0**63):
         return -(2**63)
     return int(value)
+
+
+# ---- binary.md: encodings, integer and IEEE 754 layouts, HMACs (issue 44) -------------------------
+def _bytes(value: bytes | bytearray | None) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def to_base64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode("ascii")
+
+
+def to_base64url(value: bytes | None) -> str | None:
+    return None if value is None else base64.urlsafe_b64encode(value).decode("ascii")
+
+
+def to_base32(value: bytes | None) -> str | None:
+    return None if value is None else base64.b32encode(value).decode("ascii")
+
+
+def _decode64(text: str, alphabet: str, name: str) -> bytes:
+    """java.util.Base64's decoder: '=' padding optional, any other character outside the
+    alphabet an error (Python's decoder would skip it)."""
+    body = text.rstrip("=")
+    pad = len(text) - len(body)
+    if not re.fullmatch(f"[A-Za-z0-9{alphabet}]*", body) or len(body) % 4 == 1 or pad > 2:
+        raise ValueError(f"{name}: illegal base64 input")
+    if pad and (len(body) + pad) % 4:
+        raise ValueError(f"{name}: illegal base64 padding")
+    padded = body + "=" * (-len(body) % 4)
+    return base64.b64decode(padded, altchars=alphabet.encode().replace(b"\\", b""), validate=True)
+
+
+def from_base64(text: str | None) -> bytes | None:
+    return None if text is None else _decode64(text, "+/", "from_base64")
+
+
+def from_base64url(text: str | None) -> bytes | None:
+    return None if text is None else _decode64(text, "\\-_", "from_base64url")
+
+
+def from_base32(text: str | None) -> bytes | None:
+    """Guava's base32(): upper-case alphabet, '=' padding optional, a length Guava rejects an error."""
+    if text is None:
+        return None
+    body = text.rstrip("=")
+    if not re.fullmatch("[A-Z2-7]*", body) or len(body) % 8 in (1, 3, 6):
+        raise ValueError("from_base32: illegal base32 input")
+    return base64.b32decode(body + "=" * (-len(body) % 8))
+
+
+def from_hex(text: str | None) -> bytes | None:
+    """binary.md: an even number of hex digits; anything else is an error."""
+    if text is None:
+        return None
+    if len(text) % 2 or not re.fullmatch("[0-9A-Fa-f]*", text):
+        raise ValueError(f"from_hex: invalid hex input {text[:40]!r}")
+    return bytes.fromhex(text)
+
+
+def from_utf8(value: bytes | None) -> str | None:
+    """Valid UTF-8 only: Trino replaces invalid sequences in its own way (refused here)."""
+    if value is None:
+        return None
+    try:
+        return bytes(value).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{_REFUSED}FROM_UTF8 of bytes that are not valid UTF-8") from None
+
+
+def _exact(value: bytes | None, size: int, name: str) -> bytes | None:
+    if value is None:
+        return None
+    if len(value) != size:
+        raise ValueError(f"{name}: expected {size}-byte input, but got instead: {len(value)}")
+    return bytes(value)
+
+
+def from_big_endian_32(value: bytes | None) -> int | None:
+    data = _exact(value, 4, "from_big_endian_32")
+    return None if data is None else int(struct.unpack(">i", data)[0])
+
+
+def from_big_endian_64(value: bytes | None) -> int | None:
+    data = _exact(value, 8, "from_big_endian_64")
+    return None if data is None else int(struct.unpack(">q", data)[0])
+
+
+def to_big_endian_32(value: int | None) -> bytes | None:
+    return None if value is None else struct.pack(">i", value)
+
+
+def to_big_endian_64(value: int | None) -> bytes | None:
+    return None if value is None else struct.pack(">q", value)
+
+
+def from_ieee754_32(value: bytes | None) -> float | None:
+    data = _exact(value, 4, "from_ieee754_32")
+    return None if data is None else float(struct.unpack(">f", data)[0])
+
+
+def from_ieee754_64(value: bytes | None) -> float | None:
+    data = _exact(value, 8, "from_ieee754_64")
+    return None if data is None else float(struct.unpack(">d", data)[0])
+
+
+def to_ieee754_32(value: float | None) -> bytes | None:
+    return None if value is None else struct.pack(">f", value)
+
+
+def to_ieee754_64(value: float | None) -> bytes | None:
+    return None if value is None else struct.pack(">d", value)
+
+
+def _hmac(digest: str) -> Any:
+    def keyed(value: bytes | None, key: bytes | None) -> bytes | None:
+        if value is None or key is None:
+            return None
+        if not key:
+            raise ValueError("Empty key")  # Guava's Hashing.hmac* (javax SecretKeySpec) rejects it
+        return hmac.new(bytes(key), bytes(value), digest).digest()
+
+    return keyed
+
+
+hmac_md5, hmac_sha1, hmac_sha256, hmac_sha512 = (_hmac(d) for d in ("md5", "sha1", "sha256", "sha512"))
+
+
+# ---- math.md: base conversion (Java's Long.toString / Long.parseLong) ------------------------------
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _radix(radix: int) -> None:
+    if not 2 <= radix <= 36:
+        raise ValueError("Radix must be between 2 and 36")
+
+
+def to_base(value: int | None, radix: int | None) -> str | None:
+    if value is None or radix is None:
+        return None
+    _radix(radix)
+    n, digits = abs(value), ""
+    while True:
+        n, d = divmod(n, radix)
+        digits = _DIGITS[d] + digits
+        if not n:
+            break
+    return ("-" if value < 0 else "") + digits
+
+
+def from_base(text: str | None, radix: int | None) -> int | None:
+    if text is None or radix is None:
+        return None
+    _radix(radix)
+    if not text.isascii():  # Java reads other scripts' digits too: refused rather than guessed
+        raise ValueError(f"{_REFUSED}FROM_BASE of text with non-ASCII characters")
+    m = re.fullmatch(r"[+-]?([0-9A-Za-z]+)", text)
+    if not m or any(_DIGITS.index(c) >= radix for c in m.group(1).lower()):
+        raise ValueError(f"Not a valid base-{radix} number: {text}")
+    value = int(text, radix)
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(f"Not a valid base-{radix} number: {text}")
+    return value
+
+
+# ---- array.md: combinations (Trino's order: the index sets in colexicographic order) ---------------
+def combination_indexes(size: int | None, n: int | None) -> list[list[int]] | None:
+    """0-based index sets of the n-element combinations of `size` elements, in the order
+    Trino's CombinationsFunction makes them; n must be 0..5 (array.md)."""
+    if size is None or n is None:
+        return None
+    if n < 0:
+        raise ValueError(f"combination size must not be negative: {n}")
+    if n > 5:
+        raise ValueError(f"combination size must not exceed 5: {n}")
+    if n > size:
+        return []
+    out = [list(c) for c in itertools.combinations(range(size), n)]
+    out.sort(key=lambda c: c[::-1])
+    if len(out) * n >= 100_000 and n:
+        raise ValueError("combinations exceed max size")
+    return out
+
+
+# ---- string.md: split_to_map ----------------------------------------------------------------------
+def split_to_map(text: str | None, entry_sep: str | None, kv_sep: str | None) -> dict[str, str] | None:
+    """Entries split on entry_sep (a trailing one ends the text), each split on its one kv_sep;
+    a duplicate key is an error (string.md, Trino's SplitToMapFunction)."""
+    if text is None or entry_sep is None or kv_sep is None:
+        return None
+    if not entry_sep or not kv_sep or entry_sep == kv_sep:
+        raise ValueError("entryDelimiter and keyValueDelimiter must be non-empty and differ")
+    entries = text.split(entry_sep)
+    if entries and entries[-1] == "":
+        entries.pop()
+    out: dict[str, str] = {}
+    for entry in entries:
+        parts = entry.split(kv_sep)
+        if len(parts) != 2:
+            raise ValueError(f"Key-value delimiter must appear exactly once in each entry. Bad input: '{entry}'")
+        if parts[0] in out:
+            raise ValueError(f"Duplicate keys ({parts[0]}) are not allowed")
+        out[parts[0]] = parts[1]
+    return out
