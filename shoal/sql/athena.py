@@ -190,7 +190,7 @@ _SAME = {
     exp.ArgMin, exp.LogicalAnd, exp.LogicalOr, exp.Coalesce, exp.Nullif, exp.If, exp.Case,
     exp.Lower, exp.Upper, exp.Length, exp.Trim, exp.Substring, exp.Concat, exp.ConcatWs, exp.Pad,
     exp.Reverse, exp.Levenshtein, exp.StartsWith, exp.Split, exp.RegexpLike, exp.RegexpReplace,
-    exp.RegexpSplit, exp.RegexpExtractAll, exp.RegexpCount, exp.Replace, exp.Chr, exp.Abs,
+    exp.RegexpSplit, exp.RegexpExtractAll, exp.RegexpCount, exp.Replace, exp.Abs,
     exp.Ceil, exp.Floor, exp.Round, exp.Sqrt, exp.Pow, exp.Ln, exp.Log, exp.Exp, exp.Sign, exp.Mod,
     exp.Array, exp.ArraySize, exp.ArrayContains, exp.ArrayToString, exp.GenerateSeries,
     exp.ArraySlice, exp.ArrayPosition, exp.Flatten, exp.ArrayDistinct, exp.ArrayMax, exp.ArrayMin,
@@ -1728,6 +1728,61 @@ class AthenaTranslator:
             raise self.refuse("FROM_BASE of values that are not VARCHAR and an integer", node, "from_base")
         return self._udf("from_base", [text, _sp("CAST(A AS BIGINT)", A=radix)], "bigint")
 
+    def _h_Chr(self, node: exp.Expr) -> exp.Expr:
+        # chr(n): code point n (string.md); Spark's chr gives chr(n % 256) and '' for n < 0.
+        if len(node.expressions) != 1 or self.type_of(node.expressions[0]) not in _INTEGRAL:
+            raise self.refuse("CHR of anything but one integer", node, "chr")
+        return self._udf("chr", [_sp("CAST(A AS BIGINT)", A=node.expressions[0])], "string")
+
+    def _f_split_to_multimap(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("split_to_multimap", self._arity(node, args, 3), "map<string,array<string>>")
+
+    def _f_luhn_check(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # string.md / Trino's LuhnCheckFunction: '' is false, a non-digit an error (Spark: false).
+        s = self._arity(node, args, 1)[0]
+        return self._typed(
+            _sp(
+                "CASE WHEN S RLIKE '[^0-9]' THEN RAISE_ERROR('Input contains non-digit character') "
+                "ELSE LUHN_CHECK(S) END",
+                S=s,
+            ),
+            "boolean",
+        )
+
+    def _h_Normalize(self, node: exp.Expr) -> exp.Expr:
+        form = node.args.get("form")
+        name = form.name.upper() if isinstance(form, exp.Var | exp.Column) else "NFC" if not form else ""
+        if name not in ("NFC", "NFD", "NFKC", "NFKD"):
+            raise self.refuse("NORMALIZE with that form", node, "normalize")
+        return self._udf("normalize", [node.this, exp.Literal.string(name)], "string")
+
+    def _h_Localtimestamp(self, node: exp.Expr) -> exp.Expr:
+        # localtimestamp -> timestamp(3) in the session zone (UTC): current_timestamp's wall clock.
+        if node.this is not None:
+            raise self.refuse("LOCALTIMESTAMP with a precision", node, "localtimestamp")
+        return self._typed(_sp("DATE_TRUNC('MILLISECOND', CURRENT_TIMESTAMP())"), "timestamp")
+
+    def _h_Shuffle(self, node: exp.Expr) -> exp.Expr:
+        return self._typed(exp.Anonymous(this="SHUFFLE", expressions=[node.this]), "array")
+
+    def _f_xxhash64(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        x = self._arity(node, args, 1)[0]
+        self._binary(node, x)
+        return self._udf(node.name.lower(), [x], "binary")
+
+    _f_murmur3 = _f_xxhash64
+
+    def _wilson(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        successes, trials, z = self._arity(node, args, 3)
+        if not (
+            self.type_of(successes) in _INTEGRAL and self.type_of(trials) in _INTEGRAL and _numeric(self.type_of(z))
+        ):
+            raise self.refuse(f"{node.name.upper()} of values that are not numbers", node, node.name)
+        cast = [_sp(f"CAST(A AS {t})", A=a) for a, t in ((successes, "BIGINT"), (trials, "BIGINT"), (z, "DOUBLE"))]
+        return self._udf(node.name.lower(), cast, "double")
+
+    _f_wilson_interval_lower = _f_wilson_interval_upper = _wilson
+
     # -- aggregate.md (issue 44) -------------------------------------------------------------------------
     def _no_window(self, node: exp.Expr) -> None:
         if isinstance(node.parent, exp.Window):
@@ -2132,6 +2187,7 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
     "athena_url_decode": (udfs.url_decode, "string"),
     "athena_url_extract_parameter": (udfs.url_extract_parameter, "string"),
     **{f"athena_{name}": (getattr(udfs, name), returns) for name, returns in _BINARY_UDFS.items()},
+    "athena_chr": (udfs.chr_, "string"),
     **{
         f"athena_{name}": (getattr(udfs, name), returns)
         for name, returns in {
@@ -2147,6 +2203,12 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
             "from_base": "bigint",
             "combination_indexes": "array<array<int>>",
             "split_to_map": "map<string,string>",
+            "split_to_multimap": "map<string,array<string>>",
+            "xxhash64": "binary",
+            "murmur3": "binary",
+            "wilson_interval_lower": "double",
+            "wilson_interval_upper": "double",
+            "normalize": "string",
         }.items()
     },  # fmt: skip
     **{

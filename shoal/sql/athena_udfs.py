@@ -14,8 +14,10 @@ import decimal
 import hmac
 import itertools
 import json
+import math
 import re
 import struct
+import unicodedata
 from typing import Any
 
 _REFUSED = "not supported in Shoal: "
@@ -457,3 +459,160 @@ def split_to_map(text: str | None, entry_sep: str | None, kv_sep: str | None) ->
             raise ValueError(f"Duplicate keys ({parts[0]}) are not allowed")
         out[parts[0]] = parts[1]
     return out
+
+
+def split_to_multimap(text: str | None, entry_sep: str | None, kv_sep: str | None) -> dict[str, list[str]] | None:
+    """split_to_map's parsing; a repeated key gathers its values in order (string.md)."""
+    if text is None or entry_sep is None or kv_sep is None:
+        return None
+    if not entry_sep or not kv_sep or entry_sep == kv_sep:
+        raise ValueError("entryDelimiter and keyValueDelimiter must be non-empty and differ")
+    entries = text.split(entry_sep)
+    if entries and entries[-1] == "":
+        entries.pop()
+    out: dict[str, list[str]] = {}
+    for entry in entries:
+        parts = entry.split(kv_sep)
+        if len(parts) != 2:
+            raise ValueError(f"Key-value delimiter must appear exactly once in each entry. Bad input: '{entry}'")
+        out.setdefault(parts[0], []).append(parts[1])
+    return out
+
+
+# ---- math.md: wilson_interval_lower/upper (Trino's WilsonInterval, the same operations in order) ------
+def _wilson(successes: int | None, trials: int | None, z: float | None, bound: int) -> float | None:
+    if successes is None or trials is None or z is None:
+        return None
+    if successes < 0:
+        raise ValueError("number of successes must not be negative")
+    if trials <= 0:
+        raise ValueError("number of trials must be positive")
+    if successes > trials:
+        raise ValueError("number of successes must not be larger than number of trials")
+    if z < 0:
+        raise ValueError("z-score must not be negative")
+    p = successes * 1.0 / trials
+    n = float(trials)
+    return (p + (z * z) / (2 * n) + bound * z * math.sqrt((p * (1 - p)) / n + (z * z) / (4 * n * n))) / (
+        1 + (z * z) / n
+    )
+
+
+def wilson_interval_lower(successes: int | None, trials: int | None, z: float | None) -> float | None:
+    return _wilson(successes, trials, z, -1)
+
+
+def wilson_interval_upper(successes: int | None, trials: int | None, z: float | None) -> float | None:
+    return _wilson(successes, trials, z, 1)
+
+
+# ---- binary.md: xxhash64 (XXH64, seed 0, big-endian) and murmur3 (MurmurHash3 x64 128, seed 0) ---------
+_M64 = 2**64 - 1
+_P1, _P2, _P3, _P4, _P5 = (
+    0x9E3779B185EBCA87,
+    0xC2B2AE3D27D4EB4F,
+    0x165667B19E3779F9,
+    0x85EBCA77C2B2AE63,
+    0x27D4EB2F165667C5,
+)
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M64
+
+
+def _xx_round(acc: int, lane: int) -> int:
+    return (_rotl((acc + lane * _P2) & _M64, 31) * _P1) & _M64
+
+
+def _xx_merge(acc: int, v: int) -> int:
+    return ((acc ^ _xx_round(0, v)) * _P1 + _P4) & _M64
+
+
+def _xxh64(data: bytes, seed: int = 0) -> int:
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + _P1 + _P2) & _M64, (seed + _P2) & _M64, seed, (seed - _P1) & _M64]
+        while i + 32 <= n:
+            for k in range(4):
+                v[k] = _xx_round(v[k], int.from_bytes(data[i + 8 * k : i + 8 * k + 8], "little"))
+            i += 32
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M64
+        for lane in v:
+            h = _xx_merge(h, lane)
+    else:
+        h = (seed + _P5) & _M64
+    h = (h + n) & _M64
+    while i + 8 <= n:
+        h = (_rotl(h ^ _xx_round(0, int.from_bytes(data[i : i + 8], "little")), 27) * _P1 + _P4) & _M64
+        i += 8
+    if i + 4 <= n:
+        h = (_rotl(h ^ (int.from_bytes(data[i : i + 4], "little") * _P1 & _M64), 23) * _P2 + _P3) & _M64
+        i += 4
+    for b in data[i:]:
+        h = (_rotl(h ^ (b * _P5 & _M64), 11) * _P1) & _M64
+    h = ((h ^ (h >> 33)) * _P2) & _M64
+    h = ((h ^ (h >> 29)) * _P3) & _M64
+    return h ^ (h >> 32)
+
+
+def xxhash64(value: bytes | None) -> bytes | None:
+    return None if value is None else _xxh64(bytes(value)).to_bytes(8, "big")
+
+
+_C1, _C2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
+
+
+def _fmix(k: int) -> int:
+    k = ((k ^ (k >> 33)) * 0xFF51AFD7ED558CCD) & _M64
+    k = ((k ^ (k >> 33)) * 0xC4CEB9FE1A85EC53) & _M64
+    return k ^ (k >> 33)
+
+
+def _murmur3_128(data: bytes) -> bytes:
+    h1 = h2 = 0
+    n, blocks = len(data), len(data) // 16
+    for b in range(blocks):
+        k1 = int.from_bytes(data[16 * b : 16 * b + 8], "little")
+        k2 = int.from_bytes(data[16 * b + 8 : 16 * b + 16], "little")
+        h1 ^= (_rotl((k1 * _C1) & _M64, 31) * _C2) & _M64
+        h1 = ((_rotl(h1, 27) + h2) * 5 + 0x52DCE729) & _M64
+        h2 ^= (_rotl((k2 * _C2) & _M64, 33) * _C1) & _M64
+        h2 = ((_rotl(h2, 31) + h1) * 5 + 0x38495AB5) & _M64
+    tail = data[16 * blocks :]
+    k1 = int.from_bytes(tail[:8], "little")
+    k2 = int.from_bytes(tail[8:], "little")
+    if len(tail) > 8:
+        h2 ^= (_rotl((k2 * _C2) & _M64, 33) * _C1) & _M64
+    if tail:
+        h1 ^= (_rotl((k1 * _C1) & _M64, 31) * _C2) & _M64
+    h1 ^= n
+    h2 ^= n
+    h1 = (h1 + h2) & _M64
+    h2 = (h2 + h1) & _M64
+    h1, h2 = _fmix(h1), _fmix(h2)
+    h1 = (h1 + h2) & _M64
+    h2 = (h2 + h1) & _M64
+    return h1.to_bytes(8, "little") + h2.to_bytes(8, "little")
+
+
+def murmur3(value: bytes | None) -> bytes | None:
+    return None if value is None else _murmur3_128(bytes(value))
+
+
+def normalize(text: str | None, form: str | None) -> str | None:
+    """string.md: the text in Unicode normalization form NFC (the default), NFD, NFKC or NFKD."""
+    if text is None or form is None:
+        return None
+    return unicodedata.normalize(form, text)  # type: ignore[arg-type]
+
+
+def chr_(codepoint: int | None) -> str | None:
+    """string.md, chr(n): the character of Unicode code point n (Spark's chr takes n mod 256)."""
+    if codepoint is None:
+        return None
+    if not 0 <= codepoint <= 0x10FFFF:
+        raise ValueError(f"Not a valid Unicode code point: {codepoint}")
+    if 0xD800 <= codepoint <= 0xDFFF:
+        raise ValueError(f"{_REFUSED}CHR of a surrogate code point")
+    return chr(codepoint)

@@ -916,6 +916,42 @@ CASES: list[tuple[str, str, object]] = [
     ("aggregates", "bitwise_or_agg(v)", 7),
     ("aggregates", "map_union(map(ARRAY[g], ARRAY[v])) FILTER (WHERE id IN (1, 3, 5))", {"a": 1, "b": 3, "c": 5}),
     ("aggregates", "map_union(CASE WHEN id = 1 THEN map(ARRAY['x'], ARRAY[id]) END)", {"x": 1}),
+    # string.md, chr(n): the character of code point n. Shoal answered chr(n % 256) (Spark's chr)
+    # for n above 255 before issue 44: a wrong answer, fixed.
+    ("issue44", "chr(233)", "\u00e9"),
+    ("issue44", "chr(65313)", "\uff21"),
+    ("issue44", "chr(128512)", "\U0001f600"),
+    ("issue44", "chr(-1)", ERROR),
+    ("issue44", "chr(1114112)", ERROR),
+    # string.md: split_to_multimap gathers a repeated key's values in order; luhn_check (Trino's
+    # LuhnCheckFunction: '' is false, a non-digit an error); normalize (NFC unless a form is named).
+    ("issue44", "split_to_multimap('a=1,b=2,a=3', ',', '=')", {"a": ["1", "3"], "b": ["2"]}),
+    ("issue44", "split_to_multimap('a=1,', ',', '=')", {"a": ["1"]}),
+    ("issue44", "split_to_multimap('a', ',', '=')", ERROR),
+    ("issue44", "luhn_check('79927398713')", True),
+    ("issue44", "luhn_check('79927398714')", False),
+    ("issue44", "luhn_check('')", False),
+    ("issue44", "luhn_check('7992 7398 713')", ERROR),
+    ("issue44", "length(normalize('e' || chr(769)))", 1),
+    ("issue44", "normalize('e' || chr(769))", "\u00e9"),
+    ("issue44", "length(normalize(chr(233), NFD))", 2),
+    ("issue44", "normalize(chr(65313), NFKC)", "A"),
+    # datetime.md: localtimestamp is the session zone's (UTC) wall clock, timestamp(3).
+    ("issue44", "localtimestamp = CAST(now() AS TIMESTAMP)", True),
+    # array.md, shuffle: a permutation (random, so its elements are checked).
+    ("issue44", "array_sort(shuffle(ARRAY[3, 1, 2, 1]))", [1, 1, 2, 3]),
+    # binary.md: xxhash64 (XXH64, seed 0, the 8 bytes big-endian; the reference vectors of XXH64
+    # for '' and 'abc'), murmur3 (the page's example), both of VARBINARY only.
+    ("issue44", "to_hex(xxhash64(from_hex('')))", "EF46DB3751D8E999"),
+    ("issue44", "to_hex(xxhash64(to_utf8('abc')))", "44BC2CF5AD770999"),
+    ("issue44", "xxhash64(s)", ERROR),
+    ("issue44", "lower(to_hex(murmur3(from_base64('aaaaaa'))))", "ba5855635569b42f4920372ca0e396ef"),
+    ("issue44", "to_hex(murmur3(from_hex('')))", "00000000000000000000000000000000"),
+    # math.md, wilson_interval_lower/upper (Trino's WilsonInterval); successes <= trials, z >= 0.
+    ("issue44", "wilson_interval_lower(1, 5, 1.96)", 0.036223160969787456),
+    ("issue44", "wilson_interval_upper(1, 5, 1.96)", 0.6244717358814612),
+    ("issue44", "wilson_interval_lower(6, 5, 1.96)", ERROR),
+    ("issue44", "wilson_interval_upper(1, 5, -1e0)", ERROR),
     # ---- typeof ----------------------------------------------------------------------------------
     ("typeof", "typeof(1)", "integer"),
     ("typeof", "typeof(2147483648)", "bigint"),
