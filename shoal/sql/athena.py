@@ -1543,6 +1543,8 @@ class AthenaTranslator:
         return self._typed(
             _sp(
                 "CASE WHEN N <= 0 THEN RAISE_ERROR('bucketCount must be greater than 0') "
+                "WHEN CAST(N AS BIGINT) = 9223372036854775807 "
+                "THEN RAISE_ERROR('not supported in Shoal: WIDTH_BUCKET with 2^63 - 1 buckets') "
                 "WHEN ISNAN(CAST(X AS DOUBLE)) THEN RAISE_ERROR('operand must not be NaN') "
                 "WHEN NOT ABS(CAST(B AS DOUBLE)) < CAST('Infinity' AS DOUBLE) THEN RAISE_ERROR('first bound must be finite') "
                 "WHEN NOT ABS(CAST(C AS DOUBLE)) < CAST('Infinity' AS DOUBLE) THEN RAISE_ERROR('second bound must be finite') "
@@ -1611,7 +1613,7 @@ class AthenaTranslator:
         if fn is None:
             raise self.refuse(f"EXTRACT({field} FROM ...)", node, "extract")
         call = sqlglot.parse_one(f"SELECT {fn}(shoal_x)", read=ShoalAthena).expressions[0]
-        call.find(exp.Column).replace(node.expression.copy())  # type: ignore[union-attr]
+        call.find(exp.Column).replace(node.expression.copy())
         return self._node(call) or call
 
     def _f_millisecond(self, node: exp.Anonymous, args: list) -> exp.Expr:
@@ -1782,6 +1784,29 @@ class AthenaTranslator:
         return self._udf(node.name.lower(), cast, "double")
 
     _f_wilson_interval_lower = _f_wilson_interval_upper = _wilson
+
+    def _f_bit_count(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        x, bits = self._arity(node, args, 2)
+        if self.type_of(x) not in _INTEGRAL or self.type_of(bits) not in _INTEGRAL:
+            raise self.refuse("BIT_COUNT of values that are not integers", node, "bit_count")
+        return self._udf("bit_count", [_sp("CAST(A AS BIGINT)", A=x), _sp("CAST(A AS BIGINT)", A=bits)], "bigint")
+
+    def _shift(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """bitwise_*shift(value, shift) -> the value's type (bitwise.md, Trino's BitwiseFunctions:
+        Java shifts on longs, narrower types masked and sign-extended)."""
+        value, shift = self._arity(node, args, 2)
+        kind = self.type_of(value)
+        if kind not in _INTEGRAL or self.type_of(shift) not in ("tinyint", "smallint", "int"):
+            raise self.refuse(f"{node.name.upper()} of values whose types Shoal cannot tell", node, node.name)
+        how = {"bitwise_left_shift": "left", "bitwise_right_shift": "right"}.get(node.name.lower(), "arithmetic")
+        call = self._udf(
+            "bitwise_shift",
+            [_sp("CAST(A AS BIGINT)", A=value), shift, exp.Literal.string(kind), exp.Literal.string(how)],
+            "bigint",
+        )
+        return self._typed(_sp(f"CAST(A AS {kind.upper()})", A=call), kind)
+
+    _f_bitwise_left_shift = _f_bitwise_right_shift = _f_bitwise_right_shift_arithmetic = _shift
 
     # -- aggregate.md (issue 44) -------------------------------------------------------------------------
     def _no_window(self, node: exp.Expr) -> None:
@@ -2209,6 +2234,8 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
             "wilson_interval_lower": "double",
             "wilson_interval_upper": "double",
             "normalize": "string",
+            "bit_count": "bigint",
+            "bitwise_shift": "bigint",
         }.items()
     },  # fmt: skip
     **{

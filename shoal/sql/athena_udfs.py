@@ -432,10 +432,13 @@ def combination_indexes(size: int | None, n: int | None) -> list[list[int]] | No
         raise ValueError(f"combination size must not exceed 5: {n}")
     if n > size:
         return []
+    total = math.comb(size, n) * n  # Trino's limit: fewer than 100,000 elements in all
+    if total > 100_000:
+        raise ValueError("combinations exceed max size")
+    if total == 100_000:
+        raise ValueError(f"{_REFUSED}COMBINATIONS of exactly 100,000 elements")
     out = [list(c) for c in itertools.combinations(range(size), n)]
     out.sort(key=lambda c: c[::-1])
-    if len(out) * n >= 100_000 and n:
-        raise ValueError("combinations exceed max size")
     return out
 
 
@@ -616,3 +619,50 @@ def chr_(codepoint: int | None) -> str | None:
     if 0xD800 <= codepoint <= 0xDFFF:
         raise ValueError(f"{_REFUSED}CHR of a surrogate code point")
     return chr(codepoint)
+
+
+# ---- bitwise.md: Trino's BitwiseFunctions on Java longs (a shift counts modulo 64) -----------------
+_MASKS = {"tinyint": 0xFF, "smallint": 0xFFFF, "int": 0xFFFFFFFF}
+
+
+def _long(x: int) -> int:
+    x &= _M64
+    return x - 2**64 if x >= 2**63 else x
+
+
+def _preserve_sign(value: int, kind: str) -> int:
+    mask = _MASKS[kind]
+    sign = (mask + 1) >> 1
+    return _long(value | ~mask) if value & sign else value & mask
+
+
+def bit_count(num: int | None, bits: int | None) -> int | None:
+    if num is None or bits is None:
+        return None
+    if bits == 64:
+        return bin(num & _M64).count("1")
+    if bits <= 1 or bits > 64:
+        raise ValueError(f"Bits specified in bit_count must be between 2 and 64, got {bits}")
+    low = (1 << (bits - 1)) - 1
+    if num > low or num < ~low:
+        raise ValueError(
+            f"Number must be representable with the bits specified. {num} cannot be represented with {bits} bits"
+        )
+    return bin(num & ((1 << bits) - 1)).count("1")
+
+
+def bitwise_shift(value: int | None, shift: int | None, kind: str | None, how: str | None) -> int | None:
+    """how: 'left', 'right' (logical) or 'arithmetic'; kind: the value's type."""
+    if value is None or shift is None or kind is None:
+        return None
+    if shift >= 64:
+        return -1 if how == "arithmetic" and value < 0 else 0
+    s = shift & 63
+    if how == "left":
+        shifted = _long(value << s)
+        return shifted if kind == "bigint" else _preserve_sign(shifted, kind)
+    if how == "right":
+        if kind == "bigint":
+            return _long((value & _M64) >> s)
+        return value if shift == 0 else (value & _MASKS[kind]) >> s
+    return (value if kind == "bigint" else _preserve_sign(value, kind)) >> s

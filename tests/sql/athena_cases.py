@@ -952,6 +952,32 @@ CASES: list[tuple[str, str, object]] = [
     ("issue44", "wilson_interval_upper(1, 5, 1.96)", 0.6244717358814612),
     ("issue44", "wilson_interval_lower(6, 5, 1.96)", ERROR),
     ("issue44", "wilson_interval_upper(1, 5, -1e0)", ERROR),
+    # bitwise.md: bit_count(x, bits) in bits-bit two's complement (the page's examples); the shifts
+    # keep the value's type (Trino's BitwiseFunctions: a shift of 64 or more gives 0, or -1 for an
+    # arithmetic shift of a negative value; a logical right shift of a negative INTEGER works on its
+    # 32 bits).
+    ("issue44", "bit_count(9, 64)", 2),
+    ("issue44", "bit_count(9, 8)", 2),
+    ("issue44", "bit_count(-7, 64)", 62),
+    ("issue44", "bit_count(-7, 8)", 6),
+    ("issue44", "bit_count(200, 8)", ERROR),
+    ("issue44", "bit_count(1, 1)", ERROR),
+    ("issue44", "bitwise_left_shift(1, 2)", 4),
+    ("issue44", "bitwise_left_shift(5, 2)", 20),
+    ("issue44", "bitwise_left_shift(20, 0)", 20),
+    ("issue44", "bitwise_left_shift(0, 1)", 0),
+    ("issue44", "bitwise_left_shift(1, 31)", -2147483648),
+    ("issue44", "typeof(bitwise_left_shift(TINYINT '1', 2))", "tinyint"),
+    ("issue44", "bitwise_right_shift(8, 3)", 1),
+    ("issue44", "bitwise_right_shift(9, 1)", 4),
+    ("issue44", "bitwise_right_shift(42, 0)", 42),
+    ("issue44", "bitwise_right_shift(12, 64)", 0),
+    ("issue44", "bitwise_right_shift(-45, 64)", 0),
+    ("issue44", "bitwise_right_shift(-20, 2)", 1073741819),
+    ("issue44", "bitwise_right_shift(CAST(-20 AS BIGINT), 2)", 4611686018427387899),
+    ("issue44", "bitwise_right_shift_arithmetic(12, 64)", 0),
+    ("issue44", "bitwise_right_shift_arithmetic(-45, 64)", -1),
+    ("issue44", "bitwise_right_shift_arithmetic(8, 3)", 1),
     # ---- typeof ----------------------------------------------------------------------------------
     ("typeof", "typeof(1)", "integer"),
     ("typeof", "typeof(2147483648)", "bigint"),
