@@ -947,6 +947,11 @@ CASES: list[tuple[str, str, object]] = [
     ("issue44", "xxhash64(s)", ERROR),
     ("issue44", "lower(to_hex(murmur3(from_base64('aaaaaa'))))", "ba5855635569b42f4920372ca0e396ef"),
     ("issue44", "to_hex(murmur3(from_hex('')))", "00000000000000000000000000000000"),
+    (
+        "issue44",
+        "to_hex(murmur3(to_utf8('The quick brown fox jumps over the lazy dog')))",
+        "6C1B07BC7BBC4BE347939AC4A93C437A",
+    ),
     # math.md, wilson_interval_lower/upper (Trino's WilsonInterval); successes <= trials, z >= 0.
     ("issue44", "wilson_interval_lower(1, 5, 1.96)", 0.036223160969787456),
     ("issue44", "wilson_interval_upper(1, 5, 1.96)", 0.6244717358814612),

@@ -269,3 +269,17 @@ def test_unnest_gives_trinos_rows(spark, settings, athena_db):
     ]
     with pytest.raises(SqlError, match=r"not supported in Shoal: UNNEST \.\.\. WITH ORDINALITY"):
         runner.translate("SELECT x, n FROM t LEFT JOIN UNNEST(ARRAY['a']) WITH ORDINALITY AS u(x, n) ON TRUE")
+
+
+def test_xxhash64_is_xxh64_at_every_length(spark):
+    """athena_udfs' XXH64 (xxhash64 at seed 0) gives Spark's own XXH64 at Spark's seed, 42, for
+    inputs of every length through the 32-byte stripes and their tails."""
+    import random
+
+    from shoal.sql.athena_udfs import _xxh64
+
+    rnd = random.Random(44)
+    data = [bytes(rnd.getrandbits(8) for _ in range(n)) for n in [*range(0, 72), 257]]
+    rows = spark.createDataFrame([(d,) for d in data], "b binary").selectExpr("xxhash64(b) AS h").collect()
+    ours = [h - 2**64 if h >= 2**63 else h for h in (_xxh64(d, 42) for d in data)]
+    assert [r["h"] for r in rows] == ours
