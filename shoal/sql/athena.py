@@ -190,7 +190,7 @@ _SAME = {
     exp.ArgMin, exp.LogicalAnd, exp.LogicalOr, exp.Coalesce, exp.Nullif, exp.If, exp.Case,
     exp.Lower, exp.Upper, exp.Length, exp.Trim, exp.Substring, exp.Concat, exp.ConcatWs, exp.Pad,
     exp.Reverse, exp.Levenshtein, exp.StartsWith, exp.Split, exp.RegexpLike, exp.RegexpReplace,
-    exp.RegexpSplit, exp.RegexpExtractAll, exp.RegexpCount, exp.Replace, exp.Chr, exp.Abs,
+    exp.RegexpSplit, exp.RegexpExtractAll, exp.RegexpCount, exp.Replace, exp.Abs,
     exp.Ceil, exp.Floor, exp.Round, exp.Sqrt, exp.Pow, exp.Ln, exp.Log, exp.Exp, exp.Sign, exp.Mod,
     exp.Array, exp.ArraySize, exp.ArrayContains, exp.ArrayToString, exp.GenerateSeries,
     exp.ArraySlice, exp.ArrayPosition, exp.Flatten, exp.ArrayDistinct, exp.ArrayMax, exp.ArrayMin,
@@ -204,7 +204,22 @@ _SAME = {
 }  # fmt: skip
 # Unknown to sqlglot, same name and answer in Spark.
 _SAME_ANONYMOUS = {"MAP_VALUES", "ARRAY_UNION", "ARRAYS_OVERLAP", "ZIP_WITH", "MAP_CONCAT", "MAP_FILTER",
-                   "TRANSFORM_VALUES", "TRANSFORM_KEYS", "MAP_ENTRIES", "MAP_FROM_ENTRIES", "EVERY"}  # fmt: skip
+                   "TRANSFORM_VALUES", "TRANSFORM_KEYS", "MAP_ENTRIES", "MAP_FROM_ENTRIES", "EVERY", "MAP_ZIP_WITH"}  # fmt: skip
+
+# extract(field FROM x): the function each field is (datetime.md).
+_EXTRACT = {
+    "YEAR": "year", "QUARTER": "quarter", "MONTH": "month", "WEEK": "week", "DAY": "day",
+    "DAY_OF_MONTH": "day_of_month", "DAY_OF_WEEK": "day_of_week", "DOW": "day_of_week",
+    "DAY_OF_YEAR": "day_of_year", "DOY": "day_of_year", "YEAR_OF_WEEK": "year_of_week",
+    "YOW": "year_of_week", "HOUR": "hour", "MINUTE": "minute", "SECOND": "second",
+}  # fmt: skip
+# binary.md's one-argument encodings: the Spark type each gives.
+_BINARY_UDFS = {
+    "to_base64url": "string", "from_base64url": "binary", "to_base32": "string", "from_base32": "binary",
+    "from_big_endian_32": "int", "from_big_endian_64": "bigint", "to_big_endian_32": "binary",
+    "to_big_endian_64": "binary", "from_ieee754_32": "float", "from_ieee754_64": "double",
+    "to_ieee754_32": "binary", "to_ieee754_64": "binary",
+}  # fmt: skip
 
 # MySQL-style specifiers (date_format/date_parse): Spark pattern for printing, for parsing.
 _MYSQL = {
@@ -1468,6 +1483,475 @@ class AthenaTranslator:
             this="athena_json_array_contains", expressions=[args[0], _sp("TO_JSON(ARRAY(A))", A=value)]
         )
 
+    # -- math.md: trigonometry, constants, floating point (issue 44) ---------------------------------
+    def _numbers(self, node: exp.Expr, *args: exp.Expr | None) -> None:
+        """Trino's math functions take numbers only (Spark would read text as a number)."""
+        for arg in args:
+            if arg is not None and not (_numeric(self.type_of(arg)) or isinstance(arg, exp.Null)):
+                name = _func_name(node)
+                raise self.refuse(
+                    f"{name} of a value that is not a number (or whose type Shoal cannot tell)", node, name
+                )
+
+    def _double_fn(self, node: exp.Expr) -> exp.Expr:
+        # acos ... tanh, cbrt, degrees, radians: double (math.md); Spark's functions agree, NaN included.
+        self._numbers(node, node.this, node.args.get("expression"))
+        return self._typed(node, "double")
+
+    _h_Acos = _h_Asin = _h_Cos = _h_Cosh = _h_Sin = _h_Sinh = _h_Tan = _h_Tanh = _double_fn
+    _h_Atan = _h_Atan2 = _h_Cbrt = _h_Degrees = _h_Radians = _double_fn
+
+    def _h_Pi(self, node: exp.Expr) -> exp.Expr:
+        return self._typed(node, "double")
+
+    def _f_e(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        self._arity(node, args, 0)
+        return self._typed(exp.Anonymous(this="E", expressions=[]), "double")
+
+    def _f_nan(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        self._arity(node, args, 0)
+        return self._typed(_sp("CAST('NaN' AS DOUBLE)"), "double")
+
+    def _f_infinity(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        self._arity(node, args, 0)
+        return self._typed(_sp("CAST('Infinity' AS DOUBLE)"), "double")
+
+    def _h_IsNan(self, node: exp.Expr) -> exp.Expr:
+        # Spark's isnan(NULL) is false; Trino's is_nan(NULL) is NULL.
+        self._numbers(node, node.this)
+        return self._typed(_sp("CASE WHEN X IS NULL THEN NULL ELSE ISNAN(X) END", X=node.this), "boolean")
+
+    def _f_is_finite(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # Spark orders NaN above +Infinity, so NaN is neither finite nor infinite, as in Java.
+        x = self._arity(node, args, 1)[0]
+        self._numbers(node, x)
+        return self._typed(_sp("ABS(CAST(X AS DOUBLE)) < CAST('Infinity' AS DOUBLE)", X=x), "boolean")
+
+    def _f_is_infinite(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        x = self._arity(node, args, 1)[0]
+        self._numbers(node, x)
+        return self._typed(_sp("ABS(CAST(X AS DOUBLE)) = CAST('Infinity' AS DOUBLE)", X=x), "boolean")
+
+    def _h_WidthBucket(self, node: exp.Expr) -> exp.Expr:
+        """width_bucket(x, bound1, bound2, n) (math.md), Trino's MathFunctions.widthBucket: errors
+        for n <= 0, a NaN x, infinite or equal bounds; descending bounds mirror the buckets
+        (Spark's own width_bucket returns NULL for those and counts descending edges otherwise)."""
+        x, b1, b2, n = (node.this, node.args.get("min_value"), node.args.get("max_value"), node.args.get("num_buckets"))
+        if b1 is None or b2 is None or n is None or node.args.get("threshold") is not None:
+            raise self.refuse("WIDTH_BUCKET(x, bins)", node, "width_bucket")
+        self._numbers(node, x, b1, b2, n)
+        return self._typed(
+            _sp(
+                "CASE WHEN N <= 0 THEN RAISE_ERROR('bucketCount must be greater than 0') "
+                "WHEN CAST(N AS BIGINT) = 9223372036854775807 "
+                "THEN RAISE_ERROR('not supported in Shoal: WIDTH_BUCKET with 2^63 - 1 buckets') "
+                "WHEN ISNAN(CAST(X AS DOUBLE)) THEN RAISE_ERROR('operand must not be NaN') "
+                "WHEN NOT ABS(CAST(B AS DOUBLE)) < CAST('Infinity' AS DOUBLE) THEN RAISE_ERROR('first bound must be finite') "
+                "WHEN NOT ABS(CAST(C AS DOUBLE)) < CAST('Infinity' AS DOUBLE) THEN RAISE_ERROR('second bound must be finite') "
+                "WHEN CAST(B AS DOUBLE) = CAST(C AS DOUBLE) THEN RAISE_ERROR('bounds cannot equal each other') "
+                "ELSE (CASE WHEN CAST(B AS DOUBLE) > CAST(C AS DOUBLE) THEN CAST(N AS BIGINT) + 1 - W ELSE W END) END",
+                W=_sp(
+                    "CASE WHEN X < LEAST(B, C) THEN CAST(0 AS BIGINT) WHEN X >= GREATEST(B, C) THEN CAST(N AS BIGINT) + 1 "
+                    "ELSE CAST(CAST(N AS DOUBLE) * (X - LEAST(B, C)) / (GREATEST(B, C) - LEAST(B, C)) + 1 AS BIGINT) END",
+                    X=_sp("CAST(A AS DOUBLE)", A=x),
+                    B=_sp("CAST(A AS DOUBLE)", A=b1),
+                    C=_sp("CAST(A AS DOUBLE)", A=b2),
+                    N=n,
+                ),
+                X=x,
+                B=b1,
+                C=b2,
+                N=n,
+            ),
+            "bigint",
+        )
+
+    def _h_Rand(self, node: exp.Expr) -> exp.Expr:
+        """rand()/random() in [0, 1); random(n), random(m, n): an integer of n's type in [0, n) or
+        [m, n) (math.md). Spark's rand(seed) takes a seed, so the bounds are written out."""
+        bounds = [a for a in (node.this, node.args.get("lower"), node.args.get("upper")) if a is not None]
+        if not bounds:
+            return self._typed(_sp("RAND()"), "double")
+        if len(bounds) > 2:
+            raise self.refuse("RANDOM with three arguments", node, "random")
+        low, high = bounds if len(bounds) == 2 else (exp.Literal.number(0), bounds[0])
+        t = self.type_of(high)
+        if t not in _INTEGRAL or self.type_of(low) not in _INTEGRAL:
+            raise self.refuse("RANDOM of bounds that are not integers", node, "random")
+        t = _widest_int(t, self.type_of(low))  # type: ignore[arg-type]
+        return self._typed(
+            _sp(
+                f"CASE WHEN H <= L THEN RAISE_ERROR('bound must be greater than the lower bound') "
+                f"ELSE CAST(L + FLOOR(RAND() * (CAST(H AS DOUBLE) - L)) AS {t.upper()}) END",
+                L=low,
+                H=high,
+            ),
+            t,
+        )
+
+    # -- strings, dates (issue 44) ---------------------------------------------------------------------
+    def _h_EndsWith(self, node: exp.Expr) -> exp.Expr:
+        for arg in (node.this, node.expression):
+            if self.type_of(arg) != "string" and not isinstance(arg, exp.Null):
+                raise self.refuse("ENDS_WITH of a value that is not VARCHAR", node, "ends_with")
+        return self._typed(node, "boolean")
+
+    def _h_Date(self, node: exp.Expr) -> exp.Expr:
+        # date(x) is CAST(x AS DATE) (datetime.md).
+        if node.args.get("zone") or node.expressions:
+            raise self.refuse("DATE with more than one argument", node, "date")
+        cast = exp.Cast(this=node.this, to=exp.DataType.build("DATE"))
+        return self._h_Cast(cast) or cast
+
+    def _h_Extract(self, node: exp.Expr) -> exp.Expr:
+        """extract(field FROM x) (datetime.md) is the field's function: Spark's extract numbers the
+        days of the week from Sunday and gives the second with its fraction."""
+        import sqlglot
+
+        field = node.name.upper()
+        fn = _EXTRACT.get(field)
+        if fn is None:
+            raise self.refuse(f"EXTRACT({field} FROM ...)", node, "extract")
+        call = sqlglot.parse_one(f"SELECT {fn}(shoal_x)", read=ShoalAthena).expressions[0]
+        call.find(exp.Column).replace(node.expression.copy())
+        return self._node(call) or call
+
+    def _f_millisecond(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # millisecond(x) -> bigint, the millisecond of the second (datetime.md); timestamps only.
+        x = self._arity(node, args, 1)[0]
+        if self.type_of(x) not in ("timestamp", "timestamp_ntz"):
+            raise self.refuse("MILLISECOND of a value that is not a TIMESTAMP", node, "millisecond")
+        return self._typed(
+            _sp("CAST(DIV(PMOD(UNIX_MICROS(CAST(X AS TIMESTAMP)), 1000000), 1000) AS BIGINT)", X=x), "bigint"
+        )
+
+    def _f_regexp_position(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """regexp_position(s, pattern) (regexp.md): the position (from 1) of the first match, -1 for
+        none. Spark counts UTF-16 units: text with characters beyond U+FFFF is refused at run time."""
+        s, pattern = self._arity(node, args, 2)
+        return self._typed(
+            _sp(
+                "CASE WHEN S RLIKE '[\\\\x{10000}-\\\\x{10FFFF}]' THEN "
+                "RAISE_ERROR('not supported in Shoal: REGEXP_POSITION of text with characters beyond U+FFFF') "
+                "WHEN REGEXP_INSTR(S, P, 0) = 0 THEN CAST(-1 AS BIGINT) ELSE CAST(REGEXP_INSTR(S, P, 0) AS BIGINT) END",
+                S=s,
+                P=pattern,
+            ),
+            "bigint",
+        )
+
+    def _h_StrToMap(self, node: exp.Expr) -> exp.Expr:
+        # split_to_map (string.md): the delimiters are plain text (Spark's str_to_map reads regexes).
+        args = [node.this, node.args.get("pair_delim"), node.args.get("key_value_delim")]
+        if any(a is None for a in args) or node.args.get("duplicate_resolution_callback"):
+            raise self.refuse("SPLIT_TO_MAP with other than three arguments", node, "split_to_map")
+        return self._udf("split_to_map", args, "map<string,string>")
+
+    # -- binary.md (issue 44) ----------------------------------------------------------------------------
+    def _binary(self, node: exp.Expr, *args: exp.Expr) -> None:
+        for arg in args:
+            if self.type_of(arg) != "binary":
+                name = _func_name(node)
+                raise self.refuse(f"{name} of a value that is not VARBINARY", node, name)
+
+    def _h_ToBase64(self, node: exp.Expr) -> exp.Expr:
+        self._binary(node, node.this)
+        return self._udf("to_base64", [node.this], "string")
+
+    def _h_FromBase64(self, node: exp.Expr) -> exp.Expr:
+        return self._udf("from_base64", [node.this], "binary")
+
+    def _h_Unhex(self, node: exp.Expr) -> exp.Expr:
+        # from_hex: an odd length or a non-hex digit is an error (Spark's unhex gives NULL or pads).
+        if node.args.get("expression") is not None:
+            raise self.refuse("FROM_HEX with two arguments", node, "from_hex")
+        return self._udf("from_hex", [node.this], "binary")
+
+    def _h_Decode(self, node: exp.Expr) -> exp.Expr:
+        # from_utf8(binary) -> varchar; the replacement-character forms are refused.
+        if (node.args.get("replace") is not None) or self.type_of(node.this) != "binary":
+            raise self.refuse("FROM_UTF8 with a replacement, or of a value that is not VARBINARY", node, "from_utf8")
+        return self._udf("from_utf8", [node.this], "string")
+
+    def _h_SHA(self, node: exp.Expr) -> exp.Expr:
+        self._binary(node, node.this)
+        return self._typed(_sp("UNHEX(SHA1(A))", A=node.this), "binary")
+
+    def _f_crc32(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        x = self._arity(node, args, 1)[0]
+        self._binary(node, x)
+        return self._typed(exp.Anonymous(this="CRC32", expressions=[x]), "bigint")
+
+    def _binary_udf(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        name = node.name.lower()
+        x = self._arity(node, args, 1)[0]
+        if name.startswith(("from_big_endian", "from_ieee754", "to_base64url", "to_base32")):
+            self._binary(node, x)
+        elif name in ("to_big_endian_32", "to_big_endian_64", "to_ieee754_64"):
+            # Trino coerces only a narrower type: a BIGINT to an INTEGER, a DOUBLE to a REAL never.
+            allowed = {"to_big_endian_32": {"tinyint", "smallint", "int"}, "to_big_endian_64": _INTEGRAL}.get(name)
+            t = self.type_of(x)
+            if not (t in allowed if allowed is not None else _numeric(t)):
+                raise self.refuse(f"{name.upper()} of a value of type {t or 'Shoal cannot tell'}", node, name)
+            x = _sp(f"CAST(A AS {'INT' if name.endswith('32') else 'BIGINT' if allowed else 'DOUBLE'})", A=x)
+        elif name == "to_ieee754_32" and self.type_of(x) != "float":
+            raise self.refuse("TO_IEEE754_32 of a value that is not REAL", node, name)
+        returns = _BINARY_UDFS[name]
+        return self._udf(name, [x], returns)
+
+    _f_to_base64url = _f_from_base64url = _binary_udf
+
+    def _h_ToBase32(self, node: exp.Expr) -> exp.Expr:
+        self._binary(node, node.this)
+        return self._udf("to_base32", [node.this], "string")
+
+    def _h_FromBase32(self, node: exp.Expr) -> exp.Expr:
+        return self._udf("from_base32", [node.this], "binary")
+
+    _f_from_big_endian_32 = _f_from_big_endian_64 = _f_to_big_endian_32 = _f_to_big_endian_64 = _binary_udf
+    _f_from_ieee754_32 = _f_from_ieee754_64 = _f_to_ieee754_32 = _f_to_ieee754_64 = _binary_udf
+
+    def _hmac(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        value, key = self._arity(node, args, 2)
+        self._binary(node, value, key)
+        return self._udf(node.name.lower(), [value, key], "binary")
+
+    _f_hmac_md5 = _f_hmac_sha1 = _f_hmac_sha256 = _f_hmac_sha512 = _hmac
+
+    def _f_to_base(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        x, radix = self._arity(node, args, 2)
+        if self.type_of(x) not in _INTEGRAL or self.type_of(radix) not in _INTEGRAL:
+            raise self.refuse("TO_BASE of values that are not integers", node, "to_base")
+        return self._udf("to_base", [_sp("CAST(A AS BIGINT)", A=x), _sp("CAST(A AS BIGINT)", A=radix)], "string")
+
+    def _h_FromBase(self, node: exp.Expr) -> exp.Expr:
+        text, radix = node.this, node.expression
+        if self.type_of(text) != "string" or self.type_of(radix) not in _INTEGRAL:
+            raise self.refuse("FROM_BASE of values that are not VARCHAR and an integer", node, "from_base")
+        return self._udf("from_base", [text, _sp("CAST(A AS BIGINT)", A=radix)], "bigint")
+
+    def _h_Chr(self, node: exp.Expr) -> exp.Expr:
+        # chr(n): code point n (string.md); Spark's chr gives chr(n % 256) and '' for n < 0.
+        if len(node.expressions) != 1 or self.type_of(node.expressions[0]) not in _INTEGRAL:
+            raise self.refuse("CHR of anything but one integer", node, "chr")
+        return self._udf("chr", [_sp("CAST(A AS BIGINT)", A=node.expressions[0])], "string")
+
+    def _f_split_to_multimap(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._udf("split_to_multimap", self._arity(node, args, 3), "map<string,array<string>>")
+
+    def _f_luhn_check(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # string.md / Trino's LuhnCheckFunction: '' is false, a non-digit an error (Spark: false).
+        s = self._arity(node, args, 1)[0]
+        return self._typed(
+            _sp(
+                "CASE WHEN S RLIKE '[^0-9]' THEN RAISE_ERROR('Input contains non-digit character') "
+                "ELSE LUHN_CHECK(S) END",
+                S=s,
+            ),
+            "boolean",
+        )
+
+    def _h_Normalize(self, node: exp.Expr) -> exp.Expr:
+        form = node.args.get("form")
+        name = form.name.upper() if isinstance(form, exp.Var | exp.Column) else "NFC" if not form else ""
+        if name not in ("NFC", "NFD", "NFKC", "NFKD"):
+            raise self.refuse("NORMALIZE with that form", node, "normalize")
+        return self._udf("normalize", [node.this, exp.Literal.string(name)], "string")
+
+    def _h_Localtimestamp(self, node: exp.Expr) -> exp.Expr:
+        # localtimestamp -> timestamp(3) in the session zone (UTC): current_timestamp's wall clock.
+        if node.this is not None:
+            raise self.refuse("LOCALTIMESTAMP with a precision", node, "localtimestamp")
+        return self._typed(_sp("DATE_TRUNC('MILLISECOND', CURRENT_TIMESTAMP())"), "timestamp")
+
+    def _h_Shuffle(self, node: exp.Expr) -> exp.Expr:
+        return self._typed(exp.Anonymous(this="SHUFFLE", expressions=[node.this]), "array")
+
+    def _f_xxhash64(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        x = self._arity(node, args, 1)[0]
+        self._binary(node, x)
+        return self._udf(node.name.lower(), [x], "binary")
+
+    _f_murmur3 = _f_xxhash64
+
+    def _wilson(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        successes, trials, z = self._arity(node, args, 3)
+        if not (
+            self.type_of(successes) in _INTEGRAL and self.type_of(trials) in _INTEGRAL and _numeric(self.type_of(z))
+        ):
+            raise self.refuse(f"{node.name.upper()} of values that are not numbers", node, node.name)
+        cast = [_sp(f"CAST(A AS {t})", A=a) for a, t in ((successes, "BIGINT"), (trials, "BIGINT"), (z, "DOUBLE"))]
+        return self._udf(node.name.lower(), cast, "double")
+
+    _f_wilson_interval_lower = _f_wilson_interval_upper = _wilson
+
+    def _f_bit_count(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        x, bits = self._arity(node, args, 2)
+        if self.type_of(x) not in _INTEGRAL or self.type_of(bits) not in _INTEGRAL:
+            raise self.refuse("BIT_COUNT of values that are not integers", node, "bit_count")
+        return self._udf("bit_count", [_sp("CAST(A AS BIGINT)", A=x), _sp("CAST(A AS BIGINT)", A=bits)], "bigint")
+
+    def _shift(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """bitwise_*shift(value, shift) -> the value's type (bitwise.md, Trino's BitwiseFunctions:
+        Java shifts on longs, narrower types masked and sign-extended)."""
+        value, shift = self._arity(node, args, 2)
+        kind = self.type_of(value)
+        if kind not in _INTEGRAL or self.type_of(shift) not in ("tinyint", "smallint", "int"):
+            raise self.refuse(f"{node.name.upper()} of values whose types Shoal cannot tell", node, node.name)
+        how = {"bitwise_left_shift": "left", "bitwise_right_shift": "right"}.get(node.name.lower(), "arithmetic")
+        call = self._udf(
+            "bitwise_shift",
+            [_sp("CAST(A AS BIGINT)", A=value), shift, exp.Literal.string(kind), exp.Literal.string(how)],
+            "bigint",
+        )
+        return self._typed(_sp(f"CAST(A AS {kind.upper()})", A=call), kind)
+
+    _f_bitwise_left_shift = _f_bitwise_right_shift = _f_bitwise_right_shift_arithmetic = _shift
+
+    # -- aggregate.md (issue 44) -------------------------------------------------------------------------
+    def _no_window(self, node: exp.Expr) -> None:
+        if isinstance(node.parent, exp.Window):
+            name = _func_name(node)
+            raise self.refuse(f"{name} with OVER", node, name)
+
+    def _h_Skewness(self, node: exp.Expr) -> exp.Expr:
+        # Trino: NULL below 3 values, NaN when all are equal (0 / 0); Spark gives NULL for both.
+        self._no_window(node)
+        self._numbers(node, node.this)
+        return self._typed(
+            self._aggregate(
+                node,
+                "CASE WHEN COUNT(X) F < 3 THEN NULL WHEN VAR_POP(X) F = 0 THEN CAST('NaN' AS DOUBLE) "
+                "ELSE SKEWNESS(X) F END",
+                X=node.this,
+            ),
+            "double",
+        )
+
+    def _h_Kurtosis(self, node: exp.Expr) -> exp.Expr:
+        """Trino's excess kurtosis with the sample correction (CentralMomentsAggregation):
+        (n-1)n(n+1)/((n-2)(n-3)) m4/m2^2 - 3(n-1)^2/((n-2)(n-3)) from Spark's n m4/m2^2 - 3."""
+        self._no_window(node)
+        self._numbers(node, node.this)
+        return self._typed(
+            self._aggregate(
+                node,
+                "CASE WHEN COUNT(X) F < 4 THEN NULL WHEN VAR_POP(X) F = 0 THEN CAST('NaN' AS DOUBLE) ELSE "
+                "(COUNT(X) F - 1) * (COUNT(X) F + 1) / ((COUNT(X) F - 2) * (COUNT(X) F - 3)) * (KURTOSIS(X) F + 3) "
+                "- 3 * (COUNT(X) F - 1) * (COUNT(X) F - 1) / ((COUNT(X) F - 2) * (COUNT(X) F - 3)) END",
+                X=node.this,
+            ),
+            "double",
+        )
+
+    def _regr(self, node: exp.Expr) -> exp.Expr:
+        # regr_slope/regr_intercept(y, x) over the rows where both are non-null: Spark's agree.
+        self._numbers(node, node.this, node.expression)
+        return self._typed(node, "double")
+
+    _h_RegrSlope = _h_RegrIntercept = _regr
+
+    def _f_histogram(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """histogram(x) -> map(K, bigint) (aggregate.md): each non-null value's count; NULL for no
+        values. One pass over the distinct values per value: meant for few distinct values."""
+        x = self._arity(node, args, 1)[0]
+        self._no_window(node)
+        return self._typed(
+            self._aggregate(
+                node,
+                "CASE WHEN COUNT(X) F = 0 THEN NULL ELSE MAP_FROM_ARRAYS(ARRAY_DISTINCT(COLLECT_LIST(X) F), "
+                "TRANSFORM(ARRAY_DISTINCT(COLLECT_LIST(X) F), shoal_k -> CAST(SIZE(FILTER(COLLECT_LIST(X) F, "
+                "shoal_e -> shoal_e = shoal_k)) AS BIGINT))) END",
+                X=x,
+            ),
+            "map",
+        )
+
+    def _f_map_union(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        """map_union(m) (aggregate.md): the union of the maps; a key in several takes its value
+        from one of them (Trino: an arbitrary one; here the first met)."""
+        m = self._arity(node, args, 1)[0]
+        self._no_window(node)
+        entries = "FLATTEN(COLLECT_LIST(MAP_ENTRIES(M)) F)"
+        return self._typed(
+            self._aggregate(
+                node,
+                f"CASE WHEN COUNT(M) F = 0 THEN NULL ELSE MAP_FROM_ARRAYS(ARRAY_DISTINCT(TRANSFORM({entries}, "
+                f"shoal_e -> shoal_e.key)), TRANSFORM(ARRAY_DISTINCT(TRANSFORM({entries}, shoal_e -> shoal_e.key)), "
+                f"shoal_k -> ELEMENT_AT(FILTER({entries}, shoal_e -> shoal_e.key = shoal_k), 1).value)) END",
+                M=m,
+            ),
+            "map",
+        )
+
+    def _bitwise_agg(self, node: exp.Expr) -> exp.Expr:
+        # bitwise_and_agg/bitwise_or_agg(x) -> bigint (aggregate.md); NULLs left out, NULL for none.
+        self._no_window(node)
+        if self.type_of(node.this) not in _INTEGRAL:
+            raise self.refuse(f"{_func_name(node)} of a value that is not an integer", node, _func_name(node))
+        fn = "BIT_AND" if isinstance(node, exp.BitwiseAndAgg) else "BIT_OR"
+        return self._typed(_sp(f"CAST({fn}(CAST(X AS BIGINT)) AS BIGINT)", X=node.this), "bigint")
+
+    _h_BitwiseAndAgg = _h_BitwiseOrAgg = _bitwise_agg
+
+    # -- array.md (issue 44) --------------------------------------------------------------------------------
+    def _h_ArrayFirst(self, node: exp.Expr) -> exp.Expr:
+        # array_first/array_last: NULL for an empty array, where a subscript fails.
+        if node.args.get("expression") is not None:
+            raise self.refuse("ARRAY_FIRST with a function", node, "array_first")
+        return _sp("TRY_ELEMENT_AT(A, 1)", A=node.this)
+
+    def _h_ArrayLast(self, node: exp.Expr) -> exp.Expr:
+        return _sp("TRY_ELEMENT_AT(A, -1)", A=node.this)
+
+    def _f_array_histogram(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # array_histogram(x) -> map(K, bigint): each non-null element's count; {} for none (array.md).
+        a = self._arity(node, args, 1)[0]
+        return self._typed(
+            _sp(
+                "MAP_FROM_ARRAYS(ARRAY_DISTINCT(FILTER(A, shoal_e -> shoal_e IS NOT NULL)), TRANSFORM("
+                "ARRAY_DISTINCT(FILTER(A, shoal_e -> shoal_e IS NOT NULL)), shoal_k -> "
+                "CAST(SIZE(FILTER(A, shoal_e -> shoal_e = shoal_k)) AS BIGINT)))",
+                A=a,
+            ),
+            "map",
+        )
+
+    def _f_trim_array(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        a, n = self._arity(node, args, 2)
+        return self._typed(
+            _sp(
+                "CASE WHEN N < 0 OR N > SIZE(A) THEN RAISE_ERROR(CONCAT('size must not exceed array cardinality ', "
+                "CAST(SIZE(A) AS STRING), ': ', CAST(N AS STRING))) ELSE SLICE(A, 1, SIZE(A) - N) END",
+                A=a,
+                N=n,
+            ),
+            "array",
+        )
+
+    def _f_ngrams(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # ngrams(array, n): the runs of n adjacent elements in order; a shorter array is its one n-gram.
+        a, n = self._arity(node, args, 2)
+        return self._typed(
+            _sp(
+                "CASE WHEN N <= 0 THEN RAISE_ERROR(CONCAT('N must be positive: ', CAST(N AS STRING))) "
+                "ELSE TRANSFORM(SEQUENCE(1, GREATEST(SIZE(A) - N + 1, 1)), shoal_i -> SLICE(A, shoal_i, N)) END",
+                A=a,
+                N=n,
+            ),
+            "array",
+        )
+
+    def _f_combinations(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # combinations(array, n): Trino's order (see athena_udfs.combination_indexes).
+        a, n = self._arity(node, args, 2)
+        indexes = self._udf(
+            "combination_indexes", [_sp("SIZE(A)", A=a), _sp("CAST(N AS INT)", N=n)], "array<array<int>>"
+        )
+        return self._typed(
+            _sp("TRANSFORM(I, shoal_c -> TRANSFORM(shoal_c, shoal_i -> A[shoal_i]))", I=indexes, A=a), "array"
+        )
+
 
 # The translated calls whose value is Trino's JSON type (json_extract_scalar's is a VARCHAR).
 _JSON_VALUED = {"ATHENA_JSON_PARSE", "ATHENA_JSON_EXTRACT", "ATHENA_JSON_ARRAY_GET"}
@@ -1727,6 +2211,33 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
     "athena_url_encode": (udfs.url_encode, "string"),
     "athena_url_decode": (udfs.url_decode, "string"),
     "athena_url_extract_parameter": (udfs.url_extract_parameter, "string"),
+    **{f"athena_{name}": (getattr(udfs, name), returns) for name, returns in _BINARY_UDFS.items()},
+    "athena_chr": (udfs.chr_, "string"),
+    **{
+        f"athena_{name}": (getattr(udfs, name), returns)
+        for name, returns in {
+            "to_base64": "string",
+            "from_base64": "binary",
+            "from_hex": "binary",
+            "from_utf8": "string",
+            "hmac_md5": "binary",
+            "hmac_sha1": "binary",
+            "hmac_sha256": "binary",
+            "hmac_sha512": "binary",
+            "to_base": "string",
+            "from_base": "bigint",
+            "combination_indexes": "array<array<int>>",
+            "split_to_map": "map<string,string>",
+            "split_to_multimap": "map<string,array<string>>",
+            "xxhash64": "binary",
+            "murmur3": "binary",
+            "wilson_interval_lower": "double",
+            "wilson_interval_upper": "double",
+            "normalize": "string",
+            "bit_count": "bigint",
+            "bitwise_shift": "bigint",
+        }.items()
+    },  # fmt: skip
     **{
         f"athena_url_extract_{p}": (getattr(udfs, f"url_extract_{p}"), "bigint" if p == "port" else "string")
         for p in ("protocol", "host", "port", "path", "query", "fragment")
