@@ -869,6 +869,65 @@ class AthenaTranslator:
         # cardinality(NULL) is NULL (Spark's size gives -1).
         return self._typed(_sp("CASE WHEN A IS NULL THEN NULL ELSE SIZE(A) END", A=node.this), "int")
 
+    # -- comparisons of floating-point values ---------------------------------------------------
+    # Trino compares NaN as IEEE 754 does (NaN = NaN, NaN < x and NaN > x are false; NaN <> x is
+    # true); Spark calls NaN equal to itself and greater than every number. Where a side is
+    # DOUBLE or REAL, the comparison gains that side's NaN test, as its own conjunct (`a > b`
+    # stays pushable to the scan). "b IS NOT NULL" keeps NaN = NULL NULL, as in Trino.
+    def _nan_side(self, side: exp.Expr) -> bool:
+        if isinstance(side, exp.Literal) or self.type_of(side) not in _FRACTIONAL:
+            return False
+        # A side computed from rand() is never NaN; repeating it would draw again.
+        return not any(isinstance(n, exp.Rand) for n in side.walk())
+
+    def _nan_compare(self, node: exp.Binary, *, differs: bool) -> exp.Expr | None:
+        a, b = node.this, node.expression
+        checks = [(x, y) for x, y in ((a, b), (b, a)) if self._nan_side(x)]
+        if not checks:
+            return None
+        tests = [_sp("(ISNAN(X) AND Y IS NOT NULL)", X=x, Y=y) for x, y in checks]
+        if differs:  # NaN <> x is true
+            return self._typed(exp.paren(exp.or_(node.copy(), *tests, copy=False), copy=False), "boolean")
+        out = exp.and_(node.copy(), *(exp.not_(t) for t in tests), copy=False)
+        return self._typed(exp.paren(out, copy=False), "boolean")
+
+    def _h_Between(self, node: exp.Between) -> exp.Expr | None:
+        """As Trino defines it, x >= low AND x <= high, each compared as above."""
+        x, low, high = node.this, node.args["low"], node.args["high"]
+        if not any(self._nan_side(v) for v in (x, low, high)):
+            return None
+        ge, le = exp.GTE(this=x.copy(), expression=low.copy()), exp.LTE(this=x.copy(), expression=high.copy())
+        both = exp.and_(self._h_GTE(ge) or ge, self._h_LTE(le) or le, copy=False)
+        return self._typed(exp.paren(both, copy=False), "boolean")
+
+    def _h_In(self, node: exp.In) -> exp.Expr | None:
+        """NaN IN (...) matches nothing (NULL where the list holds a NULL); Spark's In finds
+        NaN in a list holding NaN. A value that is not NaN compares alike in both."""
+        x, values = node.this, node.expressions
+        if not values or not self._nan_side(x):
+            return None
+        has_null = exp.or_(*(exp.Is(this=v.copy(), expression=exp.Null()) for v in values), copy=False)
+        out = _sp("CASE WHEN ISNAN(X) THEN IF(N, NULL, FALSE) ELSE I END", X=x, N=has_null, I=node)
+        return self._typed(out, "boolean")
+
+    def _h_EQ(self, node: exp.EQ) -> exp.Expr | None:
+        return self._nan_compare(node, differs=False)
+
+    def _h_NEQ(self, node: exp.NEQ) -> exp.Expr | None:
+        return self._nan_compare(node, differs=True)
+
+    def _h_GT(self, node: exp.GT) -> exp.Expr | None:
+        return self._nan_compare(node, differs=False)
+
+    def _h_GTE(self, node: exp.GTE) -> exp.Expr | None:
+        return self._nan_compare(node, differs=False)
+
+    def _h_LT(self, node: exp.LT) -> exp.Expr | None:
+        return self._nan_compare(node, differs=False)
+
+    def _h_LTE(self, node: exp.LTE) -> exp.Expr | None:
+        return self._nan_compare(node, differs=False)
+
     def _h_Div(self, node: exp.Div) -> exp.Expr:
         a, b = self.type_of(node.this), self.type_of(node.expression)
         if a in _INTEGRAL and b in _INTEGRAL:
