@@ -116,14 +116,16 @@ def mark_path(settings: Settings) -> str:
 @dataclass(frozen=True)
 class Mark:
     """How far extraction is known complete: every object in `shoal.objects` up to snapshot
-    `objects` has rows in `shoal.extractions` for its whole chain under the routes and
-    extractor versions `routes`; any extraction row of a later object was appended after
-    `extractions` (the extractions snapshot when that run started). Written after a run over
-    all media types completes; a run with `--only` reads it but never moves it."""
+    `objects` has rows in `shoal.extractions` (as of its snapshot `done`, taken when the mark
+    was written) for its whole chain under the routes and extractor versions `routes`; any
+    extraction row of a later object was appended after `extractions` (the extractions
+    snapshot when that run started). Written after a run over all media types completes; a
+    run with `--only` reads it but never moves it."""
 
     objects: int | None
     extractions: int | None
     routes: str
+    done: int | None = None
 
     @classmethod
     def read(cls, settings: Settings) -> Mark | None:
@@ -132,10 +134,20 @@ class Mark:
             return None
         try:
             d = json.loads(storage.read_bytes(path))
-            snaps = [None if d[k] is None else int(d[k]) for k in ("objects", "extractions")]
-            return cls(snaps[0], snaps[1], str(d["routes"]))
+            snaps = [None if d[k] is None else int(d[k]) for k in ("objects", "extractions", "done")]
+            return cls(snaps[0], snaps[1], str(d["routes"]), snaps[2])
         except (ValueError, KeyError, TypeError):
-            return None  # unreadable: plan in full, which rewrites it
+            return None  # unreadable, or written before `done` was: plan in full, which rewrites it
+
+    def holds(self, routes: str, objects: list[int], extractions: list[int]) -> bool:
+        """Whether the mark still stands over these histories (snapshot ids, current first):
+        same routes and versions, and none of its snapshots rolled back or expired (the rows
+        it counts on as done included)."""
+        return (
+            self.routes == routes
+            and (self.objects is None or self.objects in objects)
+            and all(s is None or s in extractions for s in (self.extractions, self.done))
+        )
 
     def write(self, settings: Settings) -> None:
         storage.write_bytes(mark_path(settings), json.dumps(self.__dict__).encode())
@@ -241,11 +253,7 @@ def _scope(spark: SparkSession, settings: Settings, router: Router, *, full: boo
     routes = routes_fingerprint(router)
     objects, extractions = (_current_ancestors(spark, n, settings) for n in ("objects", "extractions"))
     mark = None if full else Mark.read(settings)
-    if mark is not None and not (
-        mark.routes == routes
-        and (mark.objects is None or mark.objects in objects)
-        and (mark.extractions is None or mark.extractions in extractions)
-    ):
+    if mark is not None and not mark.holds(routes, objects, extractions):
         mark = None  # routes or versions changed, or history rewritten: plan everything
     scope = Scope(objects[0] if objects else None, extractions[0] if extractions else None, mark)
     return scope, routes
@@ -259,16 +267,14 @@ def _up_to_date(spark: SparkSession, settings: Settings, router: Router) -> bool
     A run in flight shows its journal before it writes any table; one that has not written
     yet is a run after this one."""
     mark = Mark.read(settings)
-    if mark is None or mark.objects is None or mark.routes != routes_fingerprint(router):
+    if mark is None or mark.objects is None:
         return False
     try:
         objects = _current_ancestors(spark, "objects", settings)
         extractions = _current_ancestors(spark, "extractions", settings)
     except Exception:  # noqa: BLE001 - a table missing or unreadable: the full path decides
         return False
-    if not objects or objects[0] != mark.objects:
-        return False
-    if mark.extractions is not None and mark.extractions not in extractions:
+    if not objects or objects[0] != mark.objects or not mark.holds(routes_fingerprint(router), objects, extractions):
         return False
     return not storage.exists(journal_path(settings))
 
@@ -363,7 +369,7 @@ def run_extract(
         if storage.exists(journal_path(settings)):
             storage.delete(journal_path(settings))  # every journaled object is now recorded
         if not only and scope.objects is not None:
-            mark = Mark(scope.objects, scope.extractions, routes)
+            mark = Mark(scope.objects, scope.extractions, routes, current_snapshot(spark, "extractions", settings))
             if mark != scope.since:
                 mark.write(settings)
     result.seconds = time.monotonic() - started
