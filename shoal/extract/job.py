@@ -172,7 +172,7 @@ def _current_ancestors(spark: SparkSession, name: str, settings: Settings | None
     rows = spark.sql(
         f"SELECT snapshot_id FROM {history} WHERE is_current_ancestor ORDER BY made_current_at DESC"
     ).collect()
-    return [int(r.snapshot_id) for r in rows]
+    return list(dict.fromkeys(int(r.snapshot_id) for r in rows))  # a rolled-back-to snapshot is listed twice
 
 
 def _iceberg_ancestors(settings: Settings, name: str) -> list[int] | None:
