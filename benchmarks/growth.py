@@ -398,7 +398,12 @@ def run(spark, cfg: Config, root: Path, log: Callable[[str], None] = lambda _m: 
 
 
 def _rounded(d: dict) -> dict:
-    return {k: round(v, 3) if isinstance(v, float) else v for k, v in d.items()}
+    return {k: _seconds(v) if isinstance(v, float) else v for k, v in d.items()}
+
+
+def _seconds(s: float) -> float:
+    """4 significant digits: a no-op extract takes milliseconds, and its ratio is read from these."""
+    return float(f"{s:.4g}")
 
 
 def report(cfg: Config, sizes: dict[int, dict], cdc: dict[int, dict], total_s: float) -> dict:
@@ -415,7 +420,7 @@ def report(cfg: Config, sizes: dict[int, dict], cdc: dict[int, dict], total_s: f
             {
                 "operation": name.format(new=cfg.new),
                 "axis": axis,
-                "seconds": {str(n): round(s, 3) for n, s in seconds.items()},
+                "seconds": {str(n): _seconds(s) for n, s in seconds.items()},
                 "ratio_largest_to_smallest": round(ratio, 2) if ratio is not None else None,
                 "target": TARGET if has_target else None,
                 "meets_target": (ratio <= TARGET) if has_target and ratio is not None else None,
@@ -447,7 +452,7 @@ def print_table(rep: dict) -> None:
             f"\n{'seconds at ' + unit:<{width}}  " + "  ".join(f"{int(s):>10,}" for s in sizes) + "   largest/smallest"
         )
         for o in ops:
-            cells = "  ".join(f"{o['seconds'].get(s, float('nan')):>10.2f}" for s in sizes)
+            cells = "  ".join(f"{o['seconds'].get(s, float('nan')):>10.4g}" for s in sizes)
             ratio = o["ratio_largest_to_smallest"]
             verdict = "" if o["target"] is None else ("PASS" if o["meets_target"] else "MISS")
             shown = "-" if ratio is None else f"{ratio:.2f}x"
