@@ -116,14 +116,16 @@ def mark_path(settings: Settings) -> str:
 @dataclass(frozen=True)
 class Mark:
     """How far extraction is known complete: every object in `shoal.objects` up to snapshot
-    `objects` has rows in `shoal.extractions` for its whole chain under the routes and
-    extractor versions `routes`; any extraction row of a later object was appended after
-    `extractions` (the extractions snapshot when that run started). Written after a run over
-    all media types completes; a run with `--only` reads it but never moves it."""
+    `objects` has rows in `shoal.extractions` (as of its snapshot `done`, taken when the mark
+    was written) for its whole chain under the routes and extractor versions `routes`; any
+    extraction row of a later object was appended after `extractions` (the extractions
+    snapshot when that run started). Written after a run over all media types completes; a
+    run with `--only` reads it but never moves it."""
 
     objects: int | None
     extractions: int | None
     routes: str
+    done: int | None = None
 
     @classmethod
     def read(cls, settings: Settings) -> Mark | None:
@@ -132,10 +134,20 @@ class Mark:
             return None
         try:
             d = json.loads(storage.read_bytes(path))
-            snaps = [None if d[k] is None else int(d[k]) for k in ("objects", "extractions")]
-            return cls(snaps[0], snaps[1], str(d["routes"]))
+            snaps = [None if d[k] is None else int(d[k]) for k in ("objects", "extractions", "done")]
+            return cls(snaps[0], snaps[1], str(d["routes"]), snaps[2])
         except (ValueError, KeyError, TypeError):
-            return None  # unreadable: plan in full, which rewrites it
+            return None  # unreadable, or written before `done` was: plan in full, which rewrites it
+
+    def holds(self, routes: str, objects: list[int], extractions: list[int]) -> bool:
+        """Whether the mark still stands over these histories (snapshot ids, current first):
+        same routes and versions, and none of its snapshots rolled back or expired (the rows
+        it counts on as done included)."""
+        return (
+            self.routes == routes
+            and (self.objects is None or self.objects in objects)
+            and all(s is None or s in extractions for s in (self.extractions, self.done))
+        )
 
     def write(self, settings: Settings) -> None:
         storage.write_bytes(mark_path(settings), json.dumps(self.__dict__).encode())
@@ -147,29 +159,54 @@ def routes_fingerprint(router: Router) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def _current_ancestors(spark: SparkSession, name: str, where: str = "") -> list[int]:
-    """Snapshot ids on the table's current history, newest first. Read through SQL (the
-    `history` metadata table) so a name resolves as in every other statement, the warm
-    engine's per-command sessions included; a rolled-back or expired snapshot is not there."""
+def _current_ancestors(spark: SparkSession, name: str, settings: Settings | None = None) -> list[int]:
+    """Snapshot ids on the table's current history, newest first; a rolled-back or expired
+    snapshot is not there. Read from the table's metadata through PyIceberg when `settings`
+    are given and it can (no Spark job); otherwise through SQL (the `history` metadata table),
+    so a name resolves as in every other statement, the warm engine's per-command sessions
+    included."""
+    found = None if settings is None else _iceberg_ancestors(settings, name)
+    if found is not None:
+        return found
     history = metadata.table(name).metadata("history")
     rows = spark.sql(
-        f"SELECT snapshot_id FROM {history} WHERE is_current_ancestor{where} ORDER BY made_current_at DESC LIMIT 1"
+        f"SELECT snapshot_id FROM {history} WHERE is_current_ancestor ORDER BY made_current_at DESC"
     ).collect()
-    return [int(r.snapshot_id) for r in rows]
+    return list(dict.fromkeys(int(r.snapshot_id) for r in rows))  # a rolled-back-to snapshot is listed twice
 
 
-def current_snapshot(spark: SparkSession, name: str) -> int | None:
+def _iceberg_ancestors(settings: Settings, name: str) -> list[int] | None:
+    """What `history ... WHERE is_current_ancestor` lists (the current snapshot's ancestors
+    that are in the snapshot log), read by PyIceberg from the catalog Spark uses; None when it
+    cannot say (PyIceberg not installed, a catalog it cannot open): Spark reads it then."""
+    try:
+        from pyiceberg.table.snapshots import ancestors_of
+
+        table = _iceberg_catalog(settings).load_table((metadata.NAMESPACE, name))
+    except Exception:  # noqa: BLE001 - any failure only means Spark answers instead
+        return None
+    meta = table.metadata
+    logged = {e.snapshot_id for e in meta.snapshot_log}
+    return [s.snapshot_id for s in ancestors_of(meta.current_snapshot(), meta) if s.snapshot_id in logged]
+
+
+_CATALOGS: dict[tuple[str, ...], Any] = {}
+
+
+def _iceberg_catalog(settings: Settings) -> Any:
+    # One per catalog database and warehouse (opening one builds a SQLAlchemy engine).
+    key = (settings.catalog_sqlalchemy_uri, settings.warehouse_uri, repr(settings.catalog), repr(settings.storage))
+    if key not in _CATALOGS:
+        from shoal.pyiceberg_catalog import open_catalog
+
+        _CATALOGS[key] = open_catalog(settings)
+    return _CATALOGS[key]
+
+
+def current_snapshot(spark: SparkSession, name: str, settings: Settings | None = None) -> int | None:
     """The metadata table's current snapshot id (table metadata only, no data scan)."""
-    found = _current_ancestors(spark, name)
+    found = _current_ancestors(spark, name, settings)
     return found[0] if found else None
-
-
-def _is_ancestor(spark: SparkSession, name: str, snapshot_id: int | None) -> bool:
-    """Whether `snapshot_id` is still on the table's current history (not rolled back or
-    expired); None (the table was empty then) always is."""
-    if snapshot_id is None:
-        return True
-    return bool(_current_ancestors(spark, name, f" AND snapshot_id = {int(snapshot_id)}"))
 
 
 @dataclass
@@ -180,6 +217,11 @@ class Scope:
     objects: int | None  # shoal.objects snapshot at the start of the run
     extractions: int | None  # shoal.extractions snapshot at the start of the run
     since: Mark | None  # incremental: objects and extraction rows appended after this mark
+
+    @property
+    def nothing_appended(self) -> bool:
+        """No object since the mark: nothing can be pending (`only` and `ids` narrow that)."""
+        return self.since is not None and self.since.objects is not None and self.since.objects == self.objects
 
     def objects_frame(self, spark: SparkSession) -> DataFrame:
         name = str(metadata.table("objects"))
@@ -209,15 +251,32 @@ class Scope:
 
 def _scope(spark: SparkSession, settings: Settings, router: Router, *, full: bool) -> tuple[Scope, str]:
     routes = routes_fingerprint(router)
-    objects, extractions = current_snapshot(spark, "objects"), current_snapshot(spark, "extractions")
+    objects, extractions = (_current_ancestors(spark, n, settings) for n in ("objects", "extractions"))
     mark = None if full else Mark.read(settings)
-    if mark is not None and not (
-        mark.routes == routes
-        and _is_ancestor(spark, "objects", mark.objects)
-        and _is_ancestor(spark, "extractions", mark.extractions)
-    ):
+    if mark is not None and not mark.holds(routes, objects, extractions):
         mark = None  # routes or versions changed, or history rewritten: plan everything
-    return Scope(objects, extractions, mark), routes
+    scope = Scope(objects[0] if objects else None, extractions[0] if extractions else None, mark)
+    return scope, routes
+
+
+def _up_to_date(spark: SparkSession, settings: Settings, router: Router) -> bool:
+    """Whether the mark alone shows nothing to do, as the plan over `_scope` would find: same
+    routes and versions, no object since the mark, the mark's extractions snapshot still on
+    the table's history, and no journal (no run in flight, nothing to recover). Read from
+    table metadata only: no lock, no table touched, no Spark job where PyIceberg is installed.
+    A run in flight shows its journal before it writes any table; one that has not written
+    yet is a run after this one."""
+    mark = Mark.read(settings)
+    if mark is None or mark.objects is None:
+        return False
+    try:
+        objects = _current_ancestors(spark, "objects", settings)
+        extractions = _current_ancestors(spark, "extractions", settings)
+    except Exception:  # noqa: BLE001 - a table missing or unreadable: the full path decides
+        return False
+    if not objects or objects[0] != mark.objects or not mark.holds(routes_fingerprint(router), objects, extractions):
+        return False
+    return not storage.exists(journal_path(settings))
 
 
 def plan(
@@ -238,6 +297,8 @@ def plan(
         done = metadata.for_ids(spark, spark.table(metadata.table("extractions").sql), ids)
     else:
         scope = scope or Scope(current_snapshot(spark, "objects"), current_snapshot(spark, "extractions"), None)
+        if scope.objects is None or scope.nothing_appended:
+            return None  # no object, or none since a mark that covers every earlier one
         objects, done = scope.objects_frame(spark), scope.done_frame(spark)
     objects = objects.select(*OBJECT_COLUMNS)
     media_types = [r.media_type for r in objects.select("media_type").distinct().collect()]
@@ -274,6 +335,9 @@ def run_extract(
     router = Router(settings.extract)  # validates routes before any work
     if only:
         router.check_selectors(only)
+    if not (force or retry_errors) and _up_to_date(spark, settings, router):
+        say("planning")
+        return ExtractResult(run_id=uuid.uuid4().hex[:16], seconds=time.monotonic() - started)
     metadata.ensure_tables(spark, add_columns=True)
     result = ExtractResult(run_id=uuid.uuid4().hex[:16])
     with table_lock(settings, "shoal.extract"):
@@ -305,7 +369,7 @@ def run_extract(
         if storage.exists(journal_path(settings)):
             storage.delete(journal_path(settings))  # every journaled object is now recorded
         if not only and scope.objects is not None:
-            mark = Mark(scope.objects, scope.extractions, routes)
+            mark = Mark(scope.objects, scope.extractions, routes, current_snapshot(spark, "extractions", settings))
             if mark != scope.since:
                 mark.write(settings)
     result.seconds = time.monotonic() - started
