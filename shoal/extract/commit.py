@@ -1,0 +1,142 @@
+"""Commit an extraction run's rows without a Spark job per table.
+
+The workers' rows (JSON strings, a few MB for a small run) come to the driver once; each
+result table is then appended through PyIceberg (`table.append(arrow)`: write the files,
+commit the metadata), tens of ms each where a Spark `writeTo().append()` took seconds. Both
+catalogs open the same catalog database and Spark's catalog does not cache tables
+(`cache-enabled=false`, shoal.spark), so Spark sees every commit made here.
+
+Exactly the rows Spark's `from_json` would give, or none: a value whose JSON type is not the
+one its column takes (where Spark would give null or the raw text) raises `NotFast`, and the
+caller commits through Spark instead. Every table's rows are converted before the first commit.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+from shoal.config import Settings
+from shoal.lake import metadata
+
+# Above these a run's rows stay on the executors and are written by Spark.
+MAX_ROWS = 500_000
+MAX_BYTES = 256 << 20
+
+# What runner.iso writes and Spark parses back with TIMESTAMP_FORMAT (yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX).
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2})")
+_INT_RANGE = {32: (-(2**31), 2**31 - 1), 64: (-(2**63), 2**63 - 1)}
+
+
+class NotFast(Exception):
+    """The rows cannot be committed here exactly as Spark would: commit them through Spark."""
+
+
+def open_lake_catalog(settings: Settings) -> Any | None:
+    """PyIceberg's catalog over the lake's catalog database, or None without PyIceberg
+    (the core-only install) or for a catalog it cannot open."""
+    if not settings.catalog_sqlalchemy_uri.startswith("sqlite"):
+        return None  # only the SQLite catalog is shared by both engines in one process
+    from shoal.exceptions import DependencyError
+    from shoal.pyiceberg_catalog import open_catalog
+
+    try:
+        import pyarrow  # noqa: F401
+
+        return open_catalog(settings)
+    except (ImportError, DependencyError):
+        return None
+
+
+def _value(v: Any, t: Any) -> Any:
+    """`v` (from json.loads) as a value of arrow type `t`, or NotFast where Spark's from_json
+    would not give it unchanged."""
+    import pyarrow as pa
+
+    if v is None:
+        return None
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        ok = isinstance(v, str)
+    elif pa.types.is_boolean(t):
+        ok = isinstance(v, bool)
+    elif pa.types.is_int32(t) or pa.types.is_int64(t):
+        lo, hi = _INT_RANGE[t.bit_width]
+        ok = isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+    elif pa.types.is_float64(t):
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        v = float(v) if ok else v
+    elif pa.types.is_timestamp(t) and t.tz is not None and t.unit == "us":
+        if not (isinstance(v, str) and _TIMESTAMP.fullmatch(v)):
+            raise NotFast(f"timestamp {v!r}")
+        return datetime.fromisoformat(v)
+    elif pa.types.is_map(t):
+        if not isinstance(v, dict):
+            raise NotFast("map")
+        return [(str(k), _value(x, t.item_type)) for k, x in v.items()]
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        if not isinstance(v, list):
+            raise NotFast("list")
+        return [_value(x, t.value_type) for x in v]
+    elif pa.types.is_struct(t):
+        if not isinstance(v, dict):
+            raise NotFast("struct")
+        return {f.name: _value(v.get(f.name), f.type) for f in t}
+    else:
+        raise NotFast(f"column type {t}")
+    if not ok:
+        raise NotFast(f"{type(v).__name__} for {t}")
+    return v
+
+
+def to_arrow(table: Any, name: str, rows: list[str]) -> Any:
+    """The JSON rows of metadata table `name` as an Arrow table of Iceberg `table`'s schema."""
+    import pyarrow as pa
+
+    schema = table.schema().as_arrow()
+    if sorted(f.name for f in schema) != sorted(metadata.columns(name)):
+        raise NotFast(f"{name}: the table's columns differ from the definition")
+    columns: list[list[Any]] = [[] for _ in schema]
+    for text in rows:
+        row = json.loads(text)
+        if not isinstance(row, dict):
+            raise NotFast("row")
+        for out, field in zip(columns, schema, strict=True):
+            out.append(_value(row.get(field.name), field.type))
+    try:
+        return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)], schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError) as exc:  # e.g. a null in a required column
+        raise NotFast(str(exc)) from exc
+
+
+class Committer:
+    """The lake's tables through PyIceberg: convert every table's rows first (`prepare`),
+    then append them one commit each, in the order the caller chooses (`append`)."""
+
+    def __init__(self, catalog: Any) -> None:
+        self.catalog = catalog
+        self.tables: dict[str, Any] = {}
+        self.ready: dict[str, Any] = {}
+
+    def prepare(self, name: str, rows: list[str]) -> None:
+        if not rows:
+            return
+        if name not in self.tables:
+            self.tables[name] = self.catalog.load_table((metadata.NAMESPACE, name))
+        self.ready[name] = to_arrow(self.tables[name], name, rows)
+
+    def append(self, name: str) -> None:
+        from pyiceberg.exceptions import CommitFailedException
+
+        data = self.ready.pop(name, None)
+        for attempt in range(5):
+            if data is None:
+                return
+            table = self.tables[name]
+            try:
+                table.refresh().append(data)  # another writer (ingest) may have committed since
+                return
+            except CommitFailedException:
+                if attempt == 4:
+                    raise
