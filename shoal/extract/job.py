@@ -415,11 +415,7 @@ def _run_round(
     )
     with spark_tasks(spark, say, "extracting"):
         out = spark.createDataFrame(rdd, "table STRING, row STRING, object_id STRING, via STRING").persist()
-        tally = (
-            out.groupBy("table", (F.col("object_id") != F.col("via")).alias("inline"))
-            .agg(F.count(F.lit(1)).alias("count"), F.sum(F.length("row")).alias("bytes"))
-            .collect()
-        )
+        tally = _tally(out)
     say("extracted")
     try:
         committed = None
@@ -449,6 +445,16 @@ def _run_round(
         for p in problems
     )
     return new_children
+
+
+def _tally(out: DataFrame) -> list:
+    """Rows and JSON bytes per table, the planned objects' own apart from inline children's."""
+    inline = (F.col("object_id") != F.col("via")).alias("inline")
+    return (
+        out.groupBy("table", inline)
+        .agg(F.count(F.lit(1)).alias("count"), F.sum(F.length("row")).alias("bytes"))
+        .collect()
+    )
 
 
 # What a commit path hands back: the new children (object_id, media_type, source_path), the
@@ -587,7 +593,14 @@ def _commit_spark(
     new_children: list = []
     produced: list[str] = []  # every child object this run's extractions named, new or known
     if counts.get("objects"):
-        children = rows("objects", frame=out).dropDuplicates(["object_id"]).persist()
+        # One registration per child: the row under the smallest planned id (as the fast path).
+        first = (
+            out.where(F.col("table") == "objects")
+            .groupBy("object_id")
+            .agg(F.min(F.struct("via", "row")).alias("m"))
+            .select(F.lit("objects").alias("table"), F.col("m.row").alias("row"))
+        )
+        children = rows("objects", frame=first).persist()
         produced = [r.object_id for r in children.select("object_id").collect()]
         existing = metadata.for_ids(spark, spark.table(metadata.table("objects").sql).select("object_id"), produced)
         new = children.join(existing, "object_id", "left_anti").persist()
