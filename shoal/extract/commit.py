@@ -140,3 +140,71 @@ class Committer:
             except CommitFailedException:
                 if attempt == 4:
                     raise
+
+
+def _scan(table: Any, column: str, ids: list[str]) -> Any:
+    """`table`'s rows whose `column` is one of `ids` (pruned to their buckets by PyIceberg)."""
+    from pyiceberg import expressions
+
+    ie: Any = expressions  # In takes a column name where its stubs say a term
+    return table.scan(row_filter=ie.In(column, ids)).to_arrow()
+
+
+def index_new(committer: Committer, object_ids: list[str], facts: list[str], child_ids: list[str]) -> bool:
+    """Append the object_index rows of objects none of which is indexed yet: what
+    `object_index.refresh_index` writes for them, built from their shoal.objects rows and the
+    facts the workers computed, without a Spark job. False (nothing written) where that MERGE
+    could do more than insert: an object already indexed, a new version of a path (its other
+    versions' is_latest flips), more ids than one scan filter should carry."""
+    from shoal.lake.object_index import FACTS
+
+    ids = sorted(set(object_ids))
+    if not ids or len(ids) > metadata.IN_LIST_LIMIT or len(child_ids) > metadata.IN_LIST_LIMIT:
+        return False
+    index, objects = (committer.catalog.load_table((metadata.NAMESPACE, n)) for n in ("object_index", "objects"))
+    try:
+        if _scan(index, "object_id", ids).num_rows:
+            return False
+        rows = _scan(objects, "object_id", ids).to_pylist()
+        kids = _scan(objects, "object_id", sorted(set(child_ids))).to_pylist() if child_ids else []
+    except Exception:  # noqa: BLE001 - a layout PyIceberg cannot read (equality deletes): the MERGE can
+        return False
+    if any(r["parent_object_id"] is None and (r["version"] or 0) > 1 for r in rows):
+        return False
+    schema = index.schema().as_arrow()
+    if sorted(schema.names) != sorted(metadata.columns("object_index")):
+        return False
+    fact_types = {f.name: f.type for f in schema if f.name in FACTS}
+    found: dict[str, dict[str, Any]] = {}
+    for text in facts:
+        row = json.loads(text)
+        oid = row.get("object_id") if isinstance(row, dict) else None
+        if not isinstance(oid, str) or oid in found:
+            return False  # a second facts row would double the index row (as in the SQL's join)
+        try:
+            found[oid] = {c: _value(row.get(c), t) for c, t in fact_types.items()}
+        except NotFast:
+            return False
+    counts: dict[str, int] = {}
+    wanted = set(ids)
+    for k in kids:
+        if k["parent_object_id"] in wanted:
+            counts[k["parent_object_id"]] = counts.get(k["parent_object_id"], 0) + 1
+    pending = {c: _default(d) for c, (_t, d) in FACTS.items()}
+    out = []
+    for r in rows:
+        extra = {"child_count": counts.get(r["object_id"], 0), "is_latest": True}
+        out.append({**{c: r.get(c) for c in schema.names}, **extra, **found.get(r["object_id"], pending)})
+    import pyarrow as pa
+
+    try:
+        data = pa.Table.from_pylist(out, schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
+        return False
+    index.append(data)
+    return True
+
+
+def _default(sql: str) -> Any:
+    """A FACTS default (SQL text) as a Python value."""
+    return {"'pending'": "pending", "array()": [], "map()": [], "false": False, "0": 0, "NULL": None}[sql]

@@ -486,7 +486,7 @@ def _commit_fast(
     with its rows; None (nothing written) where a row cannot be converted exactly."""
     from pyspark.sql import Row
 
-    from shoal.extract.commit import NotFast
+    from shoal.extract.commit import NotFast, index_new
     from shoal.extract.runner import TIMESTAMP_FORMAT
     from shoal.lake.object_index import FACTS_SCHEMA, refresh_index
 
@@ -530,11 +530,13 @@ def _commit_fast(
     for table in metadata.RESULT_TABLES:
         committer.append(table)
     say("result tables committed")
-    facts = spark.createDataFrame([(row,) for row in by_table.get("index_facts", [])], "row STRING").select(
-        F.from_json("row", FACTS_SCHEMA, {"timestampFormat": TIMESTAMP_FORMAT}).alias("r")
-    )
     say(f"updating the metadata layer for {len(work_ids) + len(new_ids)} objects")
-    refresh_index(spark, work_ids + sorted(new_ids), facts=facts.select("r.*"), child_ids=produced)
+    touched = work_ids + sorted(new_ids)
+    if not index_new(committer, touched, by_table.get("index_facts", []), produced):
+        facts = spark.createDataFrame([(row,) for row in by_table.get("index_facts", [])], "row STRING").select(
+            F.from_json("row", FACTS_SCHEMA, {"timestampFormat": TIMESTAMP_FORMAT}).alias("r")
+        )
+        refresh_index(spark, touched, facts=facts.select("r.*"), child_ids=produced)
     say("metadata layer updated")
     steps = committer.ready["extractions"].select(["object_id", "extractor", "status", "error"]).to_pylist()
     # Last: the record of completed work. A crash before this commit redoes the objects.
