@@ -150,12 +150,13 @@ def _scan(table: Any, column: str, ids: list[str]) -> Any:
     return table.scan(row_filter=ie.In(column, ids)).to_arrow()
 
 
-def index_new(committer: Committer, object_ids: list[str], facts: list[str], child_ids: list[str]) -> bool:
-    """Append the object_index rows of objects none of which is indexed yet: what
-    `object_index.refresh_index` writes for them, built from their shoal.objects rows and the
-    facts the workers computed, without a Spark job. False (nothing written) where that MERGE
-    could do more than insert: an object already indexed, a new version of a path (its other
-    versions' is_latest flips), more ids than one scan filter should carry."""
+def index_objects(committer: Committer, object_ids: list[str], facts: list[str], child_ids: list[str]) -> bool:
+    """Replace the object_index rows of these objects in one PyIceberg commit (delete their old
+    rows, append the new ones): what `object_index.refresh_index`'s MERGE writes for them,
+    from their shoal.objects rows, their old index rows and the facts the workers computed,
+    without a Spark job. False (nothing written) where the MERGE could do more: a new version
+    of a path not indexed yet (its other versions' is_latest flip), an object with two
+    objects or index rows, more ids than one scan filter should carry."""
     from shoal.lake.object_index import FACTS
 
     ids = sorted(set(object_ids))
@@ -163,28 +164,22 @@ def index_new(committer: Committer, object_ids: list[str], facts: list[str], chi
         return False
     index, objects = (committer.catalog.load_table((metadata.NAMESPACE, n)) for n in ("object_index", "objects"))
     try:
-        if _scan(index, "object_id", ids).num_rows:
-            return False
+        old_rows = _scan(index, "object_id", ids).to_pylist()
         rows = _scan(objects, "object_id", ids).to_pylist()
         kids = _scan(objects, "object_id", sorted(set(child_ids))).to_pylist() if child_ids else []
     except Exception:  # noqa: BLE001 - a layout PyIceberg cannot read (equality deletes): the MERGE can
         return False
-    if any(r["parent_object_id"] is None and (r["version"] or 0) > 1 for r in rows):
+    old = {r["object_id"]: r for r in old_rows}
+    if len(old) != len(old_rows) or len({r["object_id"] for r in rows}) != len(rows):
+        return False
+    if any(r["parent_object_id"] is None and (r["version"] or 0) > 1 and r["object_id"] not in old for r in rows):
         return False
     schema = index.schema().as_arrow()
     if sorted(schema.names) != sorted(metadata.columns("object_index")):
         return False
-    fact_types = {f.name: f.type for f in schema if f.name in FACTS}
-    found: dict[str, dict[str, Any]] = {}
-    for text in facts:
-        row = json.loads(text)
-        oid = row.get("object_id") if isinstance(row, dict) else None
-        if not isinstance(oid, str) or oid in found:
-            return False  # a second facts row would double the index row (as in the SQL's join)
-        try:
-            found[oid] = {c: _value(row.get(c), t) for c, t in fact_types.items()}
-        except NotFast:
-            return False
+    found = _facts(facts, {f.name: f.type for f in schema if f.name in FACTS})
+    if found is None:
+        return False
     counts: dict[str, int] = {}
     wanted = set(ids)
     for k in kids:
@@ -193,16 +188,49 @@ def index_new(committer: Committer, object_ids: list[str], facts: list[str], chi
     pending = {c: _default(d) for c, (_t, d) in FACTS.items()}
     out = []
     for r in rows:
-        extra = {"child_count": counts.get(r["object_id"], 0), "is_latest": True}
-        out.append({**{c: r.get(c) for c in schema.names}, **extra, **found.get(r["object_id"], pending)})
+        was = old.get(r["object_id"])
+        fresh = found.get(r["object_id"]) or ({c: was[c] for c in FACTS} if was else pending)
+        out.append(
+            {
+                **{c: r.get(c) for c in schema.names},
+                "child_count": counts.get(r["object_id"], (was or {}).get("child_count") or 0),
+                "is_latest": True if r["parent_object_id"] is not None or not was else was["is_latest"],
+                **fresh,
+            }
+        )
     import pyarrow as pa
+    from pyiceberg import expressions
 
+    ie: Any = expressions
     try:
         data = pa.Table.from_pylist(out, schema=schema)
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError):
         return False
-    index.append(data)
+    import warnings
+
+    with warnings.catch_warnings(), index.transaction() as tx:  # one commit: old rows out, new ones in
+        # The index's merge-on-read property is Spark's; PyIceberg rewrites the few files instead.
+        warnings.filterwarnings("ignore", "Merge on read is not yet supported")
+        replaced = sorted(set(old) & {r["object_id"] for r in rows})  # an index row without objects row stays
+        if replaced:
+            tx.delete(ie.In("object_id", replaced))
+        tx.append(data)
     return True
+
+
+def _facts(facts: list[str], types: dict[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """The workers' facts rows by object id, or None where one cannot be read exactly."""
+    found: dict[str, dict[str, Any]] = {}
+    for text in facts:
+        row = json.loads(text)
+        oid = row.get("object_id") if isinstance(row, dict) else None
+        if not isinstance(oid, str) or oid in found:
+            return None  # a second facts row would double the index row (as in the SQL's join)
+        try:
+            found[oid] = {c: _value(row.get(c), t) for c, t in types.items()}
+        except NotFast:
+            return None
+    return found
 
 
 def _default(sql: str) -> Any:

@@ -486,7 +486,7 @@ def _commit_fast(
     with its rows; None (nothing written) where a row cannot be converted exactly."""
     from pyspark.sql import Row
 
-    from shoal.extract.commit import NotFast, index_new
+    from shoal.extract.commit import NotFast, index_objects
     from shoal.extract.runner import TIMESTAMP_FORMAT
     from shoal.lake.object_index import FACTS_SCHEMA, refresh_index
 
@@ -532,7 +532,7 @@ def _commit_fast(
     say("result tables committed")
     say(f"updating the metadata layer for {len(work_ids) + len(new_ids)} objects")
     touched = work_ids + sorted(new_ids)
-    if not index_new(committer, touched, by_table.get("index_facts", []), produced):
+    if not index_objects(committer, touched, by_table.get("index_facts", []), produced):
         facts = spark.createDataFrame([(row,) for row in by_table.get("index_facts", [])], "row STRING").select(
             F.from_json("row", FACTS_SCHEMA, {"timestampFormat": TIMESTAMP_FORMAT}).alias("r")
         )

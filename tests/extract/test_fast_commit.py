@@ -90,9 +90,9 @@ def test_the_fast_path_writes_the_rows_the_spark_path_writes(spark, lake, monkey
         seen["committed"] = committed = fast(spark_, settings_, committer, out, *args)
         return committed
 
-    index_new = commit.index_new
+    index_objects = commit.index_objects
     monkeypatch.setattr(job, "_commit_fast", spy)
-    monkeypatch.setattr(commit, "index_new", lambda *a: seen.setdefault("indexed", index_new(*a)))
+    monkeypatch.setattr(commit, "index_objects", lambda *a: seen.setdefault("indexed", index_objects(*a)))
     result = run_extract(spark, settings, only=["application/zip"])
     assert seen["committed"] is not None and seen["indexed"] and result.problems == []
     assert result.children == 2  # the shared CSV once, the note
