@@ -126,6 +126,18 @@ class Committer:
             self.tables[name] = self.catalog.load_table((metadata.NAMESPACE, name))
         self.ready[name] = to_arrow(self.tables[name], name, rows)
 
+    def known_objects(self, ids: list[str]) -> set[str] | None:
+        """Which of these ids shoal.objects holds (None: ask Spark)."""
+        if not ids:
+            return set()
+        if len(ids) > metadata.IN_LIST_LIMIT:
+            return None
+        try:
+            objects = self.catalog.load_table((metadata.NAMESPACE, "objects"))
+            return set(_scan(objects, "object_id", sorted(set(ids))).column("object_id").to_pylist())
+        except Exception:  # noqa: BLE001 - a layout PyIceberg cannot read (equality deletes): Spark can
+            return None
+
     def append(self, name: str) -> None:
         from pyiceberg.exceptions import CommitFailedException
 

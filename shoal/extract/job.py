@@ -498,8 +498,8 @@ def _commit_fast(
         if r.table == "objects" and (r.object_id not in registrations or (r.via, r.row) < registrations[r.object_id]):
             registrations[r.object_id] = (r.via, r.row)
     produced = sorted(registrations)
-    known = set()
-    if produced:
+    known = committer.known_objects(produced)
+    if known is None:  # more ids than one scan filter should carry, or a layout PyIceberg cannot read
         objects = spark.table(metadata.table("objects").sql).select("object_id")
         known = {r.object_id for r in metadata.for_ids(spark, objects, produced).collect()}
     new_ids = {i for i in produced if i not in known}
