@@ -99,3 +99,17 @@ def open_catalog(settings: Settings) -> Any:
     props = {"uri": settings.catalog_sqlalchemy_uri, "warehouse": settings.warehouse_uri}
     props.update(storage_props(settings, secrets=True))
     return GovernedSqlCatalog(settings.catalog.name, **props)
+
+
+_OPENED: dict[tuple[str, ...], Any] = {}
+_OPENED_LOCK = threading.Lock()
+
+
+def cached_catalog(settings: Settings) -> Any:
+    """`open_catalog`, once per catalog database, warehouse and storage settings (opening one
+    builds a SQLAlchemy engine); shared by a server's threads."""
+    key = (settings.catalog_sqlalchemy_uri, settings.warehouse_uri, repr(settings.catalog), repr(settings.storage))
+    with _OPENED_LOCK:
+        if key not in _OPENED:
+            _OPENED[key] = open_catalog(settings)
+        return _OPENED[key]

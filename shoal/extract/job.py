@@ -190,17 +190,10 @@ def _iceberg_ancestors(settings: Settings, name: str) -> list[int] | None:
     return [s.snapshot_id for s in ancestors_of(meta.current_snapshot(), meta) if s.snapshot_id in logged]
 
 
-_CATALOGS: dict[tuple[str, ...], Any] = {}
-
-
 def _iceberg_catalog(settings: Settings) -> Any:
-    # One per catalog database and warehouse (opening one builds a SQLAlchemy engine).
-    key = (settings.catalog_sqlalchemy_uri, settings.warehouse_uri, repr(settings.catalog), repr(settings.storage))
-    if key not in _CATALOGS:
-        from shoal.pyiceberg_catalog import open_catalog
+    from shoal.pyiceberg_catalog import cached_catalog
 
-        _CATALOGS[key] = open_catalog(settings)
-    return _CATALOGS[key]
+    return cached_catalog(settings)
 
 
 def current_snapshot(spark: SparkSession, name: str, settings: Settings | None = None) -> int | None:

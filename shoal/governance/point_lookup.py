@@ -341,19 +341,10 @@ def _outputs(items: list[exp.Expr], names: list[str], qualifiers: set[str]) -> l
 
 
 # ---- reading ------------------------------------------------------------------------------------
-_CATALOGS: dict[tuple[str, ...], Any] = {}
-_CATALOGS_LOCK = threading.Lock()
-
-
 def _catalog(settings: Settings) -> Any:
-    # Everything open_catalog reads (held in memory only, never logged).
-    key = (settings.catalog_sqlalchemy_uri, settings.warehouse_uri, repr(settings.catalog), repr(settings.storage))
-    with _CATALOGS_LOCK:
-        if key not in _CATALOGS:
-            from shoal.pyiceberg_catalog import open_catalog
+    from shoal.pyiceberg_catalog import cached_catalog
 
-            _CATALOGS[key] = open_catalog(settings)
-        return _CATALOGS[key]
+    return cached_catalog(settings)
 
 
 def _to_iceberg(pred: Pred, types: dict[str, str]) -> Any:
