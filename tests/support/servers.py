@@ -226,13 +226,22 @@ def seaweedfs(tmp: Path, bucket: str = "lake") -> Iterator[S3Server]:
         f"-admin.port.grpc={ports['admin.grpc']}",
         f"-s3.port.grpc={ports['s3.grpc']}",
         "-master.telemetry=false",
+        # Left at 0, the volume count is free disk / volume size: on a nearly full disk that is
+        # 0 and every upload hangs (a CI run failed so, "Free Volumes: 0"). Small volumes, a
+        # fixed count: the tests write megabytes.
+        "-volume.max=32",
+        "-master.volumeSizeLimitMB=64",
     ]
     (tmp / "data").mkdir(parents=True, exist_ok=True)
     with open(tmp / "weed.log", "wb") as log:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_port(s3_port, 90, proc)
-        _wait_bucket(f"http://127.0.0.1:{s3_port}", key, secret, bucket)
+        try:
+            _wait_bucket(f"http://127.0.0.1:{s3_port}", key, secret, bucket)
+        except OSError as e:
+            tail = (tmp / "weed.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"SeaweedFS at port {s3_port} took no upload ({e}); weed.log ends:\n{tail}") from e
         yield S3Server(f"http://127.0.0.1:{s3_port}", key, secret, bucket)
     finally:
         stop(proc)
