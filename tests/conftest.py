@@ -168,6 +168,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 _PASSED = pytest.StashKey[bool]()
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    """The run root's free disk: servers the suite starts size themselves from it (SeaweedFS's volume
+    count did: on a nearly full disk its uploads hung), so a failing run says what it had."""
+    root = os.environ.get("TEST_PATH_GUARD_ROOT", tempfile.gettempdir())
+    free_gib = shutil.disk_usage(root).free / 2**30
+    low = "  (low: servers and Spark may fail to write)" if free_gib < 5 else ""
+    return f"run root: {root}, {free_gib:.1f} GiB free{low}"
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     if os.environ.get("TEST_PATH_GUARD_OWNER") == str(os.getpid()) and config.stash.get(_PASSED, False):
         shutil.rmtree(os.environ["TEST_PATH_GUARD_ROOT"], ignore_errors=True)
