@@ -975,13 +975,11 @@ def test_catalog_search_internal_toggle_query_link_and_owner_edits(browser, site
 
 
 def test_screenshots_of_the_main_pages(browser, site, settings):
-    """The console as the docs show it, at desktop and phone width. Always written to the test
-    artifacts; with SHOAL_DOCS_SCREENSHOTS=1 also to docs/images/ (then commit them)."""
+    """The console as the docs show it, at desktop and phone width, light and dark. Always written to the test
+    artifacts (test-artifacts/console/docs/); the docs' copies in docs/images/ are refreshed from there
+    by hand (the path guard keeps the suite from writing into the checkout)."""
     out = ARTIFACTS / "console" / "docs"
-    docs = Path(__file__).resolve().parents[2] / "docs" / "images"
-    targets = [out] + ([docs] if os.environ.get("SHOAL_DOCS_SCREENSHOTS") == "1" else [])
-    for folder in targets:
-        folder.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     a = Visit(browser, site, "admin")
     page = a.go("/sql")
     run_sql(page, f"SELECT region, count(*) AS deals, sum(amount) AS amount FROM {site.db}.deals GROUP BY region")
@@ -1002,15 +1000,15 @@ def test_screenshots_of_the_main_pages(browser, site, settings):
         "console-chart-builder": builder,
     }
     taken = []
-    for width, suffix in ((1300, ""), (390, "-phone")):
+    # Light at desktop width (all pages), at phone width and dark (the pages people read most).
+    passes = {"": set(shots), "-phone": {"console-sql", "console-catalog", "console-objects"}}
+    passes["-dark"] = {"console-sql", "console-catalog", "console-object", "console-dashboard"}
+    for suffix, names in passes.items():
+        width = 390 if suffix == "-phone" else 1300
         a.page.set_viewport_size({"width": width, "height": 900 if width > 400 else 844})
+        a.page.emulate_media(color_scheme="dark" if suffix == "-dark" else "light")
         for name, path in shots.items():
-            if suffix and name in (
-                "console-object",
-                "console-dashboard",
-                "console-principals",
-                "console-chart-builder",
-            ):
+            if name not in names:
                 continue
             page = a.go(path)
             if name == "console-dashboard":
@@ -1019,8 +1017,9 @@ def test_screenshots_of_the_main_pages(browser, site, settings):
                 page.wait_for_selector(".vega-chart[data-rendered=true]")
             if name == "console-sql":
                 page.wait_for_selector("#schema-tree[data-loaded=true]", timeout=60_000)
-            for folder in targets:
-                page.screenshot(path=str(folder / f"{name}{suffix}.jpg"), type="jpeg", quality=70)
+            if suffix == "-dark":  # the dark shots show the dark theme, not a light page
+                assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(20, 25, 31)"
+            page.screenshot(path=str(out / f"{name}{suffix}.jpg"), type="jpeg", quality=70)
             taken.append(f"{name}{suffix}")
     assert all((out / f"{n}.jpg").stat().st_size > 5_000 for n in taken)
     assert not a.errors, a.errors
