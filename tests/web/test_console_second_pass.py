@@ -146,6 +146,11 @@ def test_statements_say_what_they_did(site):
     assert 'id="sql-error"' in page and "inserted" not in page
     page = run_sql(admin, f"SELECT id FROM {site.db}.deals WHERE id = 10")
     assert '<strong id="sql-total">1 row</strong>' in page
+    # The history lists each INSERT by the rows it wrote, not as "0 rows".
+    history = re.search(r'id="history">(.*?)</table>', page, re.S).group(1)  # type: ignore[union-attr]
+    assert re.search(r"VALUES \(10, [^<]*</code></td>\s*<td>1 row inserted</td>", history), history
+    assert re.search(r"VALUES \(11, [^<]*</code></td>\s*<td>2 rows inserted</td>", history), history
+    assert re.search(r"WHERE id = 10</code></td>\s*<td>1 row</td>", history), history
 
 
 def error_of(page: str) -> str:

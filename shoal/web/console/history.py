@@ -121,14 +121,32 @@ class QueryHistory:
         entry["result"] = json.loads(row.result) if row.result else None
         return entry
 
-    def list(self, principal: str, limit: int = 30) -> list[dict[str, Any]]:
-        """The principal's latest entries, without their results (the list only shows the SQL)."""
+    def list(self, principal: str, limit: int = 30) -> builtins.list[dict[str, Any]]:
+        """The principal's latest entries, without their results (the list only shows the SQL);
+        an entry that kept no rows carries its statement kind and the rows it wrote, from its
+        (then small) kept result, so an INSERT lists as "1 row inserted", not "0 rows"."""
         cols = [c for c in queries.c if c.name != "result"]
         with self.engine.connect() as conn:
             rows = conn.execute(
                 select(*cols).where(queries.c.principal == principal).order_by(queries.c.ran_at.desc()).limit(limit)
             )
-            return [dict(r._mapping) for r in rows]
+            entries = [dict(r._mapping) for r in rows]
+            empty = [e["id"] for e in entries if e["ok"] and e["rows"] == 0]
+            kept = (
+                dict(
+                    conn.execute(
+                        select(queries.c.id, queries.c.result).where(
+                            queries.c.principal == principal, queries.c.id.in_(empty)
+                        )
+                    ).all()
+                )
+                if empty
+                else {}
+            )
+        for e in entries:
+            result = json.loads(kept[e["id"]]) if kept.get(e["id"]) else {}
+            e["statement"], e["affected"] = result.get("statement"), result.get("affected")
+        return entries
 
     def forget(self, principal: str) -> None:
         """A removed principal's queries go with it (a later principal of that name sees none)."""
