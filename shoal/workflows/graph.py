@@ -83,7 +83,15 @@ def parallel_states(definition: dict[str, Any]) -> set[str]:
 def build(definition: dict[str, Any], *, title: str, history: list[dict[str, Any]] | None = None) -> graphviz.Digraph:
     status = state_status(history, definition) if history is not None else None
     g = graphviz.Digraph(
-        name=title, graph_attr={"rankdir": "TB", "fontname": "Helvetica", "label": title, "labelloc": "t"}
+        name=title,
+        # Transparent: the page's card shows through, light or dark (DARK_STYLE does the rest).
+        graph_attr={
+            "rankdir": "TB",
+            "fontname": "Helvetica",
+            "label": title,
+            "labelloc": "t",
+            "bgcolor": "transparent",
+        },
     )
     g.attr("node", fontname="Helvetica", fontsize="11", style="filled", fillcolor="#ffffff")
     g.attr("edge", fontname="Helvetica", fontsize="9")
@@ -178,4 +186,27 @@ def render(
         raise DependencyError(
             "Graphviz's `dot` is not installed", hint="apt-get install graphviz (or use --format dot)"
         )
-    return g.pipe(format=fmt)
+    data = g.pipe(format=fmt)
+    return _with_dark_style(data) if fmt == "svg" else data
+
+
+# The console shows the graph as an <img>, which the page's CSS cannot reach; an SVG's own style
+# follows the viewer's colour scheme. Dark: title, edges and labels light; plain (white) states
+# dark with light text; states coloured by status keep their colour and dark text.
+DARK_STYLE = (
+    "<style>@media (prefers-color-scheme: dark) {"
+    " .graph > text, .edge text, .cluster > text { fill: #dde3ea; }"
+    ' .edge path[stroke="black"], .edge polygon[stroke="black"], .cluster > path, .cluster > polygon { stroke: #97a3b0; }'
+    ' .edge polygon[fill="black"] { fill: #97a3b0; }'
+    ' .cluster > path[fill="#f7f7f7"], .cluster > polygon[fill="#f7f7f7"] { fill: #26303a; }'
+    ' .node polygon[fill="#ffffff"], .node path[fill="#ffffff"], .node ellipse[fill="#ffffff"] { fill: #1d242c; stroke: #97a3b0; }'
+    ' .node polygon[fill="#ffffff"] ~ text, .node path[fill="#ffffff"] ~ text, .node ellipse[fill="#ffffff"] ~ text { fill: #dde3ea; }'
+    "}</style>"
+)
+
+
+def _with_dark_style(svg: bytes) -> bytes:
+    """DARK_STYLE right after the root element's opening tag."""
+    start = svg.find(b"<svg")
+    end = svg.find(b">", start) + 1 if start >= 0 else 0
+    return svg[:end] + DARK_STYLE.encode() + svg[end:] if end else svg
