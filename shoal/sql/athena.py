@@ -2011,6 +2011,91 @@ class AthenaTranslator:
             _sp("TRANSFORM(I, shoal_c -> TRANSFORM(shoal_c, shoal_i -> A[shoal_i]))", I=indexes, A=a), "array"
         )
 
+    # -- math.md (geometric), array.md, conversion.md, aggregate.md: issue 44's last functions --------
+    def _f_cosine_similarity(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._typed(self._cosine(node, self._arity(node, args, 2), "COSINE_SIMILARITY"), "double")
+
+    def _h_CosineDistance(self, node: exp.Expr) -> exp.Expr:
+        # Trino's cosineDistance is 1.0 - cosineSimilarity, the same double operation.
+        similarity = self._cosine(node, [node.this, node.expression], "COSINE_DISTANCE")
+        return self._typed(_sp("1.0D - C", C=similarity), "double")
+
+    def _cosine(self, node: exp.Expr, args: list, what: str) -> exp.Expr:
+        """ArrayVectorFunctions.cosineSimilarity: the three sums in element order (AGGREGATE folds
+        left, as Trino's loop does), then dot / sqrt(|a|^2 * |b|^2), so the doubles are Trino's."""
+        if not all(self._numeric_array(a) for a in args):
+            # the sparse form (map(varchar, double)) sums over map entries in an order Spark need not keep
+            raise self.refuse(f"{what} of anything but numeric arrays", node, what.lower())
+        return _sp(
+            "CASE WHEN A IS NULL OR B IS NULL THEN NULL "
+            "WHEN SIZE(A) <> SIZE(B) THEN RAISE_ERROR('The arguments must have the same length') "
+            "WHEN EXISTS(A, shoal_v -> shoal_v IS NULL) OR EXISTS(B, shoal_v -> shoal_v IS NULL) "
+            f"THEN RAISE_ERROR('not supported in Shoal: {what} of an array with NULL elements') "
+            "ELSE AGGREGATE(ZIP_WITH(CAST(A AS ARRAY<DOUBLE>), CAST(B AS ARRAY<DOUBLE>), "
+            "(shoal_x, shoal_y) -> NAMED_STRUCT('x', shoal_x, 'y', shoal_y)), "
+            "NAMED_STRUCT('a', 0.0D, 'b', 0.0D, 'd', 0.0D), "
+            "(shoal_s, shoal_e) -> NAMED_STRUCT('a', shoal_s.a + shoal_e.x * shoal_e.x, "
+            "'b', shoal_s.b + shoal_e.y * shoal_e.y, 'd', shoal_s.d + shoal_e.x * shoal_e.y), "
+            "shoal_s -> CASE WHEN shoal_s.a = 0 OR shoal_s.b = 0 THEN RAISE_ERROR('Vector magnitude cannot be zero') "
+            # Spark's x / 0.0 is NULL where Java's is infinite: a product that underflows is refused
+            "WHEN SQRT(shoal_s.a * shoal_s.b) = 0 "
+            f"THEN RAISE_ERROR('not supported in Shoal: {what} of vectors this small') "
+            "ELSE shoal_s.d / SQRT(shoal_s.a * shoal_s.b) END) END",
+            A=args[0],
+            B=args[1],
+        )
+
+    def _numeric_array(self, array: exp.Expr) -> bool:
+        if isinstance(array, exp.Array):
+            return bool(array.expressions) and all(_numeric(self.type_of(e)) for e in array.expressions)
+        t = self.type_of(array) or ""
+        return t.startswith("array<") and _numeric(t[6:-1])
+
+    def _f_contains_sequence(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # ArrayContainsSequence: some position where every element of B is IDENTICAL (NULLs equal) to A's.
+        a, b = self._arity(node, args, 2)
+        return self._typed(
+            _sp(
+                "CASE WHEN A IS NULL OR B IS NULL THEN NULL WHEN SIZE(B) = 0 THEN TRUE "
+                "WHEN SIZE(B) > SIZE(A) THEN FALSE "
+                "ELSE EXISTS(SEQUENCE(1, SIZE(A) - SIZE(B) + 1), shoal_i -> "
+                "FORALL(SEQUENCE(1, SIZE(B)), shoal_j -> ELEMENT_AT(A, shoal_i + shoal_j - 1) <=> ELEMENT_AT(B, shoal_j))) END",
+                A=a,
+                B=b,
+            ),
+            "boolean",
+        )
+
+    def _f_normal_cdf(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        self._numbers(node, *self._arity(node, args, 3))
+        return self._udf("normal_cdf", [_sp("CAST(A AS DOUBLE)", A=a) for a in args], "double")
+
+    def _f_parse_data_size(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        (text,) = self._arity(node, args, 1)
+        return self._udf("parse_data_size", [text], "decimal(38,0)")
+
+    def _f_multimap_agg(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # aggregate.md: each key's values (NULLs kept) in the order the rows come; no rows: NULL.
+        if isinstance(node.parent, exp.Window) or len(args) != 2:
+            raise self.refuse("MULTIMAP_AGG with OVER", node, "multimap_agg")
+        return self._typed(
+            self._aggregate(
+                node,
+                "CASE WHEN COUNT(1) F = 0 THEN NULL "
+                "WHEN COUNT(1) F > COUNT(K) F THEN RAISE_ERROR('not supported in Shoal: MULTIMAP_AGG with a NULL key') "
+                "ELSE MAP_FROM_ENTRIES(TRANSFORM(ARRAY_DISTINCT(TRANSFORM(COLLECT_LIST(NAMED_STRUCT('k', K, 'v', V)) F, "
+                "shoal_e -> shoal_e.k)), shoal_k -> NAMED_STRUCT('k', shoal_k, 'v', TRANSFORM(FILTER("
+                "COLLECT_LIST(NAMED_STRUCT('k', K, 'v', V)) F, shoal_e -> shoal_e.k <=> shoal_k), shoal_e -> shoal_e.v)))) END",
+                K=args[0],
+                V=args[1],
+            ),
+            "map",
+        )
+
+    def _h_Uuid(self, node: exp.Expr) -> exp.Expr:
+        # uuid.md: a random version 4 UUID; Spark's uuid() is one too, shown as text.
+        return self._typed(exp.Anonymous(this="UUID", expressions=[]), "string")
+
 
 # The translated calls whose value is Trino's JSON type (json_extract_scalar's is a VARCHAR).
 _JSON_VALUED = {"ATHENA_JSON_PARSE", "ATHENA_JSON_EXTRACT", "ATHENA_JSON_ARRAY_GET"}
@@ -2295,6 +2380,8 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
             "normalize": "string",
             "bit_count": "bigint",
             "bitwise_shift": "bigint",
+            "parse_data_size": "decimal(38,0)",
+            "normal_cdf": "double",
         }.items()
     },  # fmt: skip
     **{
