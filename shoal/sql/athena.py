@@ -2023,9 +2023,10 @@ class AthenaTranslator:
     def _cosine(self, node: exp.Expr, args: list, what: str) -> exp.Expr:
         """ArrayVectorFunctions.cosineSimilarity: the three sums in element order (AGGREGATE folds
         left, as Trino's loop does), then dot / sqrt(|a|^2 * |b|^2), so the doubles are Trino's."""
+        if all(self._sparse_vector(a) for a in args):
+            return self._sparse_cosine(node, args, what)
         if not all(self._numeric_array(a) for a in args):
-            # the sparse form (map(varchar, double)) sums over map entries in an order Spark need not keep
-            raise self.refuse(f"{what} of anything but numeric arrays", node, what.lower())
+            raise self.refuse(f"{what} of anything but numeric arrays or MAP(...)s of numbers", node, what.lower())
         return _sp(
             "CASE WHEN A IS NULL OR B IS NULL THEN NULL "
             "WHEN SIZE(A) <> SIZE(B) THEN RAISE_ERROR('The arguments must have the same length') "
@@ -2044,6 +2045,45 @@ class AthenaTranslator:
             A=args[0],
             B=args[1],
         )
+
+    def _sparse_cosine(self, node: exp.Expr, args: list, what: str) -> exp.Expr:
+        """MathFunctions.cosineSimilarity(map(varchar, double)): NULL for a NULL value; each norm
+        the root of its squares summed in entry order; the dot product over the first map's
+        entries whose keys the second has; dot / (norm1 * norm2). A zero product is refused
+        (0/0: NaN in older Trino, an error in newer; Spark's division would give NULL)."""
+        return _sp(
+            "CASE WHEN A IS NULL OR B IS NULL OR EXISTS(MAP_VALUES(A), shoal_v -> shoal_v IS NULL) "
+            "OR EXISTS(MAP_VALUES(B), shoal_v -> shoal_v IS NULL) THEN NULL "
+            "WHEN N * M = 0 "
+            f"THEN RAISE_ERROR('not supported in Shoal: {what} of a zero (or vanishingly small) vector') "
+            "ELSE AGGREGATE(MAP_ENTRIES(X), 0.0D, (shoal_s, shoal_e) -> CASE WHEN MAP_CONTAINS_KEY(Y, shoal_e.key) "
+            "THEN shoal_s + shoal_e.value * ELEMENT_AT(Y, shoal_e.key) ELSE shoal_s END) / (N * M) END",
+            A=args[0],
+            B=args[1],
+            X=_sp("CAST(A AS MAP<STRING, DOUBLE>)", A=args[0]),
+            Y=_sp("CAST(A AS MAP<STRING, DOUBLE>)", A=args[1]),
+            N=_sp(
+                "SQRT(AGGREGATE(MAP_VALUES(CAST(A AS MAP<STRING, DOUBLE>)), 0.0D, (shoal_s, shoal_v) -> shoal_s + shoal_v * shoal_v))",
+                A=args[0],
+            ),
+            M=_sp(
+                "SQRT(AGGREGATE(MAP_VALUES(CAST(A AS MAP<STRING, DOUBLE>)), 0.0D, (shoal_s, shoal_v) -> shoal_s + shoal_v * shoal_v))",
+                A=args[1],
+            ),
+        )
+
+    def _sparse_vector(self, node: exp.Expr) -> bool:
+        """A MAP(keys, values) of text keys and numbers, or a map<string, number> column: maps whose
+        entries keep the order they were written in, in Trino as in Spark (the sums' order)."""
+        if isinstance(node, exp.Map) and isinstance(node.args.get("keys"), exp.Array):
+            keys, values = node.args["keys"].expressions, node.args["values"]
+            return (
+                isinstance(values, exp.Array)
+                and all(self.type_of(k) == "string" for k in keys)
+                and all(_numeric(self.type_of(v)) for v in values.expressions)
+            )
+        t = self.type_of(node) or ""
+        return t.startswith("map<string,") and _numeric(t[11:-1])
 
     def _numeric_array(self, array: exp.Expr) -> bool:
         if isinstance(array, exp.Array):
