@@ -2132,6 +2132,21 @@ class AthenaTranslator:
             "map",
         )
 
+    def _h_Soundex(self, node: exp.Expr) -> exp.Expr:
+        """string.md soundex: Trino's American Soundex skips every non-letter (Spark's keeps text
+        that does not start with a letter and lets a non-letter separate equal codes), so Spark's
+        runs on the letters alone; with those, both code H and W alike. Non-ASCII text (letters
+        Trino upper-cases to others, or rejects) is refused when met."""
+        return self._typed(
+            _sp(
+                "CASE WHEN S RLIKE '[^\\\\x00-\\\\x7F]' "
+                "THEN RAISE_ERROR('not supported in Shoal: SOUNDEX of text beyond ASCII') "
+                "ELSE SOUNDEX(REGEXP_REPLACE(S, '[^A-Za-z]', '')) END",
+                S=node.this,
+            ),
+            "string",
+        )
+
     def _h_Uuid(self, node: exp.Expr) -> exp.Expr:
         # uuid.md: a random version 4 UUID; Spark's uuid() is one too, shown as text.
         return self._typed(exp.Anonymous(this="UUID", expressions=[]), "string")
