@@ -2110,6 +2110,10 @@ class AthenaTranslator:
         self._numbers(node, *self._arity(node, args, 3))
         return self._udf("normal_cdf", [_sp("CAST(A AS DOUBLE)", A=a) for a in args], "double")
 
+    def _f_inverse_normal_cdf(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        self._numbers(node, *self._arity(node, args, 3))
+        return self._udf("inverse_normal_cdf", [_sp("CAST(A AS DOUBLE)", A=a) for a in args], "double")
+
     def _f_parse_data_size(self, node: exp.Anonymous, args: list) -> exp.Expr:
         (text,) = self._arity(node, args, 1)
         return self._udf("parse_data_size", [text], "decimal(38,0)")
@@ -2437,6 +2441,7 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
             "bitwise_shift": "bigint",
             "parse_data_size": "decimal(38,0)",
             "normal_cdf": "double",
+            "inverse_normal_cdf": "double",
         }.items()
     },  # fmt: skip
     **{

@@ -493,6 +493,107 @@ def normal_cdf(mean: float | None, sd: float | None, value: float | None) -> flo
     return 0.5 * (1 + math.erf((value - mean) / (sd * math.sqrt(2))))
 
 
+# ---- math.md: inverse_normal_cdf (Trino's MathFunctions: mean + sd * sqrt(2) * erfInv(2p - 1), where
+# erfInv is Commons Math's: M. Giles' polynomials, "Approximating the erfinv function", GPU Computing
+# Gems, Jade Edition, 2011, evaluated by Horner's rule in the same order) --------------------------------
+_GILES_CENTRAL = (
+    -3.6444120640178196996e-21,
+    -1.685059138182016589e-19,
+    1.2858480715256400167e-18,
+    1.115787767802518096e-17,
+    -1.333171662854620906e-16,
+    2.0972767875968561637e-17,
+    6.6376381343583238325e-15,
+    -4.0545662729752068639e-14,
+    -8.1519341976054721522e-14,
+    2.6335093153082322977e-12,
+    -1.2975133253453532498e-11,
+    -5.4154120542946279317e-11,
+    1.051212273321532285e-09,
+    -4.1126339803469836976e-09,
+    -2.9070369957882005086e-08,
+    4.2347877827932403518e-07,
+    -1.3654692000834678645e-06,
+    -1.3882523362786468719e-05,
+    0.0001867342080340571352,
+    -0.00074070253416626697512,
+    -0.0060336708714301490533,
+    0.24015818242558961693,
+    1.6536545626831027356,
+)
+_GILES_TAIL = (
+    2.2137376921775787049e-09,
+    9.0756561938885390979e-08,
+    -2.7517406297064545428e-07,
+    1.8239629214389227755e-08,
+    1.5027403968909827627e-06,
+    -4.013867526981545969e-06,
+    2.9234449089955446044e-06,
+    1.2475304481671778723e-05,
+    -4.7318229009055733981e-05,
+    6.8284851459573175448e-05,
+    2.4031110387097893999e-05,
+    -0.0003550375203628474796,
+    0.00095328937973738049703,
+    -0.0016882755560235047313,
+    0.0024914420961078508066,
+    -0.0037512085075692412107,
+    0.005370914553590063617,
+    1.0052589676941592334,
+    3.0838856104922207635,
+)
+_GILES_FAR_TAIL = (
+    -2.7109920616438573243e-11,
+    -2.5556418169965252055e-10,
+    1.5076572693500548083e-09,
+    -3.7894654401267369937e-09,
+    7.6157012080783393804e-09,
+    -1.4960026627149240478e-08,
+    2.9147953450901080826e-08,
+    -6.7711997758452339498e-08,
+    2.2900482228026654717e-07,
+    -9.9298272942317002539e-07,
+    4.5260625972231537039e-06,
+    -1.9681778105531670567e-05,
+    7.5995277030017761139e-05,
+    -0.00021503011930044477347,
+    -0.00013871931833623122026,
+    1.0103004648645343977,
+    4.8499064014085844221,
+)
+
+
+def _horner(coefficients: tuple[float, ...], w: float) -> float:
+    p = coefficients[0]
+    for c in coefficients[1:]:
+        p = c + p * w
+    return p
+
+
+def _erf_inv(x: float) -> float:
+    product = (1.0 - x) * (1.0 + x)  # not 1 - x*x: keeps the digits near +-1
+    w = -math.log(product) if product > 0 else math.inf  # Java's log(0) is -Infinity
+    if w < 6.25:
+        p = _horner(_GILES_CENTRAL, w - 3.125)
+    elif w < 16.0:
+        p = _horner(_GILES_TAIL, math.sqrt(w) - 3.25)
+    elif not math.isinf(w):
+        p = _horner(_GILES_FAR_TAIL, math.sqrt(w) - 5.0)
+    else:
+        p = math.inf
+    return p * x
+
+
+def inverse_normal_cdf(mean: float | None, sd: float | None, p: float | None) -> float | None:
+    if mean is None or sd is None or p is None:
+        return None
+    if not (p > 0 and p < 1):
+        raise ValueError("p must be 0 > p > 1")
+    if not sd > 0:
+        raise ValueError("sd must be > 0")
+    return mean + sd * 1.4142135623730951 * _erf_inv(2 * p - 1)
+
+
 # ---- conversion.md: parse_data_size (Trino's DataSizeFunctions) ------------------------------------
 _DATA_SIZE_UNITS = {u: 1 << (10 * k) for k, u in enumerate(("B", "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"))}
 
