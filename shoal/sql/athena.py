@@ -2094,6 +2094,10 @@ class AthenaTranslator:
     def _f_contains_sequence(self, node: exp.Anonymous, args: list) -> exp.Expr:
         # ArrayContainsSequence: some position where every element of B is IDENTICAL (NULLs equal) to A's.
         a, b = self._arity(node, args, 2)
+        types = {self._element_type(a), self._element_type(b)} - {None}
+        if len(types) > 1 and not all(_numeric(t) for t in types):
+            # Trino finds no common type (text and numbers); Spark's <=> would cast one to the other
+            raise self.refuse("CONTAINS_SEQUENCE of arrays of different types", node, "contains_sequence")
         return self._typed(
             _sp(
                 "CASE WHEN A IS NULL OR B IS NULL THEN NULL WHEN SIZE(B) = 0 THEN TRUE "
@@ -2141,6 +2145,8 @@ class AthenaTranslator:
         that does not start with a letter and lets a non-letter separate equal codes), so Spark's
         runs on the letters alone; with those, both code H and W alike. Non-ASCII text (letters
         Trino upper-cases to others, or rejects) is refused when met."""
+        if self.type_of(node.this) not in ("string", None) and not isinstance(node.this, exp.Null):
+            raise self.refuse("SOUNDEX of a value that is not text", node, "soundex")  # Trino: no such function
         return self._typed(
             _sp(
                 "CASE WHEN S RLIKE '[^\\\\x00-\\\\x7F]' "

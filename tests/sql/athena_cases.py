@@ -1068,6 +1068,8 @@ CASES: list[tuple[str, str, object]] = [
     ("issue44", "contains_sequence(ARRAY[1, NULL, 3], ARRAY[NULL, 3])", True),
     ("issue44", "contains_sequence(ARRAY['a', 'b'], filter(ARRAY['z'], e -> e = 'a'))", True),
     ("issue44", "contains_sequence(CAST(NULL AS ARRAY(INTEGER)), ARRAY[1])", None),
+    ("issue44", "contains_sequence(ARRAY['1', '2'], ARRAY[1])", ERROR),  # no common element type
+    ("issue44", "contains_sequence(ARRAY[1, 2], ARRAY[2.0])", True),  # integer and decimal: coerced
     # (the order of a key's values is the order rows arrive, in Trino as here: sorted to compare)
     (
         "aggregates",
@@ -1104,6 +1106,7 @@ CASES: list[tuple[str, str, object]] = [
     ("issue44", "soundex('')", ""),
     ("issue44", "soundex('123')", ""),
     ("issue44", "soundex(CAST(NULL AS VARCHAR))", None),
+    ("issue44", "soundex(i)", ERROR),  # string.md: soundex(char) takes text only
     ("issue44", "soundex('Müller')", ERROR),  # Ü is a letter Trino's table has no code for
     ("issue44", "soundex('Straße')", Unsupported("S362")),  # upper-cased to STRASSE
     # ---- typeof ----------------------------------------------------------------------------------
