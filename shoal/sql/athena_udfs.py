@@ -482,17 +482,6 @@ def split_to_multimap(text: str | None, entry_sep: str | None, kv_sep: str | Non
     return out
 
 
-# ---- math.md: normal_cdf (Trino's MathFunctions.normalCdf, the same operations in order) ---------------
-def normal_cdf(mean: float | None, sd: float | None, value: float | None) -> float | None:
-    """0.5 * (1 + erf((v - mean) / (sd * sqrt(2)))); Trino's erf is Commons Math's, this one the
-    C library's (the same doubles on the examples Trino's and Velox's tests print)."""
-    if mean is None or sd is None or value is None:
-        return None
-    if not sd > 0:
-        raise ValueError("standardDeviation must be > 0")
-    return 0.5 * (1 + math.erf((value - mean) / (sd * math.sqrt(2))))
-
-
 # ---- math.md: inverse_normal_cdf (Trino's MathFunctions: mean + sd * sqrt(2) * erfInv(2p - 1), where
 # erfInv is Commons Math's: M. Giles' polynomials, "Approximating the erfinv function", GPU Computing
 # Gems, Jade Edition, 2011, evaluated by Horner's rule in the same order) --------------------------------
