@@ -2110,10 +2110,6 @@ class AthenaTranslator:
             "boolean",
         )
 
-    def _f_inverse_normal_cdf(self, node: exp.Anonymous, args: list) -> exp.Expr:
-        self._numbers(node, *self._arity(node, args, 3))
-        return self._udf("inverse_normal_cdf", [_sp("CAST(A AS DOUBLE)", A=a) for a in args], "double")
-
     def _f_parse_data_size(self, node: exp.Anonymous, args: list) -> exp.Expr:
         (text,) = self._arity(node, args, 1)
         return self._udf("parse_data_size", [text], "decimal(38,0)")
@@ -2442,7 +2438,6 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
             "bit_count": "bigint",
             "bitwise_shift": "bigint",
             "parse_data_size": "decimal(38,0)",
-            "inverse_normal_cdf": "double",
         }.items()
     },  # fmt: skip
     **{

@@ -299,37 +299,3 @@ def test_parse_data_size_at_the_edges_of_decimal_38():
         parse_data_size("\u0661kB")
     with pytest.raises(ValueError, match=r"^Invalid data size: '\.B'$"):
         parse_data_size(".B")
-
-
-def test_inverse_normal_cdf_at_the_ends():
-    """2p - 1 rounds to -1 for a tiny p: Java's log(0) is -Infinity, so Trino answers -Infinity.
-    For a small p, 2p - 1 keeps few of p's digits: Trino's answer is off the true quantile
-    (-6.3613409024 for 1e-10) in the 9th digit, and so is the translation, by the same formula."""
-    from shoal.sql.athena_udfs import inverse_normal_cdf
-
-    assert inverse_normal_cdf(0.0, 1.0, 1e-300) == -math.inf
-    assert inverse_normal_cdf(3.0, 2.0, 0.5) == 3.0
-    assert inverse_normal_cdf(0.0, 1.0, 1e-10) == pytest.approx(-6.361340889697421, rel=1e-12)
-
-
-def test_inverse_normal_cdf_is_commons_maths_bit_for_bit(spark):
-    """Trino's inverse_normal_cdf is mean + sd * 1.4142135623730951 * Erf.erfInv(2p - 1) (Apache
-    Commons Math). Spark's JVM carries the same Commons Math: its erfInv, called directly (here
-    only, never in translated SQL), and athena_udfs' port give the same doubles, in the middle
-    and in both tails."""
-    import random
-
-    from shoal.sql.athena_udfs import inverse_normal_cdf
-
-    rnd = random.Random(44)
-    ps = [rnd.random() for _ in range(300)]
-    ps += [10 ** -rnd.uniform(1, 15) for _ in range(100)] + [1 - 10 ** -rnd.uniform(1, 15) for _ in range(100)]
-    means_sds = [(rnd.uniform(-50, 50), rnd.uniform(0.01, 20)) for _ in ps]
-    rows = (
-        spark.createDataFrame([(p,) for p in ps], "p double")
-        .selectExpr("CAST(reflect('org.apache.commons.math3.special.Erf', 'erfInv', 2 * p - 1) AS DOUBLE) AS e")
-        .collect()
-    )
-    java = [m + sd * 1.4142135623730951 * r["e"] for (m, sd), r in zip(means_sds, rows, strict=True)]
-    ours = [inverse_normal_cdf(m, sd, p) for (m, sd), p in zip(means_sds, ps, strict=True)]
-    assert ours == java
