@@ -2011,6 +2011,148 @@ class AthenaTranslator:
             _sp("TRANSFORM(I, shoal_c -> TRANSFORM(shoal_c, shoal_i -> A[shoal_i]))", I=indexes, A=a), "array"
         )
 
+    # -- math.md (geometric), array.md, conversion.md, aggregate.md: issue 44's last functions --------
+    def _f_cosine_similarity(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        return self._typed(self._cosine(node, self._arity(node, args, 2), "COSINE_SIMILARITY"), "double")
+
+    def _h_CosineDistance(self, node: exp.Expr) -> exp.Expr:
+        # Trino's cosineDistance is 1.0 - cosineSimilarity, the same double operation.
+        similarity = self._cosine(node, [node.this, node.expression], "COSINE_DISTANCE")
+        return self._typed(_sp("1.0D - C", C=similarity), "double")
+
+    def _cosine(self, node: exp.Expr, args: list, what: str) -> exp.Expr:
+        """ArrayVectorFunctions.cosineSimilarity: the three sums in element order (AGGREGATE folds
+        left, as Trino's loop does), then dot / sqrt(|a|^2 * |b|^2), so the doubles are Trino's."""
+        if all(self._sparse_vector(a) for a in args):
+            return self._sparse_cosine(node, args, what)
+        if not all(self._numeric_array(a) for a in args):
+            raise self.refuse(f"{what} of anything but numeric arrays or MAP(...)s of numbers", node, what.lower())
+        return _sp(
+            "CASE WHEN A IS NULL OR B IS NULL THEN NULL "
+            "WHEN SIZE(A) <> SIZE(B) THEN RAISE_ERROR('The arguments must have the same length') "
+            "WHEN EXISTS(A, shoal_v -> shoal_v IS NULL) OR EXISTS(B, shoal_v -> shoal_v IS NULL) "
+            f"THEN RAISE_ERROR('not supported in Shoal: {what} of an array with NULL elements') "
+            "ELSE AGGREGATE(ZIP_WITH(CAST(A AS ARRAY<DOUBLE>), CAST(B AS ARRAY<DOUBLE>), "
+            "(shoal_x, shoal_y) -> NAMED_STRUCT('x', shoal_x, 'y', shoal_y)), "
+            "NAMED_STRUCT('a', 0.0D, 'b', 0.0D, 'd', 0.0D), "
+            "(shoal_s, shoal_e) -> NAMED_STRUCT('a', shoal_s.a + shoal_e.x * shoal_e.x, "
+            "'b', shoal_s.b + shoal_e.y * shoal_e.y, 'd', shoal_s.d + shoal_e.x * shoal_e.y), "
+            "shoal_s -> CASE WHEN shoal_s.a = 0 OR shoal_s.b = 0 THEN RAISE_ERROR('Vector magnitude cannot be zero') "
+            # Spark's x / 0.0 is NULL where Java's is infinite: a product that underflows is refused
+            "WHEN SQRT(shoal_s.a * shoal_s.b) = 0 "
+            f"THEN RAISE_ERROR('not supported in Shoal: {what} of vectors this small') "
+            "ELSE shoal_s.d / SQRT(shoal_s.a * shoal_s.b) END) END",
+            A=args[0],
+            B=args[1],
+        )
+
+    def _sparse_cosine(self, node: exp.Expr, args: list, what: str) -> exp.Expr:
+        """MathFunctions.cosineSimilarity(map(varchar, double)): NULL for a NULL value; each norm
+        the root of its squares summed in entry order; the dot product over the first map's
+        entries whose keys the second has; dot / (norm1 * norm2). A zero product is refused
+        (0/0: NaN in older Trino, an error in newer; Spark's division would give NULL)."""
+        return _sp(
+            "CASE WHEN A IS NULL OR B IS NULL OR EXISTS(MAP_VALUES(A), shoal_v -> shoal_v IS NULL) "
+            "OR EXISTS(MAP_VALUES(B), shoal_v -> shoal_v IS NULL) THEN NULL "
+            "WHEN N * M = 0 "
+            f"THEN RAISE_ERROR('not supported in Shoal: {what} of a zero (or vanishingly small) vector') "
+            "ELSE AGGREGATE(MAP_ENTRIES(X), 0.0D, (shoal_s, shoal_e) -> CASE WHEN MAP_CONTAINS_KEY(Y, shoal_e.key) "
+            "THEN shoal_s + shoal_e.value * ELEMENT_AT(Y, shoal_e.key) ELSE shoal_s END) / (N * M) END",
+            A=args[0],
+            B=args[1],
+            X=_sp("CAST(A AS MAP<STRING, DOUBLE>)", A=args[0]),
+            Y=_sp("CAST(A AS MAP<STRING, DOUBLE>)", A=args[1]),
+            N=_sp(
+                "SQRT(AGGREGATE(MAP_VALUES(CAST(A AS MAP<STRING, DOUBLE>)), 0.0D, (shoal_s, shoal_v) -> shoal_s + shoal_v * shoal_v))",
+                A=args[0],
+            ),
+            M=_sp(
+                "SQRT(AGGREGATE(MAP_VALUES(CAST(A AS MAP<STRING, DOUBLE>)), 0.0D, (shoal_s, shoal_v) -> shoal_s + shoal_v * shoal_v))",
+                A=args[1],
+            ),
+        )
+
+    def _sparse_vector(self, node: exp.Expr) -> bool:
+        """A MAP(keys, values) of text keys and numbers, or a map<string, number> column: maps whose
+        entries keep the order they were written in, in Trino as in Spark (the sums' order)."""
+        if isinstance(node, exp.Map) and isinstance(node.args.get("keys"), exp.Array):
+            keys, values = node.args["keys"].expressions, node.args["values"]
+            return (
+                isinstance(values, exp.Array)
+                and all(self.type_of(k) == "string" for k in keys)
+                and all(_numeric(self.type_of(v)) for v in values.expressions)
+            )
+        t = self.type_of(node) or ""
+        return t.startswith("map<string,") and _numeric(t[11:-1])
+
+    def _numeric_array(self, array: exp.Expr) -> bool:
+        if isinstance(array, exp.Array):
+            return bool(array.expressions) and all(_numeric(self.type_of(e)) for e in array.expressions)
+        t = self.type_of(array) or ""
+        return t.startswith("array<") and _numeric(t[6:-1])
+
+    def _f_contains_sequence(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # ArrayContainsSequence: some position where every element of B is IDENTICAL (NULLs equal) to A's.
+        a, b = self._arity(node, args, 2)
+        types = {self._element_type(a), self._element_type(b)} - {None}
+        if len(types) > 1 and not all(_numeric(t) for t in types):
+            # Trino finds no common type (text and numbers); Spark's <=> would cast one to the other
+            raise self.refuse("CONTAINS_SEQUENCE of arrays of different types", node, "contains_sequence")
+        return self._typed(
+            _sp(
+                "CASE WHEN A IS NULL OR B IS NULL THEN NULL WHEN SIZE(B) = 0 THEN TRUE "
+                "WHEN SIZE(B) > SIZE(A) THEN FALSE "
+                "ELSE EXISTS(SEQUENCE(1, SIZE(A) - SIZE(B) + 1), shoal_i -> "
+                "FORALL(SEQUENCE(1, SIZE(B)), shoal_j -> ELEMENT_AT(A, shoal_i + shoal_j - 1) <=> ELEMENT_AT(B, shoal_j))) END",
+                A=a,
+                B=b,
+            ),
+            "boolean",
+        )
+
+    def _f_parse_data_size(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        (text,) = self._arity(node, args, 1)
+        return self._udf("parse_data_size", [text], "decimal(38,0)")
+
+    def _f_multimap_agg(self, node: exp.Anonymous, args: list) -> exp.Expr:
+        # aggregate.md: each key's values (NULLs kept) in the order the rows come; no rows: NULL.
+        if isinstance(node.parent, exp.Window) or len(args) != 2:
+            raise self.refuse("MULTIMAP_AGG with OVER", node, "multimap_agg")
+        return self._typed(
+            self._aggregate(
+                node,
+                "CASE WHEN COUNT(1) F = 0 THEN NULL "
+                "WHEN COUNT(1) F > COUNT(K) F THEN RAISE_ERROR('not supported in Shoal: MULTIMAP_AGG with a NULL key') "
+                "ELSE MAP_FROM_ENTRIES(TRANSFORM(ARRAY_DISTINCT(TRANSFORM(COLLECT_LIST(NAMED_STRUCT('k', K, 'v', V)) F, "
+                "shoal_e -> shoal_e.k)), shoal_k -> NAMED_STRUCT('k', shoal_k, 'v', TRANSFORM(FILTER("
+                "COLLECT_LIST(NAMED_STRUCT('k', K, 'v', V)) F, shoal_e -> shoal_e.k <=> shoal_k), shoal_e -> shoal_e.v)))) END",
+                K=args[0],
+                V=args[1],
+            ),
+            "map",
+        )
+
+    def _h_Soundex(self, node: exp.Expr) -> exp.Expr:
+        """string.md soundex: Trino's American Soundex skips every non-letter (Spark's keeps text
+        that does not start with a letter and lets a non-letter separate equal codes), so Spark's
+        runs on the letters alone; with those, both code H and W alike. Non-ASCII text (letters
+        Trino upper-cases to others, or rejects) is refused when met."""
+        if self.type_of(node.this) not in ("string", None) and not isinstance(node.this, exp.Null):
+            raise self.refuse("SOUNDEX of a value that is not text", node, "soundex")  # Trino: no such function
+        return self._typed(
+            _sp(
+                "CASE WHEN S RLIKE '[^\\\\x00-\\\\x7F]' "
+                "THEN RAISE_ERROR('not supported in Shoal: SOUNDEX of text beyond ASCII') "
+                "ELSE SOUNDEX(REGEXP_REPLACE(S, '[^A-Za-z]', '')) END",
+                S=node.this,
+            ),
+            "string",
+        )
+
+    def _h_Uuid(self, node: exp.Expr) -> exp.Expr:
+        # uuid.md: a random version 4 UUID; Spark's uuid() is one too, shown as text.
+        return self._typed(exp.Anonymous(this="UUID", expressions=[]), "string")
+
 
 # The translated calls whose value is Trino's JSON type (json_extract_scalar's is a VARCHAR).
 _JSON_VALUED = {"ATHENA_JSON_PARSE", "ATHENA_JSON_EXTRACT", "ATHENA_JSON_ARRAY_GET"}
@@ -2295,6 +2437,7 @@ _UDFS: dict[str, tuple[Callable[..., Any], str]] = {
             "normalize": "string",
             "bit_count": "bigint",
             "bitwise_shift": "bigint",
+            "parse_data_size": "decimal(38,0)",
         }.items()
     },  # fmt: skip
     **{

@@ -482,6 +482,32 @@ def split_to_multimap(text: str | None, entry_sep: str | None, kv_sep: str | Non
     return out
 
 
+# ---- conversion.md: parse_data_size (Trino's DataSizeFunctions) ------------------------------------
+_DATA_SIZE_UNITS = {u: 1 << (10 * k) for k, u in enumerate(("B", "kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"))}
+
+
+def parse_data_size(text: str | None) -> decimal.Decimal | None:
+    """The leading digits and points read as a BigDecimal, times the unit (case as written,
+    powers of 1024), truncated to whole bytes: a decimal(38,0)."""
+    if text is None:
+        return None
+    n = 0
+    while n < len(text) and (text[n] in "0123456789."):
+        n += 1
+    if any(c.isdecimal() and c not in "0123456789" for c in text):
+        raise ValueError(f"{_REFUSED}PARSE_DATA_SIZE of digits other than 0-9")  # Java reads them as digits
+    number, unit = text[:n], text[n:]
+    if n == 0 or unit not in _DATA_SIZE_UNITS or not re.fullmatch(r"\d+\.?\d*|\.\d+", number):
+        raise ValueError(f"Invalid data size: '{text}'")
+    with decimal.localcontext(decimal.Context(prec=200)):
+        size = (decimal.Decimal(number) * _DATA_SIZE_UNITS[unit]).to_integral_value(rounding=decimal.ROUND_DOWN)
+    if size >= 2**127:
+        raise ValueError(f"Value out of range: '{text}' ('{size}B')")
+    if size >= 10**38:  # Trino keeps the 127-bit value, beyond what a decimal(38,0) holds
+        raise ValueError(f"{_REFUSED}PARSE_DATA_SIZE of 10^38 bytes or more")
+    return size
+
+
 # ---- math.md: wilson_interval_lower/upper (Trino's WilsonInterval, the same operations in order) ------
 def _wilson(successes: int | None, trials: int | None, z: float | None, bound: int) -> float | None:
     if successes is None or trials is None or z is None:

@@ -283,3 +283,19 @@ def test_xxhash64_is_xxh64_at_every_length(spark):
     rows = spark.createDataFrame([(d,) for d in data], "b binary").selectExpr("xxhash64(b) AS h").collect()
     ours = [h - 2**64 if h >= 2**63 else h for h in (_xxh64(d, 42) for d in data)]
     assert [r["h"] for r in rows] == ours
+
+
+def test_parse_data_size_at_the_edges_of_decimal_38():
+    """DataSizeFunctions keeps up to 127 bits (an error beyond); a decimal(38,0) holds less, so
+    the values between are refused; digits Java reads beyond 0-9 are refused too."""
+    from shoal.sql.athena_udfs import parse_data_size
+
+    assert parse_data_size("9" * 38 + "B") == Decimal(10**38 - 1)
+    with pytest.raises(ValueError, match=r"^not supported in Shoal: PARSE_DATA_SIZE of 10\^38"):
+        parse_data_size("1" + "0" * 38 + "B")
+    with pytest.raises(ValueError, match=r"^Value out of range: '200000000000000YB'"):
+        parse_data_size("200000000000000YB")
+    with pytest.raises(ValueError, match=r"^not supported in Shoal: PARSE_DATA_SIZE of digits"):
+        parse_data_size("\u0661kB")
+    with pytest.raises(ValueError, match=r"^Invalid data size: '\.B'$"):
+        parse_data_size(".B")
