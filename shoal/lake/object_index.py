@@ -1,6 +1,6 @@
 """`shoal.object_index`: one row per object, linking its raw, extracted and enriched paths with
 the facts people filter on. Updated incrementally for the objects a run touched (MERGE, reading
-and rewriting only their buckets).
+and rewriting only their buckets; an append when none of them is indexed yet).
 
 The extraction facts of an object (status, paths, languages, PII types, counts...) are
 computed by the worker that extracted it (`object_facts`), so a refresh never re-aggregates
@@ -182,7 +182,12 @@ def refresh_index(
         for c, (typ, default) in FACTS.items()
     )
     rows = spark.sql(_INDEX_SQL.format(facts=fact_sql))
-    rows.select(*metadata.columns("object_index")).createOrReplaceTempView("shoal_index_fresh")
+    rows = rows.select(*metadata.columns("object_index"))
+    if not spark.table("shoal_index_old").limit(1).count():
+        # Brand-new objects only (the usual run): nothing to update, so an append, not a MERGE.
+        rows.writeTo(names["object_index"]).append()
+        return
+    rows.createOrReplaceTempView("shoal_index_fresh")
     # The target-side `IN` list is pushed to the index scan: only the touched buckets are read.
     scope = f" AND t.object_id IN {metadata.ids_sql(touched)}" if len(touched) <= metadata.IN_LIST_LIMIT else ""
     spark.sql(
