@@ -248,8 +248,40 @@ def _scope(spark: SparkSession, settings: Settings, router: Router, *, full: boo
     mark = None if full else Mark.read(settings)
     if mark is not None and not mark.holds(routes, objects, extractions):
         mark = None  # routes or versions changed, or history rewritten: plan everything
+    if mark is not None and not (
+        _only_appends(spark, settings, "objects", objects, mark.objects)
+        and _only_appends(spark, settings, "extractions", extractions, mark.extractions)
+    ):
+        mark = None  # rows deleted or rewritten since the mark: only a full plan sees that
     scope = Scope(objects[0] if objects else None, extractions[0] if extractions else None, mark)
     return scope, routes
+
+
+def _only_appends(spark: SparkSession, settings: Settings, name: str, ancestors: list[int], since: int | None) -> bool:
+    """Whether every snapshot after `since` on this history (newest first) only appended rows.
+    Planning after the mark reads the files those snapshots added and none of their delete
+    files: a row deleted and written again since the mark would be read twice (one object
+    extracted twice, its index MERGE failing on the two rows), a deleted one as still there."""
+    if since is None:
+        return True  # the table was empty at the mark: the plan reads a whole snapshot, deletes applied
+    newer = ancestors[: ancestors.index(since)]
+    if not newer:
+        return True
+    operations = _iceberg_operations(settings, name)
+    if operations is None:
+        snapshots = metadata.table(name).metadata("snapshots")
+        operations = {int(r.snapshot_id): r.operation for r in spark.sql(f"SELECT * FROM {snapshots}").collect()}
+    return all(operations.get(s) == "append" for s in newer)
+
+
+def _iceberg_operations(settings: Settings, name: str) -> dict[int, str] | None:
+    """Each snapshot's operation (append, overwrite, delete, replace) from the table's metadata
+    through PyIceberg; None when it cannot say (Spark reads the snapshots table then)."""
+    try:
+        table = _iceberg_catalog(settings).load_table((metadata.NAMESPACE, name))
+    except Exception:  # noqa: BLE001 - any failure only means Spark answers instead
+        return None
+    return {s.snapshot_id: s.summary.operation.value for s in table.metadata.snapshots if s.summary is not None}
 
 
 def _up_to_date(spark: SparkSession, settings: Settings, router: Router) -> bool:
