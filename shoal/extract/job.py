@@ -248,8 +248,40 @@ def _scope(spark: SparkSession, settings: Settings, router: Router, *, full: boo
     mark = None if full else Mark.read(settings)
     if mark is not None and not mark.holds(routes, objects, extractions):
         mark = None  # routes or versions changed, or history rewritten: plan everything
+    if mark is not None and not (
+        _only_appends(spark, settings, "objects", objects, mark.objects)
+        and _only_appends(spark, settings, "extractions", extractions, mark.extractions)
+    ):
+        mark = None  # rows deleted or rewritten since the mark: only a full plan sees that
     scope = Scope(objects[0] if objects else None, extractions[0] if extractions else None, mark)
     return scope, routes
+
+
+def _only_appends(spark: SparkSession, settings: Settings, name: str, ancestors: list[int], since: int | None) -> bool:
+    """Whether every snapshot after `since` on this history (newest first) only appended rows.
+    Planning after the mark reads the files those snapshots added and none of their delete
+    files: a row deleted and written again since the mark would be read twice (one object
+    extracted twice, its index MERGE failing on the two rows), a deleted one as still there."""
+    if since is None:
+        return True  # the table was empty at the mark: the plan reads a whole snapshot, deletes applied
+    newer = ancestors[: ancestors.index(since)]
+    if not newer:
+        return True
+    operations = _iceberg_operations(settings, name)
+    if operations is None:
+        snapshots = metadata.table(name).metadata("snapshots")
+        operations = {int(r.snapshot_id): r.operation for r in spark.sql(f"SELECT * FROM {snapshots}").collect()}
+    return all(operations.get(s) == "append" for s in newer)
+
+
+def _iceberg_operations(settings: Settings, name: str) -> dict[int, str] | None:
+    """Each snapshot's operation (append, overwrite, delete, replace) from the table's metadata
+    through PyIceberg; None when it cannot say (Spark reads the snapshots table then)."""
+    try:
+        table = _iceberg_catalog(settings).load_table((metadata.NAMESPACE, name))
+    except Exception:  # noqa: BLE001 - any failure only means Spark answers instead
+        return None
+    return {s.snapshot_id: s.summary.operation.value for s in table.metadata.snapshots if s.summary is not None}
 
 
 def _up_to_date(spark: SparkSession, settings: Settings, router: Router) -> bool:
@@ -463,9 +495,6 @@ def _run_round(
     sc = spark.sparkContext
     object_task, slices = plan_tasks([(r.object_id, r.size_bytes) for r in listed], sc.defaultParallelism)
     say(f"extracting {len(work_ids)} objects in {slices} tasks")
-    from shoal.extract.runner import TIMESTAMP_FORMAT
-    from shoal.lake.object_index import FACTS_SCHEMA, refresh_index
-
     task_of = sc.broadcast(object_task)
     rdd = (
         work.rdd.map(lambda r: (task_of.value[r.object_id], r))
@@ -475,92 +504,242 @@ def _run_round(
     )
     with spark_tasks(spark, say, "extracting"):
         out = spark.createDataFrame(rdd, "table STRING, row STRING, object_id STRING, via STRING").persist()
-        tally = out.groupBy("table", (F.col("object_id") != F.col("via")).alias("inline")).count().collect()
-    counts: dict[str, int] = {}
-    for r in tally:
-        counts[r["table"]] = counts.get(r["table"], 0) + r["count"]
+        tally = _tally(out)
     say("extracted")
-    results = out  # the rows to commit: the planned objects' own, plus one extraction of each new child
     try:
-
-        def rows(table: str, schema: str | None = None, frame: DataFrame | None = None) -> DataFrame:
-            return (
-                (results if frame is None else frame)
-                .where(F.col("table") == table)
-                .select(
-                    F.from_json("row", schema or metadata.schema(table), {"timestampFormat": TIMESTAMP_FORMAT}).alias(
-                        "r"
-                    )
-                )
-                .select("r.*")
-            )
-
-        new_children: list = []
-        produced: list[str] = []  # every child object this run's extractions named, new or known
-        if counts.get("objects"):
-            children = rows("objects", frame=out).dropDuplicates(["object_id"]).persist()
-            produced = [r.object_id for r in children.select("object_id").collect()]
-            existing = metadata.for_ids(spark, spark.table(metadata.table("objects").sql).select("object_id"), produced)
-            new = children.join(existing, "object_id", "left_anti").persist()
-            new_children = new.select("object_id", "media_type", "source_path").collect()
-            # A child known before keeps its rows (it was planned in its own right if pending);
-            # a new one keeps the rows of a single inline extraction: the one under the
-            # smallest planned id among those that extracted it.
-            if any(r["inline"] and r["table"] != "objects" for r in tally):  # known children's rows go too
-                results, counts = _keep_one_extraction(spark, out, tally, [r.object_id for r in new_children])
-            if new_children:
-                # Journaled before any table gains their rows: a crash from here redoes them too.
-                _write_journal(settings, result, journaled | {r.object_id for r in new_children})
-                new.writeTo(metadata.table("objects").sql).append()
-            new.unpersist()
-            children.unpersist()
-            say(f"registered {len(new_children)} new child objects")
-        child_ids = [r.object_id for r in new_children]
-        # One table after another: concurrent commits make the SQLite catalog fail with
-        # SQLITE_BUSY (a read transaction cannot upgrade while another writer commits).
-        for table in metadata.RESULT_TABLES:
-            if counts.get(table):
-                rows(table).writeTo(metadata.table(table).sql).append()
-        say("result tables committed")
-        pages = (
-            rows("document_properties").agg(F.sum(F.coalesce("page_count", F.lit(0)))).collect()[0][0]
-            if counts.get("document_properties")
-            else 0
-        )
-        say(f"updating the metadata layer for {len(work_ids) + len(child_ids)} objects")
-        refresh_index(spark, work_ids + child_ids, facts=rows("index_facts", FACTS_SCHEMA), child_ids=produced)
-        say("metadata layer updated")
-        # Last: the record of completed work. A crash before this commit redoes the objects.
-        extractions = rows("extractions").persist()
-        summary = extractions.groupBy("extractor", "status").count().collect()
-        problems = (
-            extractions.where(F.col("status").isin("error", "timeout"))
-            .select("object_id", "extractor", "status", "error")
-            .collect()
-        )
-        extractions.writeTo(metadata.table("extractions").sql).append()
-        extractions.unpersist()
-        say("extractions committed")
+        committed = None
+        committer = _fast_committer(settings, tally)
+        if committer is not None:
+            committed = _commit_fast(spark, settings, committer, out, work_ids, journaled, result, say)
+        if committed is None:
+            committed = _commit_spark(spark, settings, out, tally, work_ids, journaled, result, say)
     finally:
         out.unpersist()
+    new_children, summary, problems, pages = committed
     result.objects += len(work_ids)
-    result.children += len(child_ids)
-    result.pages += int(pages or 0)
-    for r in summary:
-        by_status = result.statuses.setdefault(r.extractor, {})
-        by_status[r.status] = by_status.get(r.status, 0) + r["count"]
+    result.children += len(new_children)
+    result.pages += pages
+    for (extractor, status), n in sorted(summary.items()):
+        by_status = result.statuses.setdefault(extractor, {})
+        by_status[status] = by_status.get(status, 0) + n
     paths = {r.object_id: r.source_path for r in (*listed, *new_children)}
     result.problems.extend(
         {
-            "object_id": p.object_id,
-            "source_path": paths.get(p.object_id),
-            "extractor": p.extractor,
-            "status": p.status,
-            "error": p.error,
+            "object_id": p["object_id"],
+            "source_path": paths.get(p["object_id"]),
+            "extractor": p["extractor"],
+            "status": p["status"],
+            "error": p["error"],
         }
         for p in problems
     )
     return new_children
+
+
+def _tally(out: DataFrame) -> list:
+    """Rows and JSON bytes per table, the planned objects' own apart from inline children's."""
+    inline = (F.col("object_id") != F.col("via")).alias("inline")
+    return (
+        out.groupBy("table", inline)
+        .agg(F.count(F.lit(1)).alias("count"), F.sum(F.length("row")).alias("bytes"))
+        .collect()
+    )
+
+
+# What a commit path hands back: the new children (object_id, media_type, source_path), the
+# steps per (extractor, status), the failed steps, the pages extracted.
+Committed = tuple[list, dict[tuple[str, str], int], list[dict[str, Any]], int]
+
+
+def _fast_committer(settings: Settings, tally: list) -> Any | None:
+    """PyIceberg's committer when it is installed and the run's rows fit the driver."""
+    from shoal.extract import commit
+
+    if sum(r["count"] for r in tally) > commit.MAX_ROWS or sum(r["bytes"] or 0 for r in tally) > commit.MAX_BYTES:
+        return None
+    catalog = commit.open_lake_catalog(settings)
+    return None if catalog is None else commit.Committer(catalog)
+
+
+def _commit_fast(
+    spark: SparkSession,
+    settings: Settings,
+    committer: Any,
+    out: DataFrame,
+    work_ids: list[str],
+    journaled: set[str],
+    result: ExtractResult,
+    say: Callable[[str], None],
+) -> Committed | None:
+    """Commit the run's rows through PyIceberg from the driver, in the Spark path's order and
+    with its rows; None (nothing written) where a row cannot be converted exactly."""
+    from pyspark.sql import Row
+
+    from shoal.extract.commit import NotFast, index_objects
+    from shoal.extract.runner import TIMESTAMP_FORMAT
+    from shoal.lake.object_index import FACTS_SCHEMA, refresh_index
+
+    records = out.collect()
+    # Every child this run's extractions named, with one registration row each (the one under
+    # the smallest planned id); those not in shoal.objects yet are new.
+    registrations: dict[str, tuple[str, str]] = {}
+    for r in records:
+        if r.table == "objects" and (r.object_id not in registrations or (r.via, r.row) < registrations[r.object_id]):
+            registrations[r.object_id] = (r.via, r.row)
+    produced = sorted(registrations)
+    known = committer.known_objects(produced)
+    if known is None:  # more ids than one scan filter should carry, or a layout PyIceberg cannot read
+        objects = spark.table(metadata.table("objects").sql).select("object_id")
+        known = {r.object_id for r in metadata.for_ids(spark, objects, produced).collect()}
+    new_ids = {i for i in produced if i not in known}
+    # A new child keeps the rows of one inline extraction: the one under the smallest planned id.
+    winner: dict[str, str] = {}
+    for r in records:
+        if r.table == "extractions" and r.object_id != r.via and r.object_id in new_ids:
+            winner[r.object_id] = min(winner.get(r.object_id, r.via), r.via)
+    by_table: dict[str, list[str]] = {}
+    for r in records:
+        if r.table != "objects" and (r.object_id == r.via or winner.get(r.object_id) == r.via):
+            by_table.setdefault(r.table, []).append(r.row)
+    try:  # every table converted before the first commit
+        committer.prepare("objects", [registrations[i][1] for i in sorted(new_ids)])
+        for table in (*metadata.RESULT_TABLES, "extractions"):
+            committer.prepare(table, by_table.get(table, []))
+    except NotFast as exc:
+        say(f"committing through Spark ({exc})")
+        return None
+    new_children = [Row(object_id=i, media_type=m, source_path=p) for i, m, p in _registered(committer)]
+    if new_children:
+        # Journaled before any table gains their rows: a crash from here redoes them too.
+        _write_journal(settings, result, journaled | new_ids)
+        committer.append("objects")
+    if produced:
+        say(f"registered {len(new_children)} new child objects")
+    pages = _pages(committer)
+    for table in metadata.RESULT_TABLES:
+        committer.append(table)
+    say("result tables committed")
+    say(f"updating the metadata layer for {len(work_ids) + len(new_ids)} objects")
+    touched = work_ids + sorted(new_ids)
+    if not index_objects(committer, touched, by_table.get("index_facts", []), produced):
+        facts = spark.createDataFrame([(row,) for row in by_table.get("index_facts", [])], "row STRING").select(
+            F.from_json("row", FACTS_SCHEMA, {"timestampFormat": TIMESTAMP_FORMAT}).alias("r")
+        )
+        refresh_index(spark, touched, facts=facts.select("r.*"), child_ids=produced)
+    say("metadata layer updated")
+    steps = committer.ready["extractions"].select(["object_id", "extractor", "status", "error"]).to_pylist()
+    # Last: the record of completed work. A crash before this commit redoes the objects.
+    committer.append("extractions")
+    say("extractions committed")
+    summary: dict[tuple[str, str], int] = {}
+    for s in steps:
+        summary[s["extractor"], s["status"]] = summary.get((s["extractor"], s["status"]), 0) + 1
+    return new_children, summary, [s for s in steps if s["status"] in ("error", "timeout")], pages
+
+
+def _registered(committer: Any) -> list[tuple[str, str, str]]:
+    new = committer.ready.get("objects")
+    if new is None:
+        return []
+    return list(zip(*(new.column(c).to_pylist() for c in ("object_id", "media_type", "source_path")), strict=True))
+
+
+def _pages(committer: Any) -> int:
+    props = committer.ready.get("document_properties")
+    if props is None:
+        return 0
+    return int(sum(n or 0 for n in props.column("page_count").to_pylist()))
+
+
+def _commit_spark(
+    spark: SparkSession,
+    settings: Settings,
+    out: DataFrame,
+    tally: list,
+    work_ids: list[str],
+    journaled: set[str],
+    result: ExtractResult,
+    say: Callable[[str], None],
+) -> Committed:
+    """Commit the run's rows with one Spark write per table (rows too large for the driver,
+    or no PyIceberg)."""
+    from shoal.extract.runner import TIMESTAMP_FORMAT
+    from shoal.lake.object_index import FACTS_SCHEMA, refresh_index
+
+    counts: dict[str, int] = {}
+    for r in tally:
+        counts[r["table"]] = counts.get(r["table"], 0) + r["count"]
+    results = out  # the rows to commit: the planned objects' own, plus one extraction of each new child
+
+    def rows(table: str, schema: str | None = None, frame: DataFrame | None = None) -> DataFrame:
+        return (
+            (results if frame is None else frame)
+            .where(F.col("table") == table)
+            .select(
+                F.from_json("row", schema or metadata.schema(table), {"timestampFormat": TIMESTAMP_FORMAT}).alias("r")
+            )
+            .select("r.*")
+        )
+
+    new_children: list = []
+    produced: list[str] = []  # every child object this run's extractions named, new or known
+    if counts.get("objects"):
+        # One registration per child: the row under the smallest planned id (as the fast path).
+        first = (
+            out.where(F.col("table") == "objects")
+            .groupBy("object_id")
+            .agg(F.min(F.struct("via", "row")).alias("m"))
+            .select(F.lit("objects").alias("table"), F.col("m.row").alias("row"))
+        )
+        children = rows("objects", frame=first).persist()
+        produced = [r.object_id for r in children.select("object_id").collect()]
+        existing = metadata.for_ids(spark, spark.table(metadata.table("objects").sql).select("object_id"), produced)
+        new = children.join(existing, "object_id", "left_anti").persist()
+        new_children = new.select("object_id", "media_type", "source_path").collect()
+        # A child known before keeps its rows (it was planned in its own right if pending);
+        # a new one keeps the rows of a single inline extraction: the one under the
+        # smallest planned id among those that extracted it.
+        if any(r["inline"] and r["table"] != "objects" for r in tally):  # known children's rows go too
+            results, counts = _keep_one_extraction(spark, out, tally, [r.object_id for r in new_children])
+        if new_children:
+            # Journaled before any table gains their rows: a crash from here redoes them too.
+            _write_journal(settings, result, journaled | {r.object_id for r in new_children})
+            new.writeTo(metadata.table("objects").sql).append()
+        new.unpersist()
+        children.unpersist()
+        say(f"registered {len(new_children)} new child objects")
+    child_ids = [r.object_id for r in new_children]
+    # One table after another: concurrent commits make the SQLite catalog fail with
+    # SQLITE_BUSY (a read transaction cannot upgrade while another writer commits).
+    for table in metadata.RESULT_TABLES:
+        if counts.get(table):
+            rows(table).writeTo(metadata.table(table).sql).append()
+    say("result tables committed")
+    pages = (
+        rows("document_properties").agg(F.sum(F.coalesce("page_count", F.lit(0)))).collect()[0][0]
+        if counts.get("document_properties")
+        else 0
+    )
+    say(f"updating the metadata layer for {len(work_ids) + len(child_ids)} objects")
+    refresh_index(spark, work_ids + child_ids, facts=rows("index_facts", FACTS_SCHEMA), child_ids=produced)
+    say("metadata layer updated")
+    # Last: the record of completed work. A crash before this commit redoes the objects.
+    extractions = rows("extractions").persist()
+    summary = extractions.groupBy("extractor", "status").count().collect()
+    problems = (
+        extractions.where(F.col("status").isin("error", "timeout"))
+        .select("object_id", "extractor", "status", "error")
+        .collect()
+    )
+    extractions.writeTo(metadata.table("extractions").sql).append()
+    extractions.unpersist()
+    say("extractions committed")
+    return (
+        new_children,
+        {(r.extractor, r.status): r["count"] for r in summary},
+        [p.asDict() for p in problems],
+        int(pages or 0),
+    )
 
 
 def _purge(spark: SparkSession, ids: list[str]) -> None:

@@ -1,6 +1,6 @@
 """`shoal.object_index`: one row per object, linking its raw, extracted and enriched paths with
 the facts people filter on. Updated incrementally for the objects a run touched (MERGE, reading
-and rewriting only their buckets).
+and rewriting only their buckets; an append when none of them is indexed yet).
 
 The extraction facts of an object (status, paths, languages, PII types, counts...) are
 computed by the worker that extracted it (`object_facts`), so a refresh never re-aggregates
@@ -16,6 +16,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from shoal.exceptions import ShoalError
 from shoal.lake import metadata
 
 # Index columns that come from extraction, with their value while an object is pending.
@@ -181,11 +182,32 @@ def refresh_index(
         f"ELSE CAST({default} AS {typ}) END AS {c}"
         for c, (typ, default) in FACTS.items()
     )
-    rows = spark.sql(_INDEX_SQL.format(facts=fact_sql))
-    rows.select(*metadata.columns("object_index")).createOrReplaceTempView("shoal_index_fresh")
-    # The target-side `IN` list is pushed to the index scan: only the touched buckets are read.
-    scope = f" AND t.object_id IN {metadata.ids_sql(touched)}" if len(touched) <= metadata.IN_LIST_LIMIT else ""
-    spark.sql(
-        f"MERGE INTO {names['object_index']} t USING shoal_index_fresh s ON t.object_id = s.object_id{scope} "
-        "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
-    )
+    # Computed once: checked, then written (an append or the MERGE's source).
+    rows = spark.sql(_INDEX_SQL.format(facts=fact_sql)).select(*metadata.columns("object_index")).persist()
+    try:
+        _one_row_each(rows)
+        if not spark.table("shoal_index_old").limit(1).count():
+            # Brand-new objects only (the usual run): nothing to update, so an append, not a MERGE.
+            rows.writeTo(names["object_index"]).append()
+            return
+        rows.createOrReplaceTempView("shoal_index_fresh")
+        # The target-side `IN` list is pushed to the index scan: only the touched buckets are read.
+        scope = f" AND t.object_id IN {metadata.ids_sql(touched)}" if len(touched) <= metadata.IN_LIST_LIMIT else ""
+        spark.sql(
+            f"MERGE INTO {names['object_index']} t USING shoal_index_fresh s ON t.object_id = s.object_id{scope} "
+            "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+        )
+    finally:
+        rows.unpersist()
+
+
+def _one_row_each(rows: DataFrame) -> None:
+    """Refuse, before writing, fresh index rows with two for one object (two objects rows or
+    two facts rows of one id): an append would write both, and so would the MERGE for an
+    object not indexed yet (it refuses only a target row that two source rows match)."""
+    twice = [r.object_id for r in rows.groupBy("object_id").count().where(F.col("count") > 1).limit(3).collect()]
+    if twice:
+        raise ShoalError(
+            f"shoal.object_index: objects with two fresh index rows each ({', '.join(twice)}); nothing written",
+            hint="each object needs one shoal.objects row and one extraction per run",
+        )
